@@ -1,0 +1,1 @@
+"""Adapters: remote envs as gymnasium and dm_env environments."""

@@ -1,0 +1,83 @@
+"""A remote env as an ordinary ``gymnasium.Env``, over any client transport."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+import gymnasium
+
+from envwire import messages as m
+from envwire.errors import ProtocolError
+
+__all__ = ["RemoteEnv", "Transport"]
+
+
+class Transport(Protocol):
+    """What an adapter needs from a client transport."""
+
+    action_space: Any
+    observation_space: Any
+
+    def request(self, request: m.Request) -> m.Reply:
+        """Send one request and return its reply (errors raise)."""
+        ...
+
+    def close(self) -> None:
+        """Close the connection."""
+        ...
+
+
+class RemoteEnv(gymnasium.Env[Any, Any]):
+    """A ``gymnasium.Env`` whose env lives on an envwire (or compatible) server.
+
+    Its spaces equal the server env's; ``reset(seed=...)`` seeds the remote env, so a remote
+    episode equals a local one for the same seed and actions.
+    """
+
+    metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
+
+    def __init__(self, transport: Transport, url: str = "") -> None:
+        self.transport = transport
+        self.url = url
+        self.action_space = transport.action_space
+        self.observation_space = transport.observation_space
+        self._closed = False
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        reply = self.transport.request(m.Reset(seed=seed, options=options))
+        if not isinstance(reply, m.ResetReply):
+            raise ProtocolError(f"reset answered with {type(reply).__name__}")
+        return reply.observation, reply.info
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        reply = self.transport.request(m.Step(action))
+        if not isinstance(reply, m.StepReply):
+            raise ProtocolError(f"step answered with {type(reply).__name__}")
+        return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
+
+    def sample_remote_action(self) -> Any:
+        """An action sampled by the server from the env's action space."""
+        reply = self.transport.request(m.SampleAction())
+        assert isinstance(reply, m.SampleReply)
+        return reply.action
+
+    def monitor(
+        self, directory: str, *, resume: bool = False, force: bool = False, video: bool = True
+    ) -> None:
+        """Have the server record episode statistics (and videos) into ``directory``."""
+        self.transport.request(m.Monitor(directory, resume=resume, force=force, video=video))
+
+    def render_remote(self) -> None:
+        """Render server-side; the frame goes to the server's monitor."""
+        self.transport.request(m.Render())
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self.transport.close()
+
+    def __repr__(self) -> str:
+        return f"RemoteEnv({self.url or self.transport!r})"

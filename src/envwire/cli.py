@@ -1,0 +1,185 @@
+"""The ``envwire`` command: ``serve``, ``list`` and the commands later front ends add."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envwire.errors import EnvwireError
+from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
+
+__all__ = ["build_catalog", "main"]
+
+
+def _port(text: str) -> int | None:
+    if text.lower() in ("off", "none", "no"):
+        return None
+    try:
+        port = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"port must be a number or 'off', got {text!r}") from None
+    if not 0 <= port <= 65535:
+        raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
+    return port
+
+
+def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "envs",
+        nargs="*",
+        metavar="ENV",
+        help="env ids to serve (default: the built-in catalog); forms: CartPole-v1, "
+        "pkg.mod:Class, my/Env-v0=pkg.mod:Class, each optionally ending in @inline or @process",
+    )
+    parser.add_argument("--config", type=Path, help="a TOML file with [server] and [[env]] tables")
+    parser.add_argument(
+        "--isolation",
+        choices=["auto", "inline", "process"],
+        help="where every env runs (default: auto = inline for Gymnasium's and envwire's envs, "
+        "a worker process for the rest)",
+    )
+    parser.add_argument(
+        "--step-timeout", type=float, help="seconds a reset/step may take (default 30)"
+    )
+
+
+def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
+    """The catalog from positional ids, the config's [[env]] tables, or the default.
+
+    Raises:
+        EnvwireError: an id or entry point is wrong.
+    """
+    specs = [parse_env_arg(arg) for arg in args.envs]
+    for table in config.get("env", []):
+        try:
+            specs.append(EnvSpec(**table))
+        except TypeError as exc:
+            from envwire.errors import ConfigError
+
+            raise ConfigError(f"bad [[env]] table {table!r}: {exc}") from exc
+    catalog = Catalog(specs) if specs else default_catalog()
+    changes: dict[str, Any] = {}
+    if args.isolation:
+        changes["isolation"] = args.isolation
+    if args.step_timeout:
+        changes["step_timeout"] = args.step_timeout
+    return catalog.with_overrides(**changes) if changes else catalog
+
+
+def _load_config(path: Path | None) -> dict[str, Any]:
+    if path is None:
+        return {}
+    from envwire.errors import ConfigError
+
+    try:
+        return tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"cannot read config {path}: {exc}") from exc
+
+
+def _serve(args: argparse.Namespace) -> int:
+    from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
+
+    config = _load_config(args.config)
+    catalog = build_catalog(args, config)
+    settings = dict(config.get("server", {}))
+    ports: dict[str, int | None] = {}
+    for spec in FRONT_ENDS:
+        value = getattr(args, spec.option, None)
+        ports[spec.name] = value if value is not False else settings.get(spec.option, spec.default_port)
+    server_config = ServerConfig(
+        host=args.host or settings.get("host", "127.0.0.1"),
+        ports=ports,
+        capacity=args.capacity if args.capacity is not None else settings.get("capacity"),
+        monitor_root=args.monitor_root or settings.get("monitor_root", "envwire-monitor"),
+        legacy_monitor_reply=args.legacy_monitor_reply or settings.get("legacy_monitor_reply", False),
+        idle_timeout=args.idle_timeout if args.idle_timeout is not None else settings.get("idle_timeout", 3600.0),
+        options=settings,
+    )
+    server = Server(catalog, server_config)
+    try:
+        server.start(announce=print_line)
+    except OSError as exc:
+        server.shutdown()
+        print(f"envwire: cannot listen: {exc}", file=sys.stderr)
+        return 1
+    server.serve_forever()
+    return 0
+
+
+def _list(args: argparse.Namespace) -> int:
+    from envwire.runtime.host import EnvHost
+
+    catalog = build_catalog(args, _load_config(args.config))
+    for env_id, spec in catalog.items():
+        try:
+            host = EnvHost(spec)
+            action_space, observation_space = host.spaces()
+            host.close()
+            print(f"{env_id}  [{spec.resolved_isolation}]")
+            print(f"    action:      {action_space}")
+            print(f"    observation: {observation_space}")
+        except EnvwireError as exc:
+            print(f"{env_id}  [cannot be made: {exc}]")
+    return 0
+
+
+def _parser() -> argparse.ArgumentParser:
+    from envwire.server.app import FRONT_ENDS
+
+    parser = argparse.ArgumentParser(
+        prog="envwire", description="Serve any environment to any agent."
+    )
+    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    commands = parser.add_subparsers(dest="command", required=True)
+
+    serve = commands.add_parser("serve", help="serve envs over every front end")
+    _add_catalog_args(serve)
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1)")
+    for spec in FRONT_ENDS:
+        serve.add_argument(
+            f"--{spec.name}",
+            dest=spec.option,
+            type=_port,
+            default=False,
+            metavar="PORT",
+            help=f"{spec.name} port (default {spec.default_port}; 0 = any free port; off = disabled)",
+        )
+    serve.add_argument("--capacity", type=int, help="most sessions at once (default: no limit)")
+    serve.add_argument(
+        "--monitor-root",
+        help="directory under which Monitor requests write (default ./envwire-monitor)",
+    )
+    serve.add_argument(
+        "--legacy-monitor-reply",
+        action="store_true",
+        help="gym-socket clients with flags 0 send the Go client's Monitor layout (video byte, "
+        "string reply)",
+    )
+    serve.add_argument(
+        "--idle-timeout", type=float, help="seconds a silent connection is kept (default 3600)"
+    )
+    serve.set_defaults(run=_serve)
+
+    listing = commands.add_parser("list", help="print the catalog with each env's spaces")
+    _add_catalog_args(listing)
+    listing.set_defaults(run=_list)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command line; returns the exit status."""
+    args = _parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    try:
+        return int(args.run(args))
+    except EnvwireError as exc:
+        print(f"envwire: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130

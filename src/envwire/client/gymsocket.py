@@ -1,0 +1,141 @@
+"""A blocking gym-socket client transport (with request pipelining)."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+from envwire import messages as m
+from envwire.errors import EnvwireError, ProtocolError, TransportError
+from envwire.protocols.gymsocket import (
+    NEED_DATA,
+    ClientConnection,
+    Flags,
+    HandshakeReply,
+)
+
+__all__ = ["DEFAULT_FLAGS", "GymSocketTransport"]
+
+DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+_RECV = 256 * 1024
+
+
+class GymSocketTransport:
+    """One gym-socket connection to one env on a server.
+
+    Args:
+        host, port: the server's gym-socket address.
+        env_id: the env to open ('' for a session with no env).
+        timeout: seconds to wait for the connection and for each reply.
+        flags: handshake flags; the default asks for error replies, the Monitor reply and the
+            extended packets (seeded resets, truncation, raw tensors, exact spaces).
+
+    Raises (from the constructor):
+        TransportError: the server cannot be reached or does not answer.
+        RemoteError (or the class its code names): the server refused the env.
+    """
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        env_id: str,
+        *,
+        timeout: float = 30.0,
+        flags: Flags = DEFAULT_FLAGS,
+    ) -> None:
+        self.address = (host, port)
+        self.env_id = env_id
+        self.timeout = timeout
+        try:
+            self._sock = socket.create_connection(self.address, timeout=timeout)
+        except OSError as exc:
+            raise TransportError(f"cannot connect to gym-socket://{host}:{port}: {exc}") from exc
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._codec = ClientConnection(flags)
+        self.action_space: Any = None
+        self.observation_space: Any = None
+        try:
+            self._sock.sendall(self._codec.send_handshake(env_id))
+            reply = self._receive()
+            assert isinstance(reply, HandshakeReply)
+            if reply.error:
+                raise TransportError(f"gym-socket://{host}:{port} refused {env_id!r}: {reply.error}")
+            if env_id:
+                self.send(m.GetSpace(m.SpaceKind.ACTION))
+                self.send(m.GetSpace(m.SpaceKind.OBSERVATION))
+                self.action_space = self._expect(m.SpaceReply).space
+                self.observation_space = self._expect(m.SpaceReply).space
+                self._codec.set_spaces(self.action_space, self.observation_space)
+        except BaseException:
+            self._sock.close()
+            raise
+
+    @property
+    def flags(self) -> Flags:
+        """The handshake flags this connection was opened with."""
+        return self._codec.flags
+
+    def send(self, request: m.Request) -> None:
+        """Send a request without waiting; its reply comes from :meth:`receive`, in order."""
+        try:
+            self._sock.sendall(self._codec.send_request(request))
+        except OSError as exc:
+            raise TransportError(f"sending to gym-socket://{self._where()} failed: {exc}") from exc
+
+    def receive(self) -> m.Reply:
+        """The reply to the oldest unanswered request.
+
+        Raises:
+            EnvwireError: the server reported an error for that request (as the class its code
+                names, or RemoteError), or the connection failed.
+        """
+        reply = self._receive()
+        if isinstance(reply, HandshakeReply):  # pragma: no cover - only during __init__
+            raise ProtocolError("unexpected handshake reply")
+        return reply
+
+    def request(self, request: m.Request) -> m.Reply:
+        """Send a request and wait for its reply."""
+        self.send(request)
+        return self.receive()
+
+    def _expect(self, kind: type[Any]) -> Any:
+        reply = self.receive()
+        if not isinstance(reply, kind):
+            raise ProtocolError(f"expected {kind.__name__}, got {type(reply).__name__}")
+        return reply
+
+    def _receive(self) -> HandshakeReply | m.Reply:
+        codec = self._codec
+        while True:
+            event = codec.next_event()
+            if event is not NEED_DATA:
+                break
+            try:
+                data = self._sock.recv(_RECV)
+            except TimeoutError:
+                raise TransportError(
+                    f"gym-socket://{self._where()}: no reply within {self.timeout:g} s"
+                ) from None
+            except OSError as exc:
+                raise TransportError(f"gym-socket://{self._where()}: {exc}") from exc
+            if not data:
+                raise TransportError(
+                    f"gym-socket://{self._where()} closed the connection (the server drops "
+                    "connections whose env hung, and flags-0 connections on any error)"
+                )
+            codec.receive_data(data)
+        if isinstance(event, EnvwireError):
+            raise event
+        return event  # type: ignore[return-value]
+
+    def _where(self) -> str:
+        return f"{self.address[0]}:{self.address[1]}/{self.env_id}"
+
+    def close(self) -> None:
+        """Close the connection; the server frees the session at once."""
+        try:
+            self._sock.close()
+        except OSError:
+            pass

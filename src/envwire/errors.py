@@ -1,0 +1,216 @@
+"""One exception tree for all of envwire.
+
+Every error envwire raises derives from :class:`EnvwireError`. Each class knows how it is
+reported on every transport, so front ends map an error to their protocol's own error channel
+with a table lookup instead of a chain of ``except`` clauses::
+
+    EnvwireError                     base; never raised itself
+    ├── ProtocolError                the peer sent bytes or JSON that break the protocol (remote)
+    ├── UsageError                   a well-formed request that cannot be honoured (remote)
+    │   ├── UnknownEnvError          no such env id here (did-you-mean in the message)
+    │   ├── InvalidActionError       action not in the action space
+    │   ├── InvalidArgumentError     bad seed, options, settings, field values
+    │   ├── StateError               request not allowed in the session's state (step before reset)
+    │   ├── CapacityError            the server is at its session limit
+    │   └── UnsupportedError         the request names a feature that does not exist (Upload)
+    ├── EnvError                     the environment's code failed (local to the server)
+    │   ├── EnvCrashedError          the env's worker process died (segfault, os._exit, ...)
+    │   └── EnvTimeoutError          an env call ran past its timeout
+    ├── ConfigError                  the server's own configuration is wrong (bad entry point)
+    └── TransportError               client side: the connection failed, closed or timed out
+        └── RemoteError              client side: the server answered with an error
+
+Each class carries ``code`` (a stable machine-readable name), ``http_status``, ``grpc_code``
+(a ``google.rpc.Code`` number) and ``openenv_code`` (openenv-core's WebSocket error code).
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "CapacityError",
+    "ConfigError",
+    "EnvCrashedError",
+    "EnvError",
+    "EnvTimeoutError",
+    "EnvwireError",
+    "InvalidActionError",
+    "InvalidArgumentError",
+    "ProtocolError",
+    "RemoteError",
+    "StateError",
+    "TransportError",
+    "UnknownEnvError",
+    "UnsupportedError",
+    "UsageError",
+    "error_class_for_code",
+]
+
+# google.rpc.Code numbers, spelled out so the core needs no gRPC import.
+_INVALID_ARGUMENT = 3
+_DEADLINE_EXCEEDED = 4
+_NOT_FOUND = 5
+_RESOURCE_EXHAUSTED = 8
+_FAILED_PRECONDITION = 9
+_UNIMPLEMENTED = 12
+_INTERNAL = 13
+_UNAVAILABLE = 14
+
+
+class EnvwireError(Exception):
+    """Base of every envwire error.
+
+    Attributes:
+        code: stable machine-readable name of the error kind (``"invalid_action"``, ...).
+        http_status: the HTTP status an HTTP front end answers with.
+        grpc_code: the ``google.rpc.Code`` a gRPC front end puts in its ``Status``.
+        openenv_code: the error code of openenv-core's WebSocket protocol.
+        remote: True when the peer is at fault, False when this side is.
+    """
+
+    code = "internal"
+    http_status = 500
+    grpc_code = _INTERNAL
+    openenv_code = "EXECUTION_ERROR"
+    remote = False
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def __str__(self) -> str:
+        return self.message
+
+
+class ProtocolError(EnvwireError):
+    """The peer broke the wire protocol: malformed bytes, bad JSON, unknown packet or type."""
+
+    code = "protocol_error"
+    http_status = 400
+    grpc_code = _INVALID_ARGUMENT
+    openenv_code = "INVALID_JSON"
+    remote = True
+
+
+class UsageError(EnvwireError):
+    """A well-formed request that cannot be honoured."""
+
+    code = "bad_request"
+    http_status = 400
+    grpc_code = _INVALID_ARGUMENT
+    openenv_code = "VALIDATION_ERROR"
+    remote = True
+
+
+class UnknownEnvError(UsageError):
+    """No env with that id is served here."""
+
+    code = "unknown_env"
+    http_status = 404
+    grpc_code = _NOT_FOUND
+    openenv_code = "FACTORY_ERROR"
+
+
+class InvalidActionError(UsageError):
+    """The action is not a member of the env's action space."""
+
+    code = "invalid_action"
+    http_status = 422
+
+
+class InvalidArgumentError(UsageError):
+    """A seed, option, setting or field has the wrong type or value."""
+
+    code = "invalid_argument"
+    http_status = 422
+
+
+class StateError(UsageError):
+    """The request is not allowed in the session's current state."""
+
+    code = "bad_state"
+    http_status = 409
+    grpc_code = _FAILED_PRECONDITION
+    openenv_code = "SESSION_ERROR"
+
+
+class CapacityError(UsageError):
+    """The server holds as many sessions as it is configured to."""
+
+    code = "capacity_reached"
+    http_status = 503
+    grpc_code = _RESOURCE_EXHAUSTED
+    openenv_code = "CAPACITY_REACHED"
+
+
+class UnsupportedError(UsageError):
+    """The request names a feature that does not exist or no longer exists."""
+
+    code = "unsupported"
+    http_status = 501
+    grpc_code = _UNIMPLEMENTED
+
+
+class EnvError(EnvwireError):
+    """The environment's own code raised an exception."""
+
+    code = "env_error"
+    http_status = 500
+    grpc_code = _INTERNAL
+    openenv_code = "EXECUTION_ERROR"
+
+
+class EnvCrashedError(EnvError):
+    """The process running the env died (segfault, ``os._exit``, killed)."""
+
+    code = "env_crashed"
+    grpc_code = _UNAVAILABLE
+
+
+class EnvTimeoutError(EnvError):
+    """An env call ran past its timeout; the env was abandoned."""
+
+    code = "env_timeout"
+    http_status = 504
+    grpc_code = _DEADLINE_EXCEEDED
+
+
+class ConfigError(EnvwireError):
+    """The server's configuration is wrong (bad entry point, bad config file)."""
+
+    code = "config_error"
+
+
+class TransportError(EnvwireError):
+    """Client side: the connection could not be made, was closed, or timed out."""
+
+    code = "transport_error"
+    grpc_code = _UNAVAILABLE
+
+
+class RemoteError(TransportError):
+    """Client side: the server reported an error.
+
+    Attributes:
+        remote_code: the error ``code`` the server reported, when the protocol carries one.
+    """
+
+    code = "remote_error"
+
+    def __init__(self, message: str, remote_code: str | None = None) -> None:
+        super().__init__(message)
+        self.remote_code = remote_code
+
+
+def _all_subclasses(cls: type[EnvwireError]) -> list[type[EnvwireError]]:
+    found: list[type[EnvwireError]] = [cls]
+    for sub in cls.__subclasses__():
+        found.extend(_all_subclasses(sub))
+    return found
+
+
+def error_class_for_code(code: str) -> type[EnvwireError]:
+    """The error class whose ``code`` is ``code``; :class:`RemoteError` if none matches."""
+    for cls in _all_subclasses(EnvwireError):
+        if cls.code == code:
+            return cls
+    return RemoteError

@@ -1,0 +1,164 @@
+"""The protocol-neutral vocabulary every front end speaks.
+
+A front end's codec turns bytes into one of the request messages below; the session answers with
+the matching reply (or raises an :class:`~envwire.errors.EnvwireError`); the codec turns the reply
+back into bytes. Values inside messages are native: actions and observations are the samples of
+the env's spaces (numpy arrays, ints, tuples, dicts), never wire encodings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+__all__ = [
+    "Close",
+    "GetSpace",
+    "Monitor",
+    "MonitorReply",
+    "Ok",
+    "Render",
+    "RenderReply",
+    "Request",
+    "Reply",
+    "Reset",
+    "ResetReply",
+    "SampleAction",
+    "SampleReply",
+    "SpaceReply",
+    "SpaceKind",
+    "Step",
+    "StepReply",
+    "Upload",
+]
+
+
+class SpaceKind(IntEnum):
+    """Which of the env's spaces a :class:`GetSpace` asks for (gym-socket's numbering)."""
+
+    ACTION = 0
+    OBSERVATION = 1
+
+
+@dataclass(frozen=True, slots=True)
+class Reset:
+    """Start a new episode. ``seed`` 0 is a seed like any other; None means unseeded."""
+
+    seed: int | None = None
+    options: dict[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """Take one step with ``action`` (a sample of the action space)."""
+
+    action: Any
+
+
+@dataclass(frozen=True, slots=True)
+class GetSpace:
+    """Ask for the action or observation space."""
+
+    which: SpaceKind
+
+
+@dataclass(frozen=True, slots=True)
+class SampleAction:
+    """Ask the server to sample an action from the env's action space."""
+
+
+@dataclass(frozen=True, slots=True)
+class Render:
+    """Render the env server-side (frames go to the monitor, when one records)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Monitor:
+    """Record episode statistics (and videos where the env renders frames) into ``directory``.
+
+    ``force`` clears earlier monitor files from the directory; ``resume`` keeps them and adds to
+    them; with neither, a directory holding monitor files is an error (Gym's meaning).
+    """
+
+    directory: str
+    resume: bool = False
+    force: bool = False
+    video: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """Upload a monitor directory to a scoreboard (which no longer exists)."""
+
+    directory: str
+    api_key: str
+    algorithm_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """End the session and free its env."""
+
+
+Request = Reset | Step | GetSpace | SampleAction | Render | Monitor | Upload | Close
+
+
+@dataclass(frozen=True, slots=True)
+class ResetReply:
+    """The first observation of an episode."""
+
+    observation: Any
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StepReply:
+    """The outcome of one step. ``done`` is ``terminated or truncated``."""
+
+    observation: Any
+    reward: float
+    terminated: bool
+    truncated: bool
+    info: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def done(self) -> bool:
+        """True when the episode ended, either way."""
+        return self.terminated or self.truncated
+
+
+@dataclass(frozen=True, slots=True)
+class SpaceReply:
+    """A space, as the Gymnasium space object."""
+
+    space: Any
+
+
+@dataclass(frozen=True, slots=True)
+class SampleReply:
+    """A sampled action."""
+
+    action: Any
+
+
+@dataclass(frozen=True, slots=True)
+class RenderReply:
+    """A rendered frame (an RGB array), or None when the env renders no frames."""
+
+    frame: Any
+
+
+@dataclass(frozen=True, slots=True)
+class MonitorReply:
+    """Where the monitor records, after the server's monitor root was applied."""
+
+    directory: str
+
+
+@dataclass(frozen=True, slots=True)
+class Ok:
+    """A request that succeeded with nothing to say (Close)."""
+
+
+Reply = ResetReply | StepReply | SpaceReply | SampleReply | RenderReply | MonitorReply | Ok

@@ -1,0 +1,1 @@
+"""Sans-IO codecs, one per wire protocol: bytes <-> messages, no I/O."""

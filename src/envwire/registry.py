@@ -1,0 +1,240 @@
+"""Env ids -> :class:`EnvSpec`: what a server serves, and how each env is made.
+
+A :class:`Catalog` is the set of envs one server serves. Entries come from three places:
+
+- Gymnasium ids (``CartPole-v1``), made with ``gymnasium.make``;
+- envwire's built-ins (``envwire/Catch-v0``), which are registered with Gymnasium too;
+- ``module:attr`` entry points given on the server's command line or config file, never from
+  the wire: a client can only name ids the server operator chose.
+
+Unknown ids raise :class:`~envwire.errors.UnknownEnvError` with did-you-mean suggestions.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+import gymnasium
+
+from envwire.errors import ConfigError, EnvError, UnknownEnvError
+
+__all__ = [
+    "DEFAULT_IDS",
+    "Catalog",
+    "EnvSpec",
+    "Isolation",
+    "default_catalog",
+    "parse_env_arg",
+]
+
+Isolation = Literal["auto", "inline", "process"]
+
+#: Gymnasium's classic-control envs, served by default beside the built-ins.
+CLASSIC_CONTROL = (
+    "CartPole-v1",
+    "CartPole-v0",
+    "MountainCar-v0",
+    "MountainCarContinuous-v0",
+    "Pendulum-v1",
+    "Acrobot-v1",
+)
+
+#: envwire's own envs (registered with Gymnasium by ``envwire.envs``).
+BUILTIN_IDS = ("envwire/Catch-v0",)
+
+DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
+
+# Entry points from these packages are trusted and cheap: they run inline by default.
+_TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.")
+
+
+@dataclass(frozen=True, slots=True)
+class EnvSpec:
+    """How to make one env, and how to host it.
+
+    Attributes:
+        id: the id clients name.
+        entry_point: a Gymnasium id (``gym:CartPole-v1``) or ``module:attr`` naming a
+            ``gymnasium.Env`` subclass or a factory returning one.
+        kwargs: keyword arguments for the env's constructor.
+        isolation: ``inline`` (in the server process), ``process`` (a worker process per
+            session), or ``auto`` (inline for Gymnasium's and envwire's envs, else process).
+        max_episode_steps: wrap the env in a time limit (``module:attr`` envs only; Gymnasium
+            ids carry their own).
+        step_timeout: seconds one reset/step/render may take before the env is abandoned.
+        make_timeout: seconds making the env may take.
+    """
+
+    id: str
+    entry_point: str
+    kwargs: Mapping[str, Any] = field(default_factory=dict)
+    isolation: Isolation = "auto"
+    max_episode_steps: int | None = None
+    step_timeout: float = 30.0
+    make_timeout: float = 120.0
+
+    @property
+    def resolved_isolation(self) -> Literal["inline", "process"]:
+        """``isolation`` with ``auto`` decided."""
+        if self.isolation != "auto":
+            return self.isolation
+        return "inline" if self._target_module().startswith(_TRUSTED_PREFIXES) else "process"
+
+    def _target_module(self) -> str:
+        if self.entry_point.startswith("gym:"):
+            try:
+                gym_spec = gymnasium.spec(self.entry_point[4:])
+            except gymnasium.error.Error:
+                return ""
+            target = gym_spec.entry_point
+            if callable(target):
+                return f"{target.__module__}."
+            return f"{str(target).partition(':')[0]}."
+        return f"{self.entry_point.partition(':')[0]}."
+
+    def make(self, **overrides: Any) -> gymnasium.Env[Any, Any]:
+        """Construct the env.
+
+        Raises:
+            ConfigError: the entry point cannot be imported or does not make an env.
+            EnvError: the env's constructor raised.
+        """
+        kwargs = {**self.kwargs, **overrides}
+        if self.entry_point.startswith("gym:"):
+            try:
+                return gymnasium.make(self.entry_point[4:], **kwargs)
+            except gymnasium.error.Error as exc:
+                raise ConfigError(f"{self.id}: gymnasium.make failed: {exc}") from exc
+            except Exception as exc:
+                raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
+        factory = load_entry_point(self.entry_point)
+        try:
+            env = factory(**kwargs)
+        except Exception as exc:
+            raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
+        if not isinstance(env, gymnasium.Env):
+            raise ConfigError(
+                f"{self.id}: entry point {self.entry_point} returned "
+                f"{type(env).__name__}, expected a gymnasium.Env"
+            )
+        if self.max_episode_steps is not None:
+            env = gymnasium.wrappers.TimeLimit(env, self.max_episode_steps)
+        return env
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def load_entry_point(entry_point: str) -> Callable[..., Any]:
+    """Import ``module:attr`` (attr may be dotted).
+
+    Raises:
+        ConfigError: malformed, not importable, or not callable.
+    """
+    module_name, sep, attr = entry_point.partition(":")
+    if not sep or not module_name or not attr:
+        raise ConfigError(f"entry point {entry_point!r} must look like 'package.module:Name'")
+    try:
+        target: Any = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"entry point {entry_point!r}: cannot import {module_name}: {exc}") from exc
+    for part in attr.split("."):
+        try:
+            target = getattr(target, part)
+        except AttributeError:
+            raise ConfigError(f"entry point {entry_point!r}: {module_name} has no {attr}") from None
+    if not callable(target):
+        raise ConfigError(f"entry point {entry_point!r} is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def parse_env_arg(arg: str) -> EnvSpec:
+    """Parse one ``envwire serve`` env argument.
+
+    Forms: ``CartPole-v1`` (a Gymnasium or built-in id), ``pkg.mod:Class`` (served under that
+    string), ``my/Env-v0=pkg.mod:Class`` (served under ``my/Env-v0``); any of them may end in
+    ``@inline`` or ``@process`` to choose where the env runs.
+
+    Raises:
+        ConfigError: the id is unknown to Gymnasium and is not an entry point.
+    """
+    text, _, isolation = arg.partition("@")
+    if isolation not in ("", "inline", "process", "auto"):
+        raise ConfigError(f"{arg!r}: isolation must be 'inline', 'process' or 'auto'")
+    iso: Isolation = isolation or "auto"  # type: ignore[assignment]
+    env_id, eq, target = text.partition("=")
+    if eq:
+        entry = target if ":" in target else f"gym:{target}"
+        return EnvSpec(env_id, entry, isolation=iso)
+    if ":" in text:
+        return EnvSpec(text, text, isolation=iso)
+    _import_builtins()
+    if text not in gymnasium.registry:
+        hint = _did_you_mean(text, gymnasium.registry.keys())
+        raise ConfigError(f"unknown env id {text!r}{hint}")
+    return EnvSpec(text, f"gym:{text}", isolation=iso)
+
+
+def _import_builtins() -> None:
+    importlib.import_module("envwire.envs")
+
+
+def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
+    matches = difflib.get_close_matches(name, list(candidates), n=3, cutoff=0.6)
+    if not matches:
+        return ""
+    return "; did you mean " + " or ".join(repr(m) for m in matches) + "?"
+
+
+class Catalog(Mapping[str, EnvSpec]):
+    """The envs one server serves, by id, in the order they were added."""
+
+    def __init__(self, specs: Iterable[EnvSpec] = ()) -> None:
+        self._specs: dict[str, EnvSpec] = {}
+        for spec in specs:
+            self.add(spec)
+
+    def add(self, spec: EnvSpec) -> None:
+        """Add (or replace) an entry."""
+        self._specs[spec.id] = spec
+
+    def __getitem__(self, env_id: str) -> EnvSpec:
+        return self._specs[env_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._specs)
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def lookup(self, env_id: str) -> EnvSpec:
+        """The spec for ``env_id``.
+
+        Raises:
+            UnknownEnvError: not served here; the message suggests close ids, and says so when
+                Gymnasium knows the id but this server was not started with it.
+        """
+        try:
+            return self._specs[env_id]
+        except KeyError:
+            pass
+        hint = _did_you_mean(env_id, self._specs)
+        if not hint and env_id in gymnasium.registry:
+            hint = f"; Gymnasium knows it, but this server was not started with it (envwire serve {env_id})"
+        served = ", ".join(list(self._specs)[:12]) + (", ..." if len(self._specs) > 12 else "")
+        raise UnknownEnvError(f"unknown env {env_id!r}{hint} (served here: {served})")
+
+    def with_overrides(self, **changes: Any) -> Catalog:
+        """A copy with ``changes`` (e.g. ``step_timeout=5``) applied to every spec."""
+        return Catalog(replace(spec, **changes) for spec in self._specs.values())
+
+
+def default_catalog() -> Catalog:
+    """Gymnasium's classic-control envs and envwire's built-ins."""
+    _import_builtins()
+    return Catalog(EnvSpec(env_id, f"gym:{env_id}") for env_id in DEFAULT_IDS)

@@ -1,0 +1,245 @@
+"""Workers: where a session's env host lives, and how calls reach it with a timeout.
+
+- :class:`InlineWorker` calls the host in the calling thread: no IPC, the fastest path, for
+  trusted cheap envs. A call that overruns its timeout is reported by the :class:`Watchdog`
+  through the worker's ``on_hang`` callback (the front end answers the client and drops the
+  connection; the stuck thread is abandoned), so it stalls only its own connection.
+- :class:`ProcessWorker` runs the host in a child process and talks to it over a pipe. A call
+  that overruns kills the child (:class:`EnvTimeoutError`); a child that dies (segfault,
+  ``os._exit``) is reported as :class:`EnvCrashedError`. The server goes on either way.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+import threading
+import time
+import weakref
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
+from envwire.registry import EnvSpec
+from envwire.runtime.host import EnvHost
+
+__all__ = ["InlineWorker", "ProcessWorker", "Watchdog", "Worker", "make_worker"]
+
+
+class Worker(Protocol):
+    """What a session needs from wherever its env lives."""
+
+    def call(self, method: str, *args: Any, timeout: float) -> Any:
+        """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error."""
+        ...
+
+    def close(self) -> None:
+        """Free the env (and the process, if any). Never raises."""
+        ...
+
+
+class Watchdog:
+    """One thread that notices inline calls running past their deadline.
+
+    A guarded object exposes ``deadline`` (a ``time.monotonic()`` value, or None when idle) and
+    ``expire()``. Arming a call is one attribute write; the thread scans the guarded objects a
+    few times a second, so no per-call bookkeeping can pile up.
+    """
+
+    interval = 0.1
+
+    def __init__(self) -> None:
+        self._guarded: weakref.WeakSet[InlineWorker] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, worker: InlineWorker) -> None:
+        """Start watching ``worker`` (until it is garbage)."""
+        with self._lock:
+            self._guarded.add(worker)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="envwire-watchdog")
+                self._thread.daemon = True
+                self._thread.start()
+
+    def _run(self) -> None:
+        while True:
+            time.sleep(self.interval)
+            now = time.monotonic()
+            with self._lock:
+                late = [w for w in self._guarded if w.deadline is not None and w.deadline < now]
+            for worker in late:
+                try:
+                    worker.expire()
+                except Exception:  # noqa: BLE001, S110 - a failing callback must not kill the watchdog
+                    pass
+
+
+WATCHDOG = Watchdog()
+
+
+class InlineWorker:
+    """The host in this process, called in the caller's thread."""
+
+    def __init__(self, spec: EnvSpec, num_envs: int = 1) -> None:
+        self.spec = spec
+        self.host = EnvHost(spec, num_envs)
+        self.on_hang: Callable[[EnvTimeoutError], None] | None = None
+        self.hung = False
+        self.deadline: float | None = None
+        self._method = ""
+        self._timeout = 0.0
+        WATCHDOG.watch(self)
+
+    def call(self, method: str, *args: Any, timeout: float) -> Any:
+        if self.hung:
+            raise EnvTimeoutError(f"{self.spec.id}: the env hung earlier and was abandoned")
+        self._method, self._timeout = method, timeout
+        self.deadline = time.monotonic() + timeout
+        try:
+            return self.host.call(method, args)
+        finally:
+            self.deadline = None
+
+    def expire(self) -> None:
+        """Called by the watchdog when the current call is late: abandon the env."""
+        self.deadline = None
+        self.hung = True
+        error = EnvTimeoutError(
+            f"{self.spec.id}: {self._method} did not return within {self._timeout:g} s; "
+            "the env was abandoned"
+        )
+        if self.on_hang is not None:
+            self.on_hang(error)
+
+    def close(self) -> None:
+        if not self.hung:
+            self.host.close()
+
+
+def _child_main(conn: multiprocessing.connection.Connection, spec: EnvSpec, num_envs: int) -> None:
+    """The worker process: make the host, then answer calls until told to stop or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
+    try:
+        host = EnvHost(spec, num_envs)
+    except BaseException as exc:  # noqa: BLE001 - everything is reported to the parent
+        conn.send(("err", _portable(exc)))
+        return
+    conn.send(("ok", None))
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError):
+            host.close()
+            return
+        try:
+            conn.send(("ok", host.call(method, args)))
+        except BaseException as exc:  # noqa: BLE001
+            conn.send(("err", _portable(exc)))
+        if method == "close":
+            return
+
+
+def _portable(exc: BaseException) -> EnvwireError:
+    """An exception that survives pickling across the pipe (envwire errors pickle as is)."""
+    if isinstance(exc, EnvwireError):
+        return exc
+    return EnvError(f"{type(exc).__name__}: {exc}")
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # forkserver: a clean parent (no threads) forks each worker, with the heavy imports done.
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["envwire.runtime.workers", "gymnasium", "numpy"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class ProcessWorker:
+    """The host in a child process; crashes and hangs cost only this worker.
+
+    Raises (from the constructor): what making the env raised, or :class:`EnvTimeoutError` /
+    :class:`EnvCrashedError` when the child does not come up.
+    """
+
+    def __init__(self, spec: EnvSpec, num_envs: int = 1) -> None:
+        self.spec = spec
+        self.on_hang: Callable[[EnvTimeoutError], None] | None = None
+        ctx = _context()
+        self._conn, child_conn = ctx.Pipe()
+        self._process: Any = ctx.Process(  # type: ignore[attr-defined]
+            target=_child_main, args=(child_conn, spec, num_envs), daemon=True,
+            name=f"envwire-worker[{spec.id}]",
+        )
+        self._process.start()
+        child_conn.close()
+        self._lock = threading.Lock()
+        try:
+            self._receive("make", spec.make_timeout)
+        except BaseException:
+            self._kill()
+            raise
+
+    def call(self, method: str, *args: Any, timeout: float) -> Any:
+        with self._lock:
+            if not self._process.is_alive() and self._conn.closed:
+                raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+            try:
+                self._conn.send((method, args))
+            except (OSError, ValueError):
+                raise self._crashed(method) from None
+            return self._receive(method, timeout)
+
+    def _receive(self, method: str, timeout: float) -> Any:
+        if not self._conn.poll(timeout):
+            self._kill()
+            raise EnvTimeoutError(
+                f"{self.spec.id}: {method} did not return within {timeout:g} s; "
+                "its worker process was killed"
+            )
+        try:
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._crashed(method) from None
+        if status == "err":
+            raise value
+        return value
+
+    def _crashed(self, method: str) -> EnvCrashedError:
+        self._process.join(timeout=5)
+        code = self._process.exitcode
+        self._kill()
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        return EnvCrashedError(f"{self.spec.id}: the env's worker process {how} during {method}")
+
+    def _kill(self) -> None:
+        self._conn.close()
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join(timeout=5)
+
+    def close(self) -> None:
+        if self._conn.closed:
+            return
+        try:
+            with self._lock:
+                self._conn.send(("close", ()))
+                self._conn.poll(2.0)
+        except (OSError, ValueError):
+            pass
+        self._kill()
+
+
+def make_worker(spec: EnvSpec, num_envs: int = 1) -> InlineWorker | ProcessWorker:
+    """The worker ``spec.resolved_isolation`` asks for."""
+    if spec.resolved_isolation == "process":
+        return ProcessWorker(spec, num_envs)
+    return InlineWorker(spec, num_envs)

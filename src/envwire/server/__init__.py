@@ -1,0 +1,1 @@
+"""Front ends (one per transport), the session table and the server."""

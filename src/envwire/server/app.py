@@ -1,0 +1,127 @@
+"""The server: one catalog, one session table, and the front ends that share them."""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from envwire.registry import Catalog
+from envwire.server.sessions import SessionTable
+
+__all__ = ["FRONT_ENDS", "FrontEnd", "FrontEndSpec", "Server", "ServerConfig"]
+
+log = logging.getLogger("envwire")
+
+
+class FrontEnd(Protocol):
+    """A transport serving the session table."""
+
+    name: str
+
+    def start(self) -> tuple[str, int]:
+        """Start accepting; return the bound (host, port)."""
+        ...
+
+    def stop(self) -> None:
+        """Stop accepting and drop every connection."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class FrontEndSpec:
+    """A front end the server can run: its name, default port and where its class lives."""
+
+    name: str
+    option: str
+    default_port: int
+    target: str  # "module:Class", constructed as Class(server, host, port)
+
+
+#: Every front end ``envwire serve`` knows, in the order they start.
+FRONT_ENDS: tuple[FrontEndSpec, ...] = (
+    FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.server.gymsocket:GymSocketFrontEnd"),
+)
+
+
+@dataclass
+class ServerConfig:
+    """Everything ``envwire serve`` can set, with its defaults."""
+
+    host: str = "127.0.0.1"
+    ports: dict[str, int | None] = field(default_factory=dict)  # None = front end off
+    capacity: int | None = None
+    monitor_root: str | None = "envwire-monitor"
+    legacy_monitor_reply: bool = False
+    idle_timeout: float | None = 3600.0
+    options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
+
+
+class Server:
+    """Runs the configured front ends over one session table until stopped."""
+
+    def __init__(self, catalog: Catalog, config: ServerConfig | None = None) -> None:
+        self.catalog = catalog
+        self.config = config or ServerConfig()
+        self.sessions = SessionTable(
+            catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
+        )
+        self.front_ends: list[Any] = []
+        self.addresses: dict[str, tuple[str, int]] = {}
+        self._stopped = threading.Event()
+
+    def start(self, announce: Callable[[str], None] | None = None) -> None:
+        """Start every front end whose port is not None; announce each listening address."""
+        for spec in FRONT_ENDS:
+            port = self.config.ports.get(spec.name, spec.default_port)
+            if port is None:
+                continue
+            module_name, _, class_name = spec.target.partition(":")
+            cls = getattr(importlib.import_module(module_name), class_name)
+            front = cls(self, self.config.host, port)
+            host, bound = front.start()
+            self.front_ends.append(front)
+            self.addresses[spec.name] = (host, bound)
+            if announce is not None:
+                announce(f"envwire: {spec.name} listening on {host}:{bound}")
+
+    def serve_forever(self) -> None:
+        """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly."""
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: self._stopped.set())
+        while not self._stopped.wait(0.5):
+            pass
+        self.shutdown()
+
+    def stop(self) -> None:
+        """Ask :meth:`serve_forever` to return."""
+        self._stopped.set()
+
+    def shutdown(self) -> None:
+        """Stop every front end and free every session."""
+        for front in reversed(self.front_ends):
+            try:
+                front.stop()
+            except Exception:  # noqa: BLE001 - the others must still stop
+                log.exception("stopping %s failed", front.name)
+        self.front_ends.clear()
+        self.sessions.close_all()
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.shutdown()
+
+
+def print_line(line: str) -> None:
+    """Announce on stdout, flushed at once (scripts wait for these lines)."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()

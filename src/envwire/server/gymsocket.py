@@ -1,0 +1,207 @@
+"""The gym-socket front end: one thread per connection, blocking sockets.
+
+Blocking sockets with a thread per connection are the fastest request/response path in CPython
+(no event-loop hop), and they confine an inline env that hangs to its own connection: the
+watchdog answers that client and drops the connection, while every other thread goes on.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from typing import TYPE_CHECKING, Any
+
+from envwire import messages as m
+from envwire.errors import EnvTimeoutError, EnvwireError, ProtocolError
+from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
+from envwire.server.sessions import SessionTable
+from envwire.session import Session
+
+if TYPE_CHECKING:
+    from envwire.server.app import Server
+
+__all__ = ["GymSocketFrontEnd"]
+
+log = logging.getLogger("envwire.gym-socket")
+_RECV = 256 * 1024
+
+
+class GymSocketFrontEnd:
+    """Serves the session table over gym-socket on ``host:port`` (port 0 picks one).
+
+    The server's config sets ``legacy_monitor_reply`` (flags-0 clients use the Go client's
+    Monitor layout) and ``idle_timeout`` (seconds a connection may stay silent between commands;
+    None = forever). ``handshake_timeout``: seconds a new connection has to send its handshake.
+    """
+
+    name = "gym-socket"
+
+    def __init__(
+        self,
+        server: Server,
+        host: str = "127.0.0.1",
+        port: int = 5001,
+        *,
+        handshake_timeout: float = 30.0,
+    ) -> None:
+        self.sessions: SessionTable = server.sessions
+        self.host, self.port = host, port
+        self.legacy_monitor_reply = server.config.legacy_monitor_reply
+        self.handshake_timeout = handshake_timeout
+        self.idle_timeout = server.config.idle_timeout
+        self._listener: socket.socket | None = None
+        self._connections: set[_Connection] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def start(self) -> tuple[str, int]:
+        """Bind, listen and start accepting; returns the bound address."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.host, self.port))
+        listener.listen(512)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        thread = threading.Thread(target=self._accept_loop, name="envwire-gym-socket", daemon=True)
+        thread.start()
+        return self.host, self.port
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                sock, peer = self._listener.accept()
+            except OSError:
+                return
+            conn = _Connection(self, sock, peer)
+            with self._lock:
+                self._connections.add(conn)
+            threading.Thread(target=conn.run, name=f"envwire-conn-{peer}", daemon=True).start()
+
+    def forget(self, conn: _Connection) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+    def stop(self) -> None:
+        """Stop accepting, drop every connection and free their sessions."""
+        self._stopping.set()
+        if self._listener is not None:
+            self._listener.close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            conn.drop()
+
+
+class _Connection:
+    """One client: its socket, codec and session."""
+
+    def __init__(self, front: GymSocketFrontEnd, sock: socket.socket, peer: Any) -> None:
+        self.front = front
+        self.sock = sock
+        self.peer = peer
+        self.codec = ServerConnection(legacy_monitor_reply=front.legacy_monitor_reply)
+        self.session: Session | None = None
+        self._send_lock = threading.Lock()
+        self._dead = False
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+
+    def run(self) -> None:
+        try:
+            self.sock.settimeout(self.front.handshake_timeout)
+            self._serve()
+        except (OSError, ProtocolError) as exc:
+            log.debug("connection %s ends: %s", self.peer, exc)
+        finally:
+            self.drop()
+
+    def _serve(self) -> None:
+        codec = self.codec
+        while not self._dead:
+            data = self.sock.recv(_RECV)
+            codec.receive_data(data)
+            out: list[bytes] = []
+            while True:
+                event = codec.next_event()
+                if event is NEED_DATA:
+                    break
+                reply = self._handle(event)
+                if reply is None:
+                    self._flush(out)
+                    return
+                out.append(reply)
+            self._flush(out)
+            if not data:
+                return
+
+    def _flush(self, out: list[bytes]) -> None:
+        if out and not self._dead:
+            with self._send_lock:
+                self.sock.sendall(b"".join(out))
+            out.clear()
+
+    def _handle(self, event: Any) -> bytes | None:
+        """The bytes answering one event; None means: close the connection now."""
+        codec = self.codec
+        if isinstance(event, Handshake):
+            return self._handshake(event)
+        assert self.session is not None
+        try:
+            if isinstance(event, Invalid):
+                raise event.error
+            return codec.send_reply(self.session.handle(event))
+        except EnvwireError as exc:
+            if self._dead:
+                return None
+            if not exc.remote:
+                log.warning("session %s (%s): %s", self.session.id[:8], self.session.env_id, exc)
+            return codec.send_error(exc)
+
+    def _handshake(self, event: Handshake) -> bytes | None:
+        unknown = self.codec.unknown_flags()
+        if unknown:
+            error = f"unknown handshake flags 0x{unknown:02x} (known: 0x01 errors, 0x02 monitor reply, 0x04 extended)"
+            self._send(self.codec.send_handshake_reply(error))
+            return None
+        try:
+            session = self.front.sessions.open(event.env_name)
+        except EnvwireError as exc:
+            self._send(self.codec.send_handshake_reply(str(exc)))
+            return None
+        self.session = session
+        session.set_on_hang(self._on_hang)
+        self.codec.set_spaces(session.action_space, session.observation_space)
+        self.sock.settimeout(self.front.idle_timeout)
+        return self.codec.send_handshake_reply("")
+
+    def _on_hang(self, error: EnvTimeoutError) -> None:
+        """Watchdog thread: the env is stuck in our thread; tell the client and hang up."""
+        log.warning("session %s: %s", self.session.id[:8] if self.session else "?", error)
+        reply = self.codec.send_error(error)
+        if reply is not None:
+            self._send(reply)
+        self.drop()
+
+    def _send(self, data: bytes) -> None:
+        try:
+            with self._send_lock:
+                self.sock.sendall(data)
+        except OSError:
+            pass
+
+    def drop(self) -> None:
+        """Close the socket and free the session (idempotent, any thread)."""
+        if self._dead:
+            return
+        self._dead = True
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        self.sock.close()
+        if self.session is not None:
+            self.front.sessions.close(self.session)
+        self.front.forget(self)

@@ -1,0 +1,106 @@
+"""The session table: every live session of one server, whatever front end opened it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from envwire.errors import CapacityError
+from envwire.registry import Catalog
+from envwire.session import Session
+
+__all__ = ["SessionTable"]
+
+
+class SessionTable:
+    """Opens sessions for catalog ids, enforces capacity, frees them, reaps idle ones.
+
+    Args:
+        catalog: the envs served.
+        capacity: most sessions open at once (None = no limit).
+        monitor_root: directory under which Monitor requests may write (None disables Monitor).
+        worker_factory: override where envs live (tests, custom runtimes).
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        *,
+        capacity: int | None = None,
+        monitor_root: str | None = None,
+        worker_factory: Callable[..., Any] | None = None,
+    ) -> None:
+        self.catalog = catalog
+        self.capacity = capacity
+        self.monitor_root = monitor_root
+        self._worker_factory = worker_factory
+        self._sessions: dict[str, Session] = {}
+        self._opening = 0
+        self._lock = threading.Lock()
+
+    def open(self, env_id: str, *, num_envs: int = 1) -> Session:
+        """A new session for ``env_id`` ('' opens a session with no env).
+
+        Raises:
+            UnknownEnvError: not served here (with did-you-mean).
+            CapacityError: the table is full.
+            EnvwireError: making the env failed.
+        """
+        spec = self.catalog.lookup(env_id) if env_id else None
+        with self._lock:
+            if self.capacity is not None and len(self._sessions) + self._opening >= self.capacity:
+                raise CapacityError(
+                    f"server is at capacity ({self.capacity} sessions); try again later"
+                )
+            self._opening += 1
+        try:
+            session = Session(
+                spec,
+                num_envs=num_envs,
+                worker_factory=self._worker_factory,
+                monitor_root=self.monitor_root,
+            )
+        finally:
+            with self._lock:
+                self._opening -= 1
+        with self._lock:
+            self._sessions[session.id] = session
+        return session
+
+    def get(self, session_id: str) -> Session | None:
+        """The live session with that id, if any."""
+        return self._sessions.get(session_id)
+
+    def close(self, session: Session) -> None:
+        """Free the session now (idempotent)."""
+        with self._lock:
+            self._sessions.pop(session.id, None)
+        session.close()
+
+    def reap_idle(self, max_idle: float) -> list[Session]:
+        """Close sessions idle for more than ``max_idle`` seconds; return them."""
+        cutoff = time.monotonic() - max_idle
+        with self._lock:
+            idle = [s for s in self._sessions.values() if s.last_active < cutoff]
+        for session in idle:
+            self.close(session)
+        return idle
+
+    def close_all(self) -> None:
+        """Free every session (server shutdown)."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+            self._sessions.clear()
+        for session in sessions:
+            session.close()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def snapshot(self) -> list[dict[str, Any]]:
+        """A summary of every live session."""
+        with self._lock:
+            sessions = list(self._sessions.values())
+        return [s.describe() for s in sessions]

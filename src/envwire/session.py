@@ -1,0 +1,278 @@
+"""One client's env: the session state machine every front end drives.
+
+States and the requests each allows are data (:data:`ALLOWED`); :meth:`Session.handle` checks the
+table, then dispatches with ``match``. A request the state does not allow raises
+:class:`~envwire.errors.StateError` naming the request, the session and the state.
+
+    NEW ──Reset──> RUNNING ──Step(done)──> ENDED ──Reset──> RUNNING
+      env crashed or hung (any state) ──> BROKEN ──Reset (makes a fresh env)──> RUNNING
+      Close (any state) ──> CLOSED
+"""
+
+from __future__ import annotations
+
+import posixpath
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from enum import Enum
+from typing import Any
+
+from envwire import messages as m
+from envwire import spacecodec
+from envwire.errors import (
+    EnvCrashedError,
+    EnvError,
+    EnvTimeoutError,
+    InvalidArgumentError,
+    StateError,
+    UnsupportedError,
+)
+from envwire.registry import EnvSpec
+
+__all__ = ["ALLOWED", "Session", "State", "confine"]
+
+
+class State(Enum):
+    """Where a session is in its life."""
+
+    NEW = "new"  # env made, no episode yet
+    RUNNING = "running"  # an episode is under way
+    ENDED = "ended"  # the episode terminated or was truncated; reset to go on
+    BROKEN = "broken"  # the env crashed or hung; reset makes a fresh one
+    NO_ENV = "no env"  # gym-socket's empty env name: only Upload makes sense
+    CLOSED = "closed"
+
+
+_ANY_TIME = frozenset({m.GetSpace, m.SampleAction, m.Upload, m.Close, m.Monitor, m.Render})
+
+#: Which request types each state accepts.
+ALLOWED: dict[State, frozenset[type]] = {
+    State.NEW: _ANY_TIME | {m.Reset},
+    State.RUNNING: _ANY_TIME | {m.Reset, m.Step},
+    State.ENDED: _ANY_TIME | {m.Reset},
+    State.BROKEN: frozenset({m.Reset, m.GetSpace, m.SampleAction, m.Upload, m.Close}),
+    State.NO_ENV: frozenset({m.Upload, m.Close}),
+    State.CLOSED: frozenset(),
+}
+
+_UPLOAD_GONE = (
+    "Upload: the OpenAI Gym scoreboard this packet uploaded to was shut down in 2017, so nothing "
+    "was uploaded; the monitor files stay in {directory} on the server"
+)
+
+
+def confine(root: str, requested: str) -> str:
+    """``requested`` re-rooted under ``root``: absolute paths and ``..`` cannot leave it.
+
+    Raises:
+        InvalidArgumentError: the path is empty or climbs above the root.
+    """
+    if not requested or "\x00" in requested:
+        raise InvalidArgumentError(f"monitor directory {requested!r} is not a usable path")
+    relative = posixpath.normpath("/" + requested.replace("\\", "/")).lstrip("/")
+    if relative.startswith(".."):
+        raise InvalidArgumentError(f"monitor directory {requested!r} climbs out of the root")
+    return posixpath.join(root, relative) if relative not in ("", ".") else root
+
+
+class Session:
+    """One env (or a batch of ``num_envs`` copies) and its episode bookkeeping.
+
+    Args:
+        spec: the env to host, or None for a session without an env.
+        num_envs: how many copies the worker hosts.
+        worker_factory: makes the worker (``envwire.runtime.make_worker`` by default).
+        monitor_root: where Monitor requests may write; None disables Monitor.
+
+    Raises (from the constructor): whatever making the env raised (``ConfigError``,
+    ``EnvError``, ``EnvTimeoutError``, ``EnvCrashedError``).
+    """
+
+    def __init__(
+        self,
+        spec: EnvSpec | None,
+        *,
+        num_envs: int = 1,
+        worker_factory: Callable[[EnvSpec, int], Any] | None = None,
+        monitor_root: str | None = None,
+    ) -> None:
+        if worker_factory is None:
+            from envwire.runtime.workers import make_worker
+
+            worker_factory = make_worker
+        self.id = uuid.uuid4().hex
+        self.spec = spec
+        self.num_envs = num_envs
+        self.monitor_root = monitor_root
+        self._worker_factory = worker_factory
+        self._lock = threading.Lock()
+        self._on_hang: Callable[[EnvTimeoutError], None] | None = None
+        self.created = self.last_active = time.monotonic()
+        self.episode = -1
+        self.step_count = 0
+        self.episode_return = 0.0
+        self.total_steps = 0
+        self.last_seed: int | None = None
+        self.monitor_directory: str | None = None
+        self.worker: Any = None
+        self.action_space: Any = None
+        self.observation_space: Any = None
+        if spec is None:
+            self.state = State.NO_ENV
+            return
+        self.state = State.NEW
+        self._start_worker()
+
+    @property
+    def env_id(self) -> str:
+        """The served env's id ('' for a session without an env)."""
+        return self.spec.id if self.spec is not None else ""
+
+    def set_on_hang(self, callback: Callable[[EnvTimeoutError], None] | None) -> None:
+        """Have ``callback`` called (from another thread) if an inline env call hangs."""
+        self._on_hang = callback
+
+    def _hung(self, error: EnvTimeoutError) -> None:
+        self.state = State.BROKEN
+        if self._on_hang is not None:
+            self._on_hang(error)
+
+    def _start_worker(self) -> None:
+        assert self.spec is not None
+        self.worker = self._worker_factory(self.spec, self.num_envs)
+        self.worker.on_hang = self._hung
+        self.action_space, self.observation_space = self._call("spaces")
+
+    def _call(self, method: str, *args: Any) -> Any:
+        assert self.spec is not None
+        try:
+            return self.worker.call(method, *args, timeout=self.spec.step_timeout)
+        except (EnvCrashedError, EnvTimeoutError):
+            self.state = State.BROKEN
+            raise
+
+    def handle(self, request: m.Request) -> m.Reply:
+        """Carry out one request.
+
+        Raises:
+            StateError: the session's state does not allow the request.
+            InvalidActionError: a Step's action is not in the action space.
+            EnvError: the env raised, crashed or hung (the latter two break the session until
+                the next Reset, which makes a fresh env).
+            UnsupportedError, InvalidArgumentError: as the request's docs say.
+        """
+        with self._lock:
+            if type(request) not in ALLOWED[self.state]:
+                raise StateError(self._refusal(request))
+            self.last_active = time.monotonic()
+            match request:
+                case m.Step(action=action):
+                    return self._step(action)
+                case m.Reset(seed=seed, options=options):
+                    return self._reset(seed, options)
+                case m.GetSpace(which=which):
+                    space = self.action_space if which == m.SpaceKind.ACTION else self.observation_space
+                    return m.SpaceReply(space)
+                case m.SampleAction():
+                    return m.SampleReply(self.action_space.sample())
+                case m.Render():
+                    return m.RenderReply(self._call("render"))
+                case m.Monitor():
+                    return self._monitor(request)
+                case m.Upload(directory=directory):
+                    raise UnsupportedError(_UPLOAD_GONE.format(directory=directory or "?"))
+                case m.Close():
+                    self._close()
+                    return m.Ok()
+            raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
+
+    def _refusal(self, request: m.Request) -> str:
+        name = type(request).__name__
+        where = f"session {self.id[:8]} ({self.env_id or 'no env'})"
+        match self.state:
+            case State.NEW if isinstance(request, m.Step):
+                return f"{name} before the first Reset in {where}: reset first"
+            case State.ENDED:
+                return f"{name} after episode {self.episode} ended at step {self.step_count} in {where}: reset first"
+            case State.BROKEN:
+                return f"{name} in {where}, whose env crashed or hung: Reset makes a fresh env"
+            case State.NO_ENV:
+                return f"{name} in {where}: the handshake named no env"
+        return f"{name} is not allowed in {where} while it is {self.state.value}"
+
+    def _reset(self, seed: int | None, options: dict[str, Any] | None) -> m.ResetReply:
+        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
+            raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
+        if self.state is State.BROKEN:
+            self.worker.close()
+            self._start_worker()
+            if self.monitor_directory is not None:
+                self._call("monitor", self.monitor_directory, True, False, True)
+        try:
+            obs, info = self._call("reset", seed, options)
+        except EnvError:
+            if self.state is not State.BROKEN:
+                self.state = State.ENDED
+            raise
+        self.state = State.RUNNING
+        self.episode += 1
+        self.step_count = 0
+        self.episode_return = 0.0
+        self.last_seed = seed
+        return m.ResetReply(obs, info)
+
+    def _step(self, action: Any) -> m.StepReply:
+        spacecodec.check(self.action_space, action)
+        try:
+            obs, reward, terminated, truncated, info = self._call("step", action)
+        except EnvError:
+            if self.state is not State.BROKEN:
+                self.state = State.ENDED
+            raise
+        self.step_count += 1
+        self.total_steps += 1
+        self.episode_return += reward
+        if terminated or truncated:
+            self.state = State.ENDED
+        return m.StepReply(obs, reward, terminated, truncated, info)
+
+    def _monitor(self, request: m.Monitor) -> m.MonitorReply:
+        if self.monitor_root is None:
+            raise UnsupportedError("Monitor is disabled on this server (no monitor root)")
+        directory = confine(self.monitor_root, request.directory)
+        self._call("monitor", directory, request.resume, request.force, request.video)
+        self.monitor_directory = directory
+        return m.MonitorReply(directory)
+
+    def _close(self) -> None:
+        if self.worker is not None:
+            self.worker.close()
+        self.state = State.CLOSED
+
+    def close(self) -> None:
+        """Free the env now (idempotent; never raises)."""
+        if self.state is State.CLOSED:
+            return
+        if self._lock.acquire(timeout=0.5):
+            try:
+                self._close()
+            finally:
+                self._lock.release()
+        else:  # a call is stuck in the env: abandon it; the worker frees what it can
+            self.state = State.CLOSED
+            if self.worker is not None:
+                self.worker.close()
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-able summary (for logs and status pages)."""
+        return {
+            "id": self.id,
+            "env": self.env_id,
+            "state": self.state.value,
+            "episode": self.episode,
+            "step_count": self.step_count,
+            "episode_return": self.episode_return,
+            "total_steps": self.total_steps,
+        }

@@ -1,0 +1,114 @@
+"""Small envs that exercise the edges: rich spaces, crashes, hangs and exceptions.
+
+They are importable entry points (``envwire.testing.envs:CrashEnv``), so any server can be
+started with them to run the conformance kit.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import time
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+
+__all__ = ["CrashEnv", "DictEnv", "HangEnv", "RaiseEnv", "TupleEnv"]
+
+
+class _Counter(gymnasium.Env[Any, Any]):
+    """A deterministic env whose observations depend on the seed and the actions."""
+
+    horizon = 20
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        self.base = float(self.np_random.uniform(-1, 1))
+        return self._obs(), {"t": self.t}
+
+    def _obs(self) -> Any:
+        raise NotImplementedError
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        self.on_step()
+        return self._obs(), float(self.t) / 10, self.t >= self.horizon, False, {"t": self.t}
+
+    def on_step(self) -> None:
+        """Hook for the misbehaving envs."""
+
+
+class DictEnv(_Counter):
+    """Dict observations (image, vector, discrete, text) and a Box action."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Dict(
+            {
+                "image": spaces.Box(0, 255, (6, 4, 3), np.uint8),
+                "position": spaces.Box(-np.inf, np.inf, (3,), np.float64),
+                "mode": spaces.Discrete(4),
+                "label": spaces.Text(max_length=8),
+            }
+        )
+        self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def _obs(self) -> Any:
+        image = np.full((6, 4, 3), self.t % 256, np.uint8)
+        position = np.array([self.base, self.t, -self.t], np.float64)
+        return {"image": image, "position": position, "mode": np.int64(self.t % 4), "label": f"t{self.t}"}
+
+
+class TupleEnv(_Counter):
+    """Tuple observations and Tuple actions (Discrete, MultiBinary)."""
+
+    def __init__(self) -> None:
+        self.observation_space = spaces.Tuple(
+            (spaces.Discrete(5), spaces.Box(-1.0, 1.0, (2,), np.float32))
+        )
+        self.action_space = spaces.Tuple((spaces.Discrete(3), spaces.MultiBinary(2)))
+
+    def _obs(self) -> Any:
+        return (np.int64(self.t % 5), np.array([self.base, 0.5], np.float32))
+
+
+class CrashEnv(TupleEnv):
+    """Kills its own process on step ``crash_at`` (``how``: 'segfault' or 'exit')."""
+
+    def __init__(self, crash_at: int = 3, how: str = "segfault") -> None:
+        super().__init__()
+        self.crash_at, self.how = crash_at, how
+
+    def on_step(self) -> None:
+        if self.t >= self.crash_at:
+            if self.how == "exit":
+                os._exit(3)
+            ctypes.string_at(0)  # a real segfault
+
+
+class HangEnv(TupleEnv):
+    """Sleeps for an hour on step ``hang_at``."""
+
+    def __init__(self, hang_at: int = 2) -> None:
+        super().__init__()
+        self.hang_at = hang_at
+
+    def on_step(self) -> None:
+        if self.t >= self.hang_at:
+            time.sleep(3600)
+
+
+class RaiseEnv(TupleEnv):
+    """Raises ``RuntimeError`` on step ``raise_at``."""
+
+    def __init__(self, raise_at: int = 2) -> None:
+        super().__init__()
+        self.raise_at = raise_at
+
+    def on_step(self) -> None:
+        if self.t >= self.raise_at:
+            raise RuntimeError(f"RaiseEnv fails on purpose at step {self.t}")

@@ -1,0 +1,19 @@
+"""Shared fixtures: a real ``envwire serve`` process with the conformance envs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ServerProcess
+
+
+@pytest.fixture(scope="session")
+def gym_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """A server on a free gym-socket port, shared by the end-to-end tests."""
+    root = tmp_path_factory.mktemp("monitor-root")
+    args = (*SERVER_ARGS, "--capacity", "200", "--monitor-root", str(root))
+    with ServerProcess(CONFORMANCE_ENVS, args) as server:
+        server.monitor_root = root  # type: ignore[attr-defined]
+        yield server

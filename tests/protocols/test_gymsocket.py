@@ -1,0 +1,337 @@
+"""The gym-socket codec as a client/server pair, and against the seed's exact bytes."""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envwire import messages as m
+from envwire.errors import EnvwireError, InvalidActionError, ProtocolError, RemoteError
+from envwire.protocols.gymsocket import (
+    NEED_DATA,
+    ClientConnection,
+    Flags,
+    Handshake,
+    HandshakeReply,
+    Invalid,
+    ServerConnection,
+)
+
+CARTPOLE_OBS = spaces.Box(
+    np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32),
+    np.array([4.8, np.inf, 0.42, np.inf], np.float32),
+    dtype=np.float32,
+)
+ACTION = spaces.Discrete(2)
+
+
+def s(data: bytes) -> bytes:
+    """A length-prefixed field."""
+    return struct.pack("<I", len(data)) + data
+
+
+def server_after_handshake(flags: int = 0, **kwargs: Any) -> ServerConnection:
+    server = ServerConnection(**kwargs)
+    server.receive_data(bytes([flags]) + s(b"CartPole-v1"))
+    assert isinstance(server.next_event(), Handshake)
+    server.set_spaces(ACTION, CARTPOLE_OBS)
+    return server
+
+
+def events(conn: Any) -> list[Any]:
+    found = []
+    while (event := conn.next_event()) is not NEED_DATA:
+        found.append(event)
+    return found
+
+
+# -- the seed's bytes, exactly ------------------------------------------------------------------
+
+
+def test_handshake_bytes() -> None:
+    server = ServerConnection()
+    server.receive_data(b"\x00" + s(b"CartPole-v1"))
+    assert server.next_event() == Handshake(Flags(0), "CartPole-v1")
+    assert server.send_handshake_reply("") == b"\x00\x00\x00\x00"
+    assert server.send_handshake_reply("no") == s(b"no")
+
+
+def test_reset_reply_is_a_json_observation() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x00")
+    assert server.next_event() == m.Reset()
+    obs = np.array([0.5, -1.25, 0.0, 2.0], np.float32)
+    assert server.send_reply(m.ResetReply(obs)) == b"\x00" + s(b"[0.5,-1.25,0.0,2.0]")
+
+
+def test_step_packet_and_reply() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x01" + b"\x00" + s(b"1"))
+    event = server.next_event()
+    assert isinstance(event, m.Step) and event.action == 1
+    reply = server.send_reply(m.StepReply(np.zeros(4, np.float32), 1.0, True, False, {}))
+    obs = b"\x00" + s(b"[0.0,0.0,0.0,0.0]")
+    assert reply == obs + struct.pack("<d", 1.0) + b"\x01" + s(b"{}")
+
+
+def test_info_is_never_empty_and_numpy_values_survive() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x01\x00" + s(b"0"))
+    server.next_event()
+    info = {"n": np.int64(3), "x": np.float32(0.5), "v": np.arange(2)}
+    reply = server.send_reply(m.StepReply(np.zeros(4, np.float32), 0.0, False, True, info))
+    tail = reply[len(b"\x00" + s(b"[0.0,0.0,0.0,0.0]")) + 9 :]
+    assert json.loads(tail[4:]) == {"n": 3, "x": 0.5, "v": [0, 1]}
+    assert reply[len(b"\x00" + s(b"[0.0,0.0,0.0,0.0]")) + 8] == 1  # truncated counts as done
+
+
+def test_uint8_observations_take_the_byte_list_path() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x00")
+    server.next_event()
+    frame = np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    reply = server.send_reply(m.ResetReply(frame))
+    body = struct.pack("<4I", 3, 2, 3, 4) + frame.tobytes()
+    assert reply == b"\x01" + s(body)
+
+
+def test_get_space_uses_the_seed_forms() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x02\x00\x02\x01")
+    assert events(server) == [m.GetSpace(m.SpaceKind.ACTION), m.GetSpace(m.SpaceKind.OBSERVATION)]
+    assert json.loads(server.send_reply(m.SpaceReply(ACTION))[4:]) == {"type": "Discrete", "n": 2}
+    box = json.loads(server.send_reply(m.SpaceReply(CARTPOLE_OBS))[4:])
+    assert box["type"] == "Box" and box["shape"] == [4]
+    assert box["high"][1] == 1e30 and box["low"][3] == -1e30
+
+
+def test_sample_reply_is_a_json_action() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x03")
+    assert server.next_event() == m.SampleAction()
+    assert server.send_reply(m.SampleReply(np.int64(1))) == b"\x00" + s(b"1")
+
+
+def test_monitor_seed_layout_has_no_reply() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x04\x01\x00" + s(b"/tmp/mon"))
+    assert server.next_event() == m.Monitor("/tmp/mon", resume=True, force=False, video=True)
+    assert server.send_reply(m.MonitorReply("x")) == b""
+
+
+@pytest.mark.parametrize("how", ["flag", "option"])
+def test_monitor_go_client_layout_has_a_video_byte_and_a_reply(how: str) -> None:
+    if how == "flag":
+        server = server_after_handshake(int(Flags.MONITOR_REPLY))
+    else:
+        server = server_after_handshake(0, legacy_monitor_reply=True)
+    server.receive_data(b"\x04\x00\x01\x00" + s(b"mon"))
+    assert server.next_event() == m.Monitor("mon", resume=False, force=True, video=False)
+    assert server.send_reply(m.MonitorReply("mon")) == s(b"")
+
+
+def test_render_has_no_reply_and_upload_answers_an_error_string() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x05\x06" + s(b"dir") + s(b"key") + s(b"algo"))
+    assert events(server) == [m.Render(), m.Upload("dir", "key", "algo")]
+    assert server.send_reply(m.RenderReply(None)) == b""
+    assert server.send_error(RemoteError("gone")) == s(b"gone")
+
+
+def test_flags_zero_errors_mean_closing() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x01\x00" + s(b"7"))
+    event = server.next_event()
+    assert isinstance(event, m.Step)
+    assert server.send_error(InvalidActionError("action 7 is not in Discrete(2)")) is None
+
+
+# -- extensions ------------------------------------------------------------------------------
+
+
+def test_errors_flag_prefixes_a_status_and_carries_the_code() -> None:
+    server = server_after_handshake(int(Flags.ERRORS))
+    server.receive_data(b"\x01\x00" + s(b"[1, 2]") + b"\x05")
+    first, second = events(server)
+    assert isinstance(first, Invalid) and isinstance(first.error, InvalidActionError)
+    assert server.send_error(first.error) == b"\x01" + s(str(first.error).encode()) + s(
+        b"invalid_action"
+    )
+    assert second == m.Render()
+    assert server.send_reply(m.RenderReply(None)) == b"\x00"
+
+
+def test_unknown_packets_are_reported_and_parsing_goes_on() -> None:
+    server = server_after_handshake(int(Flags.ERRORS))
+    server.receive_data(b"\x63\x00")
+    first, second = events(server)
+    assert isinstance(first, Invalid) and "unknown packet type 99" in str(first.error)
+    assert second == m.Reset()
+
+
+def test_extended_packets_need_the_flag() -> None:
+    server = server_after_handshake(int(Flags.ERRORS))
+    server.receive_data(b"\x07")
+    event = server.next_event()
+    assert isinstance(event, Invalid) and "EXTENDED" in str(event.error)
+
+
+def test_unknown_flags_are_visible() -> None:
+    server = ServerConnection()
+    server.receive_data(b"\x80" + s(b"x"))
+    server.next_event()
+    assert server.unknown_flags() == 0x80
+
+
+# -- client and server as a pair ----------------------------------------------------------------
+
+ALL = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+
+
+def pair(flags: Flags) -> tuple[ClientConnection, ServerConnection]:
+    client, server = ClientConnection(flags), ServerConnection()
+    server.receive_data(client.send_handshake("CartPole-v1"))
+    assert isinstance(server.next_event(), Handshake)
+    client.receive_data(server.send_handshake_reply(""))
+    assert client.next_event() == HandshakeReply("")
+    for side in (client, server):
+        side.set_spaces(ACTION, CARTPOLE_OBS)
+    return client, server
+
+
+REQUESTS_AND_REPLIES: list[tuple[m.Request, m.Reply]] = [
+    (m.Reset(), m.ResetReply(np.array([1, 2, 3, 4], np.float32), {})),
+    (m.Step(np.int64(1)), m.StepReply(np.array([0.5, 0, 0, 0], np.float32), 1.0, False, False, {})),
+    (m.Step(np.int64(0)), m.StepReply(np.zeros(4, np.float32), 0.5, True, False, {"k": 1})),
+    (m.GetSpace(m.SpaceKind.ACTION), m.SpaceReply(ACTION)),
+    (m.SampleAction(), m.SampleReply(np.int64(1))),
+    (m.Render(), m.RenderReply(None)),
+]
+
+
+def _roundtrip(flags: Flags, feed: Any) -> list[Any]:
+    client, server = pair(flags)
+    requests = [q for q, _ in REQUESTS_AND_REPLIES]
+    if flags & Flags.EXTENDED:
+        requests[0] = m.Reset(seed=0, options={"a": 1})
+    wire = b"".join(client.send_request(q) for q in requests)
+    feed(server, wire)
+    got = events(server)
+    assert [type(e) for e in got] == [type(q) for q in requests]
+    answer = b"".join(server.send_reply(r) for _, r in REQUESTS_AND_REPLIES)
+    feed(client, answer)
+    return events(client)
+
+
+def whole(conn: Any, data: bytes) -> None:
+    conn.receive_data(data)
+
+
+def byte_by_byte(conn: Any, data: bytes) -> None:
+    for i in range(len(data)):
+        conn.receive_data(data[i : i + 1])
+
+
+@pytest.mark.parametrize("feed", [whole, byte_by_byte])
+@pytest.mark.parametrize("flags", [Flags(0), Flags.ERRORS, ALL])
+def test_pipelined_pair_roundtrip(flags: Flags, feed: Any) -> None:
+    replies = _roundtrip(flags, feed)
+    expected = [r for _, r in REQUESTS_AND_REPLIES]
+    assert len(replies) == len(expected)
+    for got, want in zip(replies, expected, strict=True):
+        assert type(got) is type(want)
+    np.testing.assert_array_equal(replies[1].observation, expected[1].observation)
+    assert replies[1].observation.dtype == np.float32
+    assert replies[2].done and replies[2].info == {"k": 1}
+    assert replies[3].space == ACTION
+    if flags & Flags.EXTENDED:
+        assert replies[2].terminated and not replies[2].truncated
+
+
+def test_trailing_bytes_wait_for_the_rest() -> None:
+    client, server = pair(ALL)
+    wire = client.send_request(m.Step(np.int64(1))) + b"\x01\x00"
+    server.receive_data(wire)
+    assert isinstance(server.next_event(), m.Step)
+    assert server.next_event() is NEED_DATA
+
+
+def test_client_reports_server_errors_as_their_class() -> None:
+    client, server = pair(ALL)
+    server.receive_data(client.send_request(m.Step(np.int64(5))))
+    server.next_event()
+    client.receive_data(server.send_error(InvalidActionError("action 5 is not in Discrete(2)")) or b"")
+    error = client.next_event()
+    assert isinstance(error, InvalidActionError) and "action 5" in str(error)
+
+
+def test_tensor_actions_and_observations_roundtrip() -> None:
+    box = spaces.Box(-1, 1, (2, 3), np.float64)
+    client, server = ClientConnection(ALL), ServerConnection()
+    server.receive_data(client.send_handshake("x"))
+    server.next_event()
+    client.receive_data(server.send_handshake_reply(""))
+    client.next_event()
+    for side in (client, server):
+        side.set_spaces(box, box)
+    action = np.linspace(-1, 1, 6).reshape(2, 3)
+    server.receive_data(client.send_request(m.Step(action)))
+    step = server.next_event()
+    np.testing.assert_array_equal(step.action, action)
+    assert step.action.dtype == np.float64
+    client.receive_data(server.send_reply(m.StepReply(action, 0.0, False, True, {})))
+    reply = client.next_event()
+    np.testing.assert_array_equal(reply.observation, action)
+    assert reply.truncated and not reply.terminated
+
+
+def test_eof_inside_a_packet_is_a_protocol_error() -> None:
+    server = server_after_handshake()
+    server.receive_data(b"\x01\x00\x05\x00")
+    server.receive_data(b"")
+    with pytest.raises(ProtocolError, match="closed inside a packet"):
+        server.next_event()
+
+
+def test_oversized_fields_are_refused() -> None:
+    server = ServerConnection()
+    server.receive_data(b"\x00" + struct.pack("<I", 2**31))
+    with pytest.raises(ProtocolError, match="exceeds"):
+        server.next_event()
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.integers(0, 7))
+def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags: int) -> None:
+    server = server_after_handshake(flags)
+    server.receive_data(garbage)
+    server.receive_data(b"")
+    try:
+        for _ in range(400):
+            event = server.next_event()
+            if event is NEED_DATA:
+                break
+            assert isinstance(event, Invalid | m.Step | m.Reset | m.GetSpace | m.SampleAction |
+                              m.Monitor | m.Render | m.Upload)
+    except ProtocolError:
+        pass
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=120))
+def test_garbage_replies_only_ever_yield_protocol_errors(garbage: bytes) -> None:
+    client, _ = pair(ALL)
+    client.send_request(m.Step(np.int64(1)))
+    client.receive_data(garbage)
+    try:
+        event = client.next_event()
+    except (ProtocolError, ValueError, EnvwireError):
+        return
+    assert event is NEED_DATA or isinstance(event, m.StepReply | EnvwireError)
