@@ -13,11 +13,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from _common import EchoServer, echo_rate, median_of, rate, report  # noqa: E402
-
-import envwire  # noqa: E402
-from envwire.protocols.gymsocket import Flags  # noqa: E402
-from envwire.testing import ServerProcess  # noqa: E402
+import envwire
+from _common import EchoServer, echo_rate, median_of, rate, report
+from envwire.protocols.gymsocket import Flags
+from envwire.testing import ServerProcess
 
 # Bytes on the wire for one CartPole step with the default (extended) flags: the request is
 # type + action type + length + tensor (1+1+4+1+4+8); the reply is status + observation tensor
@@ -51,7 +50,9 @@ def main() -> None:
     seconds, runs = (0.3, 1) if args.quick else (args.seconds, args.runs)
     with EchoServer() as echo, ServerProcess(["CartPole-v1"]) as server:
         url = server.url("gym-socket", "CartPole-v1")
-        echo_rate_ = median_of(runs, lambda: echo_rate(echo.port, REQUEST_BYTES, REPLY_BYTES, seconds))
+        echo_rate_ = median_of(
+            runs, lambda: echo_rate(echo.port, REQUEST_BYTES, REPLY_BYTES, seconds)
+        )
         ours = median_of(runs, lambda: step_rate(url, seconds))
         seed = median_of(runs, lambda: step_rate(url, seconds, Flags(0)))
     report(

@@ -2,12 +2,13 @@
 
 The public API: :func:`make` connects to a served env by URL and returns a ``gymnasium.Env``;
 :class:`EnvwireError` is the root of every error envwire raises. Importing envwire also
-registers ``envwire/Remote-v0`` with Gymnasium, so
+registers ``envwire/Remote-v0`` and the built-in envs with Gymnasium, so
 ``gymnasium.make("envwire/Remote-v0", url="gym-socket://127.0.0.1:5001/CartPole-v1")`` works.
 """
 
 import gymnasium
 
+import envwire.envs  # noqa: F401  (registers the built-in envs with Gymnasium)
 from envwire.client import make
 from envwire.errors import EnvwireError
 

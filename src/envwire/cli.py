@@ -91,14 +91,19 @@ def _serve(args: argparse.Namespace) -> int:
     ports: dict[str, int | None] = {}
     for spec in FRONT_ENDS:
         value = getattr(args, spec.option, None)
-        ports[spec.name] = value if value is not False else settings.get(spec.option, spec.default_port)
+        ports[spec.name] = (
+            value if value is not False else settings.get(spec.option, spec.default_port)
+        )
     server_config = ServerConfig(
         host=args.host or settings.get("host", "127.0.0.1"),
         ports=ports,
         capacity=args.capacity if args.capacity is not None else settings.get("capacity"),
         monitor_root=args.monitor_root or settings.get("monitor_root", "envwire-monitor"),
-        legacy_monitor_reply=args.legacy_monitor_reply or settings.get("legacy_monitor_reply", False),
-        idle_timeout=args.idle_timeout if args.idle_timeout is not None else settings.get("idle_timeout", 3600.0),
+        legacy_monitor_reply=args.legacy_monitor_reply
+        or settings.get("legacy_monitor_reply", False),
+        idle_timeout=args.idle_timeout
+        if args.idle_timeout is not None
+        else settings.get("idle_timeout", 3600.0),
         options=settings,
     )
     server = Server(catalog, server_config)
@@ -148,7 +153,8 @@ def _parser() -> argparse.ArgumentParser:
             type=_port,
             default=False,
             metavar="PORT",
-            help=f"{spec.name} port (default {spec.default_port}; 0 = any free port; off = disabled)",
+            help=f"{spec.name} port (default {spec.default_port}; 0 = any free port; "
+            "off = disabled)",
         )
     serve.add_argument("--capacity", type=int, help="most sessions at once (default: no limit)")
     serve.add_argument(

@@ -122,7 +122,7 @@ class EnvSpec:
                 f"{type(env).__name__}, expected a gymnasium.Env"
             )
         if self.max_episode_steps is not None:
-            env = gymnasium.wrappers.TimeLimit(env, self.max_episode_steps)
+            return gymnasium.wrappers.TimeLimit(env, self.max_episode_steps)
         return env
 
 
@@ -142,7 +142,9 @@ def load_entry_point(entry_point: str) -> Callable[..., Any]:
     try:
         target: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ConfigError(f"entry point {entry_point!r}: cannot import {module_name}: {exc}") from exc
+        raise ConfigError(
+            f"entry point {entry_point!r}: cannot import {module_name}: {exc}"
+        ) from exc
     for part in attr.split("."):
         try:
             target = getattr(target, part)
@@ -225,7 +227,10 @@ class Catalog(Mapping[str, EnvSpec]):
             pass
         hint = _did_you_mean(env_id, self._specs)
         if not hint and env_id in gymnasium.registry:
-            hint = f"; Gymnasium knows it, but this server was not started with it (envwire serve {env_id})"
+            hint = (
+                "; Gymnasium knows it, but this server was not started with it "
+                f"(envwire serve {env_id})"
+            )
         served = ", ".join(list(self._specs)[:12]) + (", ..." if len(self._specs) > 12 else "")
         raise UnknownEnvError(f"unknown env {env_id!r}{hint} (served here: {served})")
 

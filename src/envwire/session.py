@@ -173,7 +173,9 @@ class Session:
                 case m.Reset(seed=seed, options=options):
                     return self._reset(seed, options)
                 case m.GetSpace(which=which):
-                    space = self.action_space if which == m.SpaceKind.ACTION else self.observation_space
+                    space = (
+                        self.action_space if which == m.SpaceKind.ACTION else self.observation_space
+                    )
                     return m.SpaceReply(space)
                 case m.SampleAction():
                     return m.SampleReply(self.action_space.sample())
@@ -195,7 +197,10 @@ class Session:
             case State.NEW if isinstance(request, m.Step):
                 return f"{name} before the first Reset in {where}: reset first"
             case State.ENDED:
-                return f"{name} after episode {self.episode} ended at step {self.step_count} in {where}: reset first"
+                return (
+                    f"{name} after episode {self.episode} ended at step {self.step_count} "
+                    f"in {where}: reset first"
+                )
             case State.BROKEN:
                 return f"{name} in {where}, whose env crashed or hung: Reset makes a fresh env"
             case State.NO_ENV:

@@ -79,7 +79,7 @@ def encode(array: npt.ArrayLike) -> Tensor:
     """Turn an array-like into a :class:`Tensor` (C order, little-endian)."""
     arr = np.asarray(array)
     row = dtype_by_name(arr.dtype.name)
-    arr = np.ascontiguousarray(arr, dtype=row.numpy)
+    arr = np.require(arr, dtype=row.numpy, requirements="C")  # keeps 0-d arrays 0-d
     return Tensor(row, tuple(int(n) for n in arr.shape), arr.tobytes())
 
 

@@ -267,7 +267,9 @@ def test_client_reports_server_errors_as_their_class() -> None:
     client, server = pair(ALL)
     server.receive_data(client.send_request(m.Step(np.int64(5))))
     server.next_event()
-    client.receive_data(server.send_error(InvalidActionError("action 5 is not in Discrete(2)")) or b"")
+    client.receive_data(
+        server.send_error(InvalidActionError("action 5 is not in Discrete(2)")) or b""
+    )
     error = client.next_event()
     assert isinstance(error, InvalidActionError) and "action 5" in str(error)
 
@@ -318,8 +320,17 @@ def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags
             event = server.next_event()
             if event is NEED_DATA:
                 break
-            assert isinstance(event, Invalid | m.Step | m.Reset | m.GetSpace | m.SampleAction |
-                              m.Monitor | m.Render | m.Upload)
+            assert isinstance(
+                event,
+                Invalid
+                | m.Step
+                | m.Reset
+                | m.GetSpace
+                | m.SampleAction
+                | m.Monitor
+                | m.Render
+                | m.Upload,
+            )
     except ProtocolError:
         pass
 

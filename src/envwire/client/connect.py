@@ -26,7 +26,9 @@ def split_url(url: str, default_port: int) -> tuple[str, int, str]:
     if not parts.hostname:
         raise InvalidArgumentError(f"no host in {url!r}")
     if not env_id:
-        raise InvalidArgumentError(f"no env id in {url!r} (expected {parts.scheme}://host:port/ENV_ID)")
+        raise InvalidArgumentError(
+            f"no env id in {url!r} (expected {parts.scheme}://host:port/ENV_ID)"
+        )
     return parts.hostname, port, env_id
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import socket
 from typing import Any
 
@@ -60,7 +61,9 @@ class GymSocketTransport:
             reply = self._receive()
             assert isinstance(reply, HandshakeReply)
             if reply.error:
-                raise TransportError(f"gym-socket://{host}:{port} refused {env_id!r}: {reply.error}")
+                raise TransportError(
+                    f"gym-socket://{host}:{port} refused {env_id!r}: {reply.error}"
+                )
             if env_id:
                 self.send(m.GetSpace(m.SpaceKind.ACTION))
                 self.send(m.GetSpace(m.SpaceKind.OBSERVATION))
@@ -135,7 +138,5 @@ class GymSocketTransport:
 
     def close(self) -> None:
         """Close the connection; the server frees the session at once."""
-        try:
+        with contextlib.suppress(OSError):
             self._sock.close()
-        except OSError:
-            pass

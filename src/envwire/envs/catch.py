@@ -68,7 +68,7 @@ class CatchEnv(gymnasium.Env[npt.NDArray[np.uint8], np.int64]):
             reward = 1.0 if column == self._paddle else -1.0
         return self._observation(), reward, terminated, False, {}
 
-    def render(self) -> npt.NDArray[np.uint8] | None:  # type: ignore[override]
+    def render(self) -> npt.NDArray[np.uint8] | None:
         if self.render_mode != "rgb_array":
             return None
         grey = self._observation()[:, :, 0]

@@ -197,9 +197,7 @@ class _Side:
         """Tell the codec the env's spaces (needed to decode actions/observations)."""
         self.action_space, self.observation_space = action_space, observation_space
         # Discrete(int64) actions are by far the most common: they skip the JSON machinery.
-        self._int_actions = (
-            isinstance(action_space, Discrete) and action_space.dtype == np.int64
-        )
+        self._int_actions = isinstance(action_space, Discrete) and action_space.dtype == np.int64
 
     def receive_data(self, data: bytes) -> None:
         """Feed bytes from the peer; ``b""`` means the peer closed its side."""
@@ -268,7 +266,7 @@ class ServerConnection(_Side):
         event, end = parsed
         self._consume(end)
         self._pending.append(packet)
-        return event
+        return event  # type: ignore[no-any-return]
 
     def _handshake(self) -> Handshake | _NeedData:
         buf = self._buf
@@ -348,7 +346,9 @@ class ServerConnection(_Side):
         if which is None:
             return None
         if which not in (0, 1):
-            return Invalid(ProtocolError(f"space id {which} is neither 0 (action) nor 1 (observation)")), pos + 1
+            return Invalid(
+                ProtocolError(f"space id {which} is neither 0 (action) nor 1 (observation)")
+            ), pos + 1
         return m.GetSpace(m.SpaceKind(which)), pos + 1
 
     def _p_sample(self, pos: int) -> tuple[Any, int]:
@@ -368,7 +368,9 @@ class ServerConnection(_Side):
         if resume is None or force is None or directory is None:
             return None
         path = _text(directory[0], "monitor directory")
-        return m.Monitor(path, resume=bool(resume), force=bool(force), video=bool(video)), directory[1]
+        return m.Monitor(
+            path, resume=bool(resume), force=bool(force), video=bool(video)
+        ), directory[1]
 
     def _p_render(self, pos: int) -> tuple[Any, int]:
         return m.Render(), pos
@@ -422,17 +424,25 @@ class ServerConnection(_Side):
                 return self._observation(obs) + _info(info)
             case Packet.STEP, m.StepReply() as r:
                 return b"".join(
-                    (self._observation(r.observation), _F64.pack(r.reward),
-                     b"\x01" if r.done else b"\x00", _info(r.info))
+                    (
+                        self._observation(r.observation),
+                        _F64.pack(r.reward),
+                        b"\x01" if r.done else b"\x00",
+                        _info(r.info),
+                    )
                 )
             case Packet.STEP_EX, m.StepReply() as r:
                 return b"".join(
-                    (self._observation(r.observation), _F64.pack(r.reward),
-                     b"\x01" if r.terminated else b"\x00", b"\x01" if r.truncated else b"\x00",
-                     _info(r.info))
+                    (
+                        self._observation(r.observation),
+                        _F64.pack(r.reward),
+                        b"\x01" if r.terminated else b"\x00",
+                        b"\x01" if r.truncated else b"\x00",
+                        _info(r.info),
+                    )
                 )
             case Packet.GET_SPACE, m.SpaceReply(space=space):
-                style = "envwire" if self._extended else "gym-socket"
+                style: spacecodec.Style = "envwire" if self._extended else "gym-socket"
                 return _field(_dumps(spacecodec.describe(space, style=style)))
             case Packet.SAMPLE_ACTION, m.SampleReply(action=action):
                 return b"\x00" + _field(_dumps(spacecodec.to_json(self.action_space, action)))
@@ -558,7 +568,9 @@ class ClientConnection(_Side):
                 packet, body = Packet.RENDER, b""
             case m.Upload() as up:
                 packet = Packet.UPLOAD
-                body = b"".join(_field(s.encode()) for s in (up.directory, up.api_key, up.algorithm_id))
+                body = b"".join(
+                    _field(s.encode()) for s in (up.directory, up.api_key, up.algorithm_id)
+                )
             case _:
                 raise UsageError(f"gym-socket has no packet for {type(request).__name__}")
         self._expect.append(packet)
@@ -567,11 +579,7 @@ class ClientConnection(_Side):
     def _action(self, action: Any) -> bytes:
         if self._int_actions and isinstance(action, int | np.integer):
             return b"\x00" + _field(b"%d" % action)
-        if (
-            self._extended
-            and isinstance(action, np.ndarray)
-            and action.dtype in _CODE_BY_DTYPE
-        ):
+        if self._extended and isinstance(action, np.ndarray) and action.dtype in _CODE_BY_DTYPE:
             return b"\x01" + _field(_pack_tensor(action))
         return b"\x00" + _field(_dumps(spacecodec.to_json(self.action_space, action)))
 
@@ -594,7 +602,7 @@ class ClientConnection(_Side):
         event, end = parsed
         self._consume(end)
         self._expect.popleft()
-        return event
+        return event  # type: ignore[no-any-return]
 
     def _parse_step_ex(self) -> tuple[Any, int] | None:
         """The common case, parsed in one go: an OK extended step reply with a tensor."""
@@ -661,7 +669,9 @@ class ClientConnection(_Side):
                 if info is None:
                     return None
                 terminated, truncated = bool(flags[0]), bool(flags[1]) if flag_count == 2 else False
-                return m.StepReply(obs[0], reward, terminated, truncated, json.loads(info[0])), info[1]
+                return m.StepReply(
+                    obs[0], reward, terminated, truncated, json.loads(info[0])
+                ), info[1]
             case Packet.GET_SPACE:
                 got = buf.field(pos)
                 if got is None:
@@ -671,7 +681,9 @@ class ClientConnection(_Side):
                 got = buf.field(pos + 1) if buf.u8(pos) is not None else None
                 if got is None:
                     return None
-                return m.SampleReply(spacecodec.from_json(self.action_space, json.loads(got[0]))), got[1]
+                return m.SampleReply(
+                    spacecodec.from_json(self.action_space, json.loads(got[0]))
+                ), got[1]
             case Packet.MONITOR if self.flags & Flags.MONITOR_REPLY:
                 got = buf.field(pos)
                 if got is None:

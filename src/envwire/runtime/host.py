@@ -8,6 +8,7 @@ single-env methods act on copy 0, the ``*_all`` methods on every copy at once.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import gymnasium
@@ -52,9 +53,7 @@ class EnvHost:
         except EnvwireError:
             raise
         except Exception as exc:
-            raise EnvError(
-                f"{self.spec.id}: {method} raised {type(exc).__name__}: {exc}"
-            ) from exc
+            raise EnvError(f"{self.spec.id}: {method} raised {type(exc).__name__}: {exc}") from exc
 
     def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
         """The action and observation spaces of copy 0."""
@@ -105,10 +104,8 @@ class EnvHost:
             self.monitor_.close()
             self.monitor_ = None
         for env in self.envs:
-            try:
+            with contextlib.suppress(Exception):  # closing must free the rest regardless
                 env.close()
-            except Exception:  # noqa: BLE001, S110 - closing must free the rest regardless
-                pass
 
 
 def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:

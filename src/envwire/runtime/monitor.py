@@ -35,7 +35,7 @@ _counter = itertools.count()
 def video_schedule(episode: int) -> bool:
     """Gym's capped cubic schedule: 0, 1, 8, 27, ..., 729, 1000, 2000, 3000, ..."""
     if episode < 1000:
-        return round(episode ** (1 / 3)) ** 3 == episode
+        return bool(round(episode ** (1 / 3)) ** 3 == episode)
     return episode % 1000 == 0
 
 
@@ -105,7 +105,7 @@ class EpisodeMonitor:
             return
         try:
             frame = env.render()
-        except Exception as exc:  # noqa: BLE001 - a broken renderer disables video only
+        except Exception as exc:
             self.video_error = f"{type(exc).__name__}: {exc}"
             self._recording = False
             self._frames.clear()
@@ -114,7 +114,7 @@ class EpisodeMonitor:
             self.add_frame(frame)
 
     def _finish_episode(self) -> None:
-        if self._episode < 0 or self._steps == 0 and not self._frames:
+        if self._episode < 0 or (self._steps == 0 and not self._frames):
             return
         if len(self.lengths) <= self._episode:
             self.lengths.append(self._steps)

@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import multiprocessing.connection
 import signal
@@ -70,10 +71,10 @@ class Watchdog:
             with self._lock:
                 late = [w for w in self._guarded if w.deadline is not None and w.deadline < now]
             for worker in late:
-                try:
+                with contextlib.suppress(
+                    Exception
+                ):  # a failing callback must not stop the watchdog
                     worker.expire()
-                except Exception:  # noqa: BLE001, S110 - a failing callback must not kill the watchdog
-                    pass
 
 
 WATCHDOG = Watchdog()
@@ -123,7 +124,7 @@ def _child_main(conn: multiprocessing.connection.Connection, spec: EnvSpec, num_
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
     try:
         host = EnvHost(spec, num_envs)
-    except BaseException as exc:  # noqa: BLE001 - everything is reported to the parent
+    except BaseException as exc:
         conn.send(("err", _portable(exc)))
         return
     conn.send(("ok", None))
@@ -135,7 +136,7 @@ def _child_main(conn: multiprocessing.connection.Connection, spec: EnvSpec, num_
             return
         try:
             conn.send(("ok", host.call(method, args)))
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             conn.send(("err", _portable(exc)))
         if method == "close":
             return
@@ -170,7 +171,9 @@ class ProcessWorker:
         ctx = _context()
         self._conn, child_conn = ctx.Pipe()
         self._process: Any = ctx.Process(  # type: ignore[attr-defined]
-            target=_child_main, args=(child_conn, spec, num_envs), daemon=True,
+            target=_child_main,
+            args=(child_conn, spec, num_envs),
+            daemon=True,
             name=f"envwire-worker[{spec.id}]",
         )
         self._process.start()

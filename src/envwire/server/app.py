@@ -76,7 +76,13 @@ class Server:
         self._stopped = threading.Event()
 
     def start(self, announce: Callable[[str], None] | None = None) -> None:
-        """Start every front end whose port is not None; announce each listening address."""
+        """Start every front end whose port is not None; announce each listening address.
+
+        On the main thread, SIGINT and SIGTERM from now on make :meth:`serve_forever` return.
+        """
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                signal.signal(sig, lambda *_: self._stopped.set())
         for spec in FRONT_ENDS:
             port = self.config.ports.get(spec.name, spec.default_port)
             if port is None:
@@ -92,9 +98,6 @@ class Server:
 
     def serve_forever(self) -> None:
         """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly."""
-        if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                signal.signal(sig, lambda *_: self._stopped.set())
         while not self._stopped.wait(0.5):
             pass
         self.shutdown()
@@ -108,7 +111,7 @@ class Server:
         for front in reversed(self.front_ends):
             try:
                 front.stop()
-            except Exception:  # noqa: BLE001 - the others must still stop
+            except Exception:
                 log.exception("stopping %s failed", front.name)
         self.front_ends.clear()
         self.sessions.close_all()

@@ -7,12 +7,12 @@ watchdog answers that client and drops the connection, while every other thread 
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
-from envwire import messages as m
 from envwire.errors import EnvTimeoutError, EnvwireError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
 from envwire.server.sessions import SessionTable
@@ -163,7 +163,10 @@ class _Connection:
     def _handshake(self, event: Handshake) -> bytes | None:
         unknown = self.codec.unknown_flags()
         if unknown:
-            error = f"unknown handshake flags 0x{unknown:02x} (known: 0x01 errors, 0x02 monitor reply, 0x04 extended)"
+            error = (
+                f"unknown handshake flags 0x{unknown:02x} "
+                "(known: 0x01 errors, 0x02 monitor reply, 0x04 extended)"
+            )
             self._send(self.codec.send_handshake_reply(error))
             return None
         try:
@@ -197,10 +200,8 @@ class _Connection:
         if self._dead:
             return
         self._dead = True
-        try:
+        with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
         self.sock.close()
         if self.session is not None:
             self.front.sessions.close(self.session)

@@ -60,7 +60,12 @@ class DictEnv(_Counter):
     def _obs(self) -> Any:
         image = np.full((6, 4, 3), self.t % 256, np.uint8)
         position = np.array([self.base, self.t, -self.t], np.float64)
-        return {"image": image, "position": position, "mode": np.int64(self.t % 4), "label": f"t{self.t}"}
+        return {
+            "image": image,
+            "position": position,
+            "mode": np.int64(self.t % 4),
+            "label": f"t{self.t}",
+        }
 
 
 class TupleEnv(_Counter):

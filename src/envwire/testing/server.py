@@ -68,8 +68,12 @@ class ServerProcess:
         """
         env = dict(os.environ, PYTHONUNBUFFERED="1")
         self.process = subprocess.Popen(
-            self.command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-            env=env, cwd=self.cwd,
+            self.command,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env=env,
+            cwd=self.cwd,
         )
         ready = threading.Event()
         threading.Thread(target=self._read, args=(ready,), daemon=True).start()

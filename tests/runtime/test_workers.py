@@ -1,0 +1,115 @@
+"""Workers: inline and process, with real crashes, hangs and exceptions."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from envwire.errors import (
+    ConfigError,
+    EnvCrashedError,
+    EnvError,
+    EnvTimeoutError,
+    InvalidArgumentError,
+)
+from envwire.registry import EnvSpec
+from envwire.runtime import InlineWorker, ProcessWorker, make_worker
+
+TUPLE = "envwire.testing.envs:TupleEnv"
+
+
+def test_make_worker_follows_isolation() -> None:
+    inline = make_worker(EnvSpec("c", "gym:CartPole-v1"))
+    process = make_worker(EnvSpec("t", TUPLE))
+    try:
+        assert isinstance(inline, InlineWorker) and isinstance(process, ProcessWorker)
+    finally:
+        inline.close()
+        process.close()
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_calls_return_what_the_env_returns(isolation: str) -> None:
+    worker = make_worker(EnvSpec("t", TUPLE, isolation=isolation))  # type: ignore[arg-type]
+    try:
+        action_space, observation_space = worker.call("spaces", timeout=5)
+        obs, info = worker.call("reset", 0, None, timeout=5)
+        assert obs in observation_space and info == {"t": 0}
+        result = worker.call("step", action_space.sample(), timeout=5)
+        assert result[1:] == (0.1, False, False, {"t": 1})
+    finally:
+        worker.close()
+
+
+@pytest.mark.parametrize("isolation", ["inline", "process"])
+def test_env_exceptions_become_env_errors(isolation: str) -> None:
+    spec = EnvSpec("r", "envwire.testing.envs:RaiseEnv", {"raise_at": 1}, isolation)  # type: ignore[arg-type]
+    worker = make_worker(spec)
+    try:
+        worker.call("reset", 0, None, timeout=5)
+        with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails"):
+            worker.call("step", (0, [0, 1]), timeout=5)
+    finally:
+        worker.close()
+
+
+def test_unknown_methods_are_refused() -> None:
+    worker = InlineWorker(EnvSpec("c", "gym:CartPole-v1"))
+    with pytest.raises(InvalidArgumentError, match="unknown host method"):
+        worker.call("__init__", timeout=1)
+    worker.close()
+
+
+def test_process_worker_reports_a_failing_constructor() -> None:
+    with pytest.raises(ConfigError, match="cannot import"):
+        ProcessWorker(EnvSpec("x", "no_such_module_xyz:Env"))
+
+
+@pytest.mark.parametrize(
+    ("how", "expected"), [("segfault", "killed by SIGSEGV"), ("exit", "exited with code 3")]
+)
+def test_process_crash_is_named(how: str, expected: str) -> None:
+    worker = ProcessWorker(
+        EnvSpec("c", "envwire.testing.envs:CrashEnv", {"crash_at": 1, "how": how})
+    )
+    worker.call("reset", 0, None, timeout=5)
+    with pytest.raises(EnvCrashedError, match=expected):
+        worker.call("step", (0, [0, 1]), timeout=5)
+    with pytest.raises(EnvCrashedError):
+        worker.call("reset", 0, None, timeout=5)
+    worker.close()
+
+
+def test_process_hang_kills_the_worker() -> None:
+    worker = ProcessWorker(EnvSpec("h", "envwire.testing.envs:HangEnv", {"hang_at": 1}))
+    worker.call("reset", 0, None, timeout=5)
+    start = time.monotonic()
+    with pytest.raises(EnvTimeoutError, match="worker process was killed"):
+        worker.call("step", (0, [0, 1]), timeout=0.5)
+    assert time.monotonic() - start < 10
+    assert not worker._process.is_alive()
+    worker.close()
+
+
+def test_inline_hang_is_reported_by_the_watchdog() -> None:
+    worker = InlineWorker(EnvSpec("h", "envwire.testing.envs:HangEnv", {"hang_at": 1}))
+    reported = threading.Event()
+    errors: list[EnvTimeoutError] = []
+
+    def on_hang(error: EnvTimeoutError) -> None:
+        errors.append(error)
+        reported.set()
+
+    worker.on_hang = on_hang
+    worker.call("reset", 0, None, timeout=5)
+    stuck = threading.Thread(
+        target=lambda: worker.call("step", (0, [0, 1]), timeout=0.3), daemon=True
+    )
+    stuck.start()
+    assert reported.wait(10)
+    assert "step did not return within 0.3 s" in str(errors[0])
+    with pytest.raises(EnvTimeoutError, match="hung earlier"):
+        worker.call("reset", 0, None, timeout=1)
+    worker.close()  # does not wait for the stuck thread

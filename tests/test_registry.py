@@ -1,0 +1,75 @@
+"""Env ids, entry points, isolation and did-you-mean."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+
+from envwire.errors import ConfigError, EnvError, UnknownEnvError
+from envwire.registry import DEFAULT_IDS, Catalog, EnvSpec, default_catalog, parse_env_arg
+
+
+def test_default_catalog_is_classic_control_and_builtins() -> None:
+    catalog = default_catalog()
+    assert list(catalog) == list(DEFAULT_IDS)
+    assert {"CartPole-v1", "Pendulum-v1", "Acrobot-v1", "envwire/Catch-v0"} <= set(catalog)
+    assert all(spec.resolved_isolation == "inline" for spec in catalog.values())
+
+
+@pytest.mark.parametrize(
+    ("arg", "env_id", "entry", "isolation"),
+    [
+        ("CartPole-v1", "CartPole-v1", "gym:CartPole-v1", "inline"),
+        ("pkg.mod:Env", "pkg.mod:Env", "pkg.mod:Env", "process"),
+        ("my/Env-v0=pkg.mod:Env", "my/Env-v0", "pkg.mod:Env", "process"),
+        ("fast=pkg.mod:Env@inline", "fast", "pkg.mod:Env", "inline"),
+        ("CartPole-v1@process", "CartPole-v1", "gym:CartPole-v1", "process"),
+        ("alias=CartPole-v1", "alias", "gym:CartPole-v1", "inline"),
+    ],
+)
+def test_parse_env_arg(arg: str, env_id: str, entry: str, isolation: str) -> None:
+    spec = parse_env_arg(arg)
+    assert (spec.id, spec.entry_point, spec.resolved_isolation) == (env_id, entry, isolation)
+
+
+def test_parse_env_arg_errors() -> None:
+    with pytest.raises(ConfigError, match="did you mean 'CartPole-v1'"):
+        parse_env_arg("CartPol-v1")
+    with pytest.raises(ConfigError, match="isolation must be"):
+        parse_env_arg("CartPole-v1@thread")
+
+
+def test_lookup_suggests_close_ids_and_lists_what_is_served() -> None:
+    catalog = default_catalog()
+    with pytest.raises(UnknownEnvError, match="did you mean 'CartPole-v1'") as caught:
+        catalog.lookup("CartPole-v2")
+    assert "served here: CartPole-v1" in str(caught.value)
+    small = Catalog([parse_env_arg("CartPole-v1")])
+    with pytest.raises(UnknownEnvError, match="this server was not started with it"):
+        small.lookup("Pendulum-v1")
+
+
+def test_entry_points_make_envs_and_report_mistakes() -> None:
+    env = EnvSpec("c", "envwire.envs.catch:CatchEnv", {"rows": 4}).make()
+    assert env.observation_space.shape == (4, 5, 1)
+    with pytest.raises(ConfigError, match="must look like"):
+        EnvSpec("x", "nocolon").make()
+    with pytest.raises(ConfigError, match="cannot import"):
+        EnvSpec("x", "no_such_module_xyz:Env").make()
+    with pytest.raises(ConfigError, match="has no Nope"):
+        EnvSpec("x", "envwire.envs.catch:Nope").make()
+    with pytest.raises(ConfigError, match=r"expected a gymnasium\.Env"):
+        EnvSpec("x", "builtins:dict").make()
+    with pytest.raises(EnvError, match="ValueError: Catch needs rows"):
+        EnvSpec("x", "envwire.envs.catch:CatchEnv", {"rows": 1}).make()
+
+
+def test_time_limits_apply_to_entry_points() -> None:
+    env = EnvSpec("c", "envwire.envs.catch:CatchEnv", max_episode_steps=2).make()
+    assert isinstance(env, gymnasium.wrappers.TimeLimit)
+
+
+def test_overrides_apply_to_every_spec() -> None:
+    catalog = default_catalog().with_overrides(step_timeout=3.0, isolation="process")
+    assert {s.step_timeout for s in catalog.values()} == {3.0}
+    assert {s.resolved_isolation for s in catalog.values()} == {"process"}

@@ -1,0 +1,178 @@
+"""The session state machine, with real envs in real workers."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+
+from envwire import messages as m
+from envwire.errors import (
+    EnvCrashedError,
+    EnvError,
+    EnvTimeoutError,
+    InvalidActionError,
+    InvalidArgumentError,
+    StateError,
+    UnsupportedError,
+)
+from envwire.registry import EnvSpec, parse_env_arg
+from envwire.session import ALLOWED, Session, State, confine
+
+
+def session(arg: str = "CartPole-v1", **kwargs: Any) -> Session:
+    return Session(parse_env_arg(arg), **kwargs)
+
+
+def test_every_state_has_a_row_in_the_table() -> None:
+    assert set(ALLOWED) == set(State)
+    assert ALLOWED[State.CLOSED] == frozenset()
+    assert m.Step not in ALLOWED[State.ENDED] and m.Step in ALLOWED[State.RUNNING]
+
+
+def test_episode_bookkeeping_and_termination() -> None:
+    s = session()
+    assert s.state is State.NEW
+    with pytest.raises(StateError, match="before the first Reset"):
+        s.handle(m.Step(0))
+    s.handle(m.Reset(seed=0))
+    total, steps = 0.0, 0
+    while s.state is State.RUNNING:
+        reply = s.handle(m.Step(1))
+        assert isinstance(reply, m.StepReply)
+        total += reply.reward
+        steps += 1
+    assert reply.terminated and not reply.truncated
+    assert (s.step_count, s.episode_return, s.episode) == (steps, total, 0)
+    with pytest.raises(StateError, match="after episode 0 ended at step"):
+        s.handle(m.Step(1))
+    s.handle(m.Reset())
+    assert (s.episode, s.step_count, s.episode_return) == (1, 0, 0.0)
+    s.close()
+    assert s.state is State.CLOSED
+    with pytest.raises(StateError):
+        s.handle(m.Reset())
+
+
+def test_truncation_is_not_termination() -> None:
+    s = Session(EnvSpec("short", "envwire.envs.catch:CatchEnv", max_episode_steps=3))
+    s.handle(m.Reset(seed=0))
+    replies = [s.handle(m.Step(1)) for _ in range(3)]
+    assert replies[-1].truncated and not replies[-1].terminated
+    assert s.state is State.ENDED
+    s.close()
+
+
+def test_seed_zero_is_honoured_and_matches_gymnasium() -> None:
+    s = session()
+    local = gymnasium.make("CartPole-v1")
+    for seed in (0, 0, 7):
+        obs = s.handle(m.Reset(seed=seed)).observation
+        np.testing.assert_array_equal(obs, local.reset(seed=seed)[0])
+    assert s.last_seed == 7
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        s.handle(m.Reset(seed=-1))
+    with pytest.raises(InvalidArgumentError, match="seed"):
+        s.handle(m.Reset(seed="x"))  # type: ignore[arg-type]
+    s.close()
+
+
+def test_actions_are_validated() -> None:
+    s = session()
+    s.handle(m.Reset(seed=0))
+    with pytest.raises(InvalidActionError, match="Discrete"):
+        s.handle(m.Step(2))
+    assert s.state is State.RUNNING  # a bad action costs nothing
+    s.handle(m.Step(0))
+    s.close()
+
+
+def test_spaces_and_samples() -> None:
+    s = session("test/Tuple-v0=envwire.testing.envs:TupleEnv")
+    space = s.handle(m.GetSpace(m.SpaceKind.ACTION)).space
+    assert isinstance(space, gymnasium.spaces.Tuple)
+    assert s.handle(m.SampleAction()).action in space
+    assert s.handle(m.GetSpace(m.SpaceKind.OBSERVATION)).space == s.observation_space
+    s.close()
+
+
+def test_env_exception_ends_the_episode_but_not_the_session() -> None:
+    s = session("r=envwire.testing.envs:RaiseEnv")
+    s.handle(m.Reset(seed=0))
+    s.handle(m.Step(s.action_space.sample()))
+    with pytest.raises(EnvError, match="RuntimeError: RaiseEnv fails on purpose"):
+        s.handle(m.Step(s.action_space.sample()))
+    assert s.state is State.ENDED
+    s.handle(m.Reset(seed=0))
+    s.close()
+
+
+def test_crashed_worker_breaks_the_session_until_reset() -> None:
+    s = Session(
+        EnvSpec("c", "envwire.testing.envs:CrashEnv", {"crash_at": 1, "how": "exit"}, "process")
+    )
+    s.handle(m.Reset(seed=0))
+    with pytest.raises(EnvCrashedError, match="exited with code 3"):
+        s.handle(m.Step(s.action_space.sample()))
+    assert s.state is State.BROKEN
+    with pytest.raises(StateError, match="crashed or hung"):
+        s.handle(m.Step(s.action_space.sample()))
+    s.handle(m.Reset(seed=1))
+    assert s.state is State.RUNNING
+    s.close()
+
+
+def test_hung_worker_is_killed_after_its_timeout() -> None:
+    s = Session(
+        EnvSpec("h", "envwire.testing.envs:HangEnv", {"hang_at": 1}, "process", step_timeout=0.5)
+    )
+    s.handle(m.Reset(seed=0))
+    with pytest.raises(EnvTimeoutError, match=r"within 0\.5 s"):
+        s.handle(m.Step(s.action_space.sample()))
+    assert s.state is State.BROKEN
+    s.handle(m.Reset(seed=0))
+    s.close()
+
+
+def test_session_without_env_allows_only_upload_and_close() -> None:
+    s = Session(None)
+    assert s.state is State.NO_ENV and s.env_id == ""
+    with pytest.raises(StateError, match="named no env"):
+        s.handle(m.Reset())
+    with pytest.raises(UnsupportedError, match="scoreboard"):
+        s.handle(m.Upload("d", "k", "a"))
+    assert s.handle(m.Close()) == m.Ok()
+
+
+def test_monitor_needs_a_root(tmp_path: Any) -> None:
+    s = session("envwire/Catch-v0")
+    with pytest.raises(UnsupportedError, match="Monitor is disabled"):
+        s.handle(m.Monitor("x"))
+    s.close()
+    s = session("envwire/Catch-v0", monitor_root=str(tmp_path))
+    reply = s.handle(m.Monitor("/abs/../x", force=True))
+    assert reply == m.MonitorReply(str(tmp_path / "x"))
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("requested", "expected"),
+    [
+        ("runs/a", "/r/runs/a"),
+        ("/tmp/mon", "/r/tmp/mon"),
+        ("a/../b", "/r/b"),
+        ("/", "/r"),
+        ("../../etc", "/r/etc"),
+        ("a\\b", "/r/a/b"),
+    ],
+)
+def test_confine_keeps_paths_under_the_root(requested: str, expected: str) -> None:
+    assert confine("/r", requested) == expected
+
+
+@pytest.mark.parametrize("bad", ["", "a\x00b"])
+def test_confine_refuses_unusable_paths(bad: str) -> None:
+    with pytest.raises(InvalidArgumentError):
+        confine("/r", bad)
