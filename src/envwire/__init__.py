@@ -9,10 +9,10 @@ registers ``envwire/Remote-v0`` and the built-in envs with Gymnasium, so
 import gymnasium
 
 import envwire.envs  # noqa: F401  (registers the built-in envs with Gymnasium)
-from envwire.client import make
+from envwire.client import make, make_vec
 from envwire.errors import EnvwireError
 
-__all__ = ["EnvwireError", "make"]
+__all__ = ["EnvwireError", "make", "make_vec"]
 __version__ = "0.1.0"
 
 if "envwire/Remote-v0" not in gymnasium.registry:

@@ -31,6 +31,7 @@ __all__ = [
     "Step",
     "StepReply",
     "Upload",
+    "VectorStepReply",
 ]
 
 
@@ -129,6 +130,17 @@ class StepReply:
 
 
 @dataclass(frozen=True, slots=True)
+class VectorStepReply:
+    """The outcome of one step of N copies: batches, in Gymnasium's vector form."""
+
+    observations: Any
+    rewards: Any  # float64[N]
+    terminations: Any  # bool[N]
+    truncations: Any  # bool[N]
+    infos: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
 class SpaceReply:
     """A space, as the Gymnasium space object."""
 
@@ -161,4 +173,4 @@ class Ok:
     """A request that succeeded with nothing to say (Close)."""
 
 
-Reply = ResetReply | StepReply | SpaceReply | SampleReply | RenderReply | MonitorReply | Ok
+Reply = ResetReply | StepReply | VectorStepReply | SpaceReply | SampleReply | RenderReply | MonitorReply | Ok

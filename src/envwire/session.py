@@ -19,6 +19,8 @@ from collections.abc import Callable
 from enum import Enum
 from typing import Any
 
+import numpy as np
+
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import (
@@ -82,7 +84,11 @@ class Session:
 
     Args:
         spec: the env to host, or None for a session without an env.
-        num_envs: how many copies the worker hosts.
+        num_envs: how many copies the session steps at once.
+        autoreset_mode: None for a one-env session; for a vector session of ``num_envs``
+            copies, Gymnasium's autoreset mode ('NextStep', 'SameStep' or 'Disabled'). A vector
+            session's Step takes a batch of actions and answers a ``VectorStepReply``.
+        workers: split a vector session's copies over this many worker processes.
         worker_factory: makes the worker (``envwire.runtime.make_worker`` by default).
         monitor_root: where Monitor requests may write; None disables Monitor.
 
@@ -95,7 +101,9 @@ class Session:
         spec: EnvSpec | None,
         *,
         num_envs: int = 1,
-        worker_factory: Callable[[EnvSpec, int], Any] | None = None,
+        autoreset_mode: str | None = None,
+        workers: int = 1,
+        worker_factory: Callable[..., Any] | None = None,
         monitor_root: str | None = None,
     ) -> None:
         if worker_factory is None:
@@ -104,7 +112,18 @@ class Session:
             worker_factory = make_worker
         self.id = uuid.uuid4().hex
         self.spec = spec
+        if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
+            raise InvalidArgumentError(
+                f"num_envs must be 1, or >= 1 with an autoreset mode; got {num_envs}"
+            )
+        if autoreset_mode is not None:
+            from envwire.runtime.vector import autoreset_mode as parse_mode
+
+            autoreset_mode = parse_mode(autoreset_mode).value
         self.num_envs = num_envs
+        self.autoreset_mode = autoreset_mode
+        self.workers = max(1, workers)
+        self.batch_action_space: Any = None
         self.monitor_root = monitor_root
         self._worker_factory = worker_factory
         self._lock = threading.Lock()
@@ -141,9 +160,18 @@ class Session:
 
     def _start_worker(self) -> None:
         assert self.spec is not None
-        self.worker = self._worker_factory(self.spec, self.num_envs)
+        if self.autoreset_mode is None:
+            self.worker = self._worker_factory(self.spec)
+        else:
+            self.worker = self._worker_factory(
+                self.spec, self.num_envs, self.autoreset_mode, self.workers
+            )
         self.worker.on_hang = self._hung
         self.action_space, self.observation_space = self._call("spaces")
+        if self.autoreset_mode is not None:
+            from gymnasium.vector.utils import batch_space
+
+            self.batch_action_space = batch_space(self.action_space, self.num_envs)
 
     def _call(self, method: str, *args: Any) -> Any:
         assert self.spec is not None
@@ -178,7 +206,10 @@ class Session:
                     )
                     return m.SpaceReply(space)
                 case m.SampleAction():
-                    return m.SampleReply(self.action_space.sample())
+                    space = self.batch_action_space or self.action_space
+                    return m.SampleReply(space.sample())
+                case m.Render() | m.Monitor() if self.autoreset_mode is not None:
+                    raise UnsupportedError(f"{type(request).__name__} is for one-env sessions")
                 case m.Render():
                     return m.RenderReply(self._call("render"))
                 case m.Monitor():
@@ -207,9 +238,8 @@ class Session:
                 return f"{name} in {where}: the handshake named no env"
         return f"{name} is not allowed in {where} while it is {self.state.value}"
 
-    def _reset(self, seed: int | None, options: dict[str, Any] | None) -> m.ResetReply:
-        if seed is not None and (not isinstance(seed, int) or isinstance(seed, bool) or seed < 0):
-            raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
+    def _reset(self, seed: Any, options: dict[str, Any] | None) -> m.ResetReply:
+        self._check_seed(seed)
         if self.state is State.BROKEN:
             self.worker.close()
             self._start_worker()
@@ -228,7 +258,23 @@ class Session:
         self.last_seed = seed
         return m.ResetReply(obs, info)
 
-    def _step(self, action: Any) -> m.StepReply:
+    def _check_seed(self, seed: Any) -> None:
+        def valid(s: Any) -> bool:
+            return s is None or (isinstance(s, int) and not isinstance(s, bool) and s >= 0)
+
+        if valid(seed):
+            return
+        if self.autoreset_mode is not None and isinstance(seed, list | tuple):
+            if len(seed) == self.num_envs and all(valid(s) for s in seed):
+                return
+            raise InvalidArgumentError(
+                f"a list of seeds needs {self.num_envs} non-negative integers or nulls, got {seed!r}"
+            )
+        raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
+
+    def _step(self, action: Any) -> m.StepReply | m.VectorStepReply:
+        if self.autoreset_mode is not None:
+            return self._step_vector(action)
         spacecodec.check(self.action_space, action)
         try:
             obs, reward, terminated, truncated, info = self._call("step", action)
@@ -242,6 +288,19 @@ class Session:
         if terminated or truncated:
             self.state = State.ENDED
         return m.StepReply(obs, reward, terminated, truncated, info)
+
+    def _step_vector(self, actions: Any) -> m.VectorStepReply:
+        spacecodec.check(self.batch_action_space, actions, what="actions")
+        try:
+            obs, rewards, terminations, truncations, infos = self._call("step", actions)
+        except EnvError:
+            if self.state is not State.BROKEN:
+                self.state = State.ENDED
+            raise
+        self.step_count += 1
+        self.total_steps += self.num_envs
+        self.episode_return += float(np.sum(rewards))
+        return m.VectorStepReply(obs, rewards, terminations, truncations, infos)
 
     def _monitor(self, request: m.Monitor) -> m.MonitorReply:
         if self.monitor_root is None:

@@ -8,7 +8,7 @@ from urllib.parse import unquote, urlsplit
 from envwire.adapters.gym import RemoteEnv
 from envwire.errors import InvalidArgumentError
 
-__all__ = ["gym_socket", "split_url"]
+__all__ = ["gym_socket", "gym_socket_vector", "split_url"]
 
 
 def split_url(url: str, default_port: int) -> tuple[str, int, str]:
@@ -38,3 +38,24 @@ def gym_socket(url: str, *, timeout: float = 30.0, **kwargs: Any) -> RemoteEnv:
 
     host, port, env_id = split_url(url, 5001)
     return RemoteEnv(GymSocketTransport(host, port, env_id, timeout=timeout, **kwargs), url)
+
+
+def gym_socket_vector(
+    url: str,
+    *,
+    num_envs: int,
+    autoreset_mode: str = "NextStep",
+    workers: int = 1,
+    timeout: float = 30.0,
+    **kwargs: Any,
+) -> Any:
+    """``gym-socket://host:port/<env id>`` as a ``gymnasium.vector.VectorEnv`` of N copies."""
+    from envwire.adapters.vector import RemoteVectorEnv
+    from envwire.client.gymsocket import GymSocketTransport
+    from envwire.runtime.vector import autoreset_mode as parse_mode
+
+    mode = parse_mode(autoreset_mode).value
+    host, port, env_id = split_url(url, 5001)
+    vector = {"num_envs": num_envs, "autoreset_mode": mode, "workers": workers}
+    transport = GymSocketTransport(host, port, env_id, timeout=timeout, vector=vector, **kwargs)
+    return RemoteVectorEnv(transport, num_envs, mode, url)

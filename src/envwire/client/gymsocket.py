@@ -30,6 +30,8 @@ class GymSocketTransport:
         timeout: seconds to wait for the connection and for each reply.
         flags: handshake flags; the default asks for error replies, the Monitor reply and the
             extended packets (seeded resets, truncation, raw tensors, exact spaces).
+        vector: open a vector session: ``{"num_envs": N, "autoreset_mode": ..., "workers":
+            K}`` (adds the VECTOR flag).
 
     Raises (from the constructor):
         TransportError: the server cannot be reached or does not answer.
@@ -44,6 +46,7 @@ class GymSocketTransport:
         *,
         timeout: float = 30.0,
         flags: Flags = DEFAULT_FLAGS,
+        vector: dict[str, Any] | None = None,
     ) -> None:
         self.address = (host, port)
         self.env_id = env_id
@@ -53,11 +56,13 @@ class GymSocketTransport:
         except OSError as exc:
             raise TransportError(f"cannot connect to gym-socket://{host}:{port}: {exc}") from exc
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if vector is not None:
+            flags |= Flags.VECTOR
         self._codec = ClientConnection(flags)
         self.action_space: Any = None
         self.observation_space: Any = None
         try:
-            self._sock.sendall(self._codec.send_handshake(env_id))
+            self._sock.sendall(self._codec.send_handshake(env_id, vector))
             reply = self._receive()
             assert isinstance(reply, HandshakeReply)
             if reply.error:
@@ -69,7 +74,15 @@ class GymSocketTransport:
                 self.send(m.GetSpace(m.SpaceKind.OBSERVATION))
                 self.action_space = self._expect(m.SpaceReply).space
                 self.observation_space = self._expect(m.SpaceReply).space
-                self._codec.set_spaces(self.action_space, self.observation_space)
+                if vector is None:
+                    self._codec.set_spaces(self.action_space, self.observation_space)
+                else:
+                    from gymnasium.vector.utils import batch_space
+
+                    n = int(vector.get("num_envs", 1))
+                    self._codec.set_spaces(
+                        batch_space(self.action_space, n), batch_space(self.observation_space, n)
+                    )
         except BaseException:
             self._sock.close()
             raise

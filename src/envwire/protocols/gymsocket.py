@@ -28,7 +28,7 @@ import numpy as np
 from gymnasium.spaces import Discrete
 
 from envwire import messages as m
-from envwire import spacecodec, tensor
+from envwire import infojson, spacecodec, tensor
 from envwire.errors import (
     EnvwireError,
     InvalidActionError,
@@ -69,9 +69,10 @@ class Flags(IntFlag):
     ERRORS = 0x01
     MONITOR_REPLY = 0x02
     EXTENDED = 0x04
+    VECTOR = 0x08
 
 
-KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags.VECTOR
 
 
 class Packet(IntEnum):
@@ -86,6 +87,8 @@ class Packet(IntEnum):
     UPLOAD = 6
     RESET_EX = 7
     STEP_EX = 8
+    VECTOR_RESET = 9
+    VECTOR_STEP = 10
 
 
 _OBS_JSON, _OBS_BYTES, _OBS_TENSOR = 0, 1, 2
@@ -105,6 +108,7 @@ class Handshake:
 
     flags: Flags
     env_name: str
+    vector: dict[str, Any] | None = None  # VECTOR: {"num_envs", "autoreset_mode", "workers"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,17 +125,7 @@ class Invalid:
     error: EnvwireError
 
 
-def json_default(value: Any) -> Any:
-    """``json.dumps`` hook: numpy scalars and arrays become plain JSON values."""
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, bytes):
-        return value.decode("utf-8", "replace")
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    return repr(value)
+json_default = infojson.plain_default
 
 
 def _dumps(value: Any) -> bytes:
@@ -192,6 +186,7 @@ class _Side:
         self.flags = flags
         self._errors = bool(flags & Flags.ERRORS)
         self._extended = bool(flags & Flags.EXTENDED)
+        self._vector = bool(flags & Flags.VECTOR)
 
     def set_spaces(self, action_space: Any, observation_space: Any) -> None:
         """Tell the codec the env's spaces (needed to decode actions/observations)."""
@@ -255,11 +250,14 @@ class ServerConnection(_Side):
         if packet is None:
             self._consume(1)
             self._pending.append(None)
-            return Invalid(ProtocolError(f"unknown packet type {kind} (known: 0-6, 7-8 extended)"))
-        if packet >= Packet.RESET_EX and not self._extended:
+            return Invalid(
+                ProtocolError(f"unknown packet type {kind} (known: 0-6, 7-8 extended, 9-10 vector)")
+            )
+        refusal = self._refusal(packet)
+        if refusal is not None:
             self._consume(1)
             self._pending.append(None)
-            return Invalid(ProtocolError(f"packet {kind} needs the EXTENDED handshake flag"))
+            return Invalid(ProtocolError(refusal))
         parsed = _PARSERS[packet](self, 1)
         if parsed is None:
             return self._incomplete()
@@ -268,15 +266,37 @@ class ServerConnection(_Side):
         self._pending.append(packet)
         return event  # type: ignore[no-any-return]
 
+    def _refusal(self, packet: Packet) -> str | None:
+        """Why this connection's flags rule the packet out, if they do."""
+        if packet in _VECTOR_PACKETS:
+            return None if self._vector else f"packet {int(packet)} needs the VECTOR handshake flag"
+        if self._vector and packet in _EPISODE_PACKETS:
+            return f"packet {int(packet)} steps one env: a vector session uses packets 9 and 10"
+        if packet >= Packet.RESET_EX and not self._extended:
+            return f"packet {int(packet)} needs the EXTENDED handshake flag"
+        return None
+
     def _handshake(self) -> Handshake | _NeedData:
         buf = self._buf
         flags = buf.u8(0)
         name = buf.field(1) if flags is not None else None
         if flags is None or name is None:
             return self._incomplete()
-        self._consume(name[1])
+        end, vector = name[1], None
+        if flags & Flags.VECTOR:
+            options = buf.field(end)
+            if options is None:
+                return self._incomplete()
+            end = options[1]
+            try:
+                vector = json.loads(options[0])
+            except ValueError as exc:
+                raise ProtocolError(f"vector options are not JSON: {exc}") from None
+            if not isinstance(vector, dict):
+                raise ProtocolError("vector options must be a JSON object")
+        self._consume(end)
         self._set_flags(Flags(flags & KNOWN_FLAGS))
-        self.handshake = Handshake(Flags(flags), _text(name[0], "env name"))
+        self.handshake = Handshake(Flags(flags), _text(name[0], "env name"), vector)
         return self.handshake
 
     def unknown_flags(self) -> int:
@@ -394,7 +414,7 @@ class ServerConnection(_Side):
             body: bytes | None = (
                 self._observation(reply.observation)
                 + _STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
-                + _info(reply.info)
+                + _info(reply.info, self._extended)
             )
         else:
             body = self._reply_body(packet, reply)
@@ -421,14 +441,14 @@ class ServerConnection(_Side):
             case Packet.RESET, m.ResetReply(observation=obs):
                 return self._observation(obs)
             case Packet.RESET_EX, m.ResetReply(observation=obs, info=info):
-                return self._observation(obs) + _info(info)
+                return self._observation(obs) + _info(info, self._extended)
             case Packet.STEP, m.StepReply() as r:
                 return b"".join(
                     (
                         self._observation(r.observation),
                         _F64.pack(r.reward),
                         b"\x01" if r.done else b"\x00",
-                        _info(r.info),
+                        _info(r.info, self._extended),
                     )
                 )
             case Packet.STEP_EX, m.StepReply() as r:
@@ -438,7 +458,19 @@ class ServerConnection(_Side):
                         _F64.pack(r.reward),
                         b"\x01" if r.terminated else b"\x00",
                         b"\x01" if r.truncated else b"\x00",
-                        _info(r.info),
+                        _info(r.info, self._extended),
+                    )
+                )
+            case Packet.VECTOR_RESET, m.ResetReply(observation=obs, info=info):
+                return self._batch(obs) + _info(info, self._extended)
+            case Packet.VECTOR_STEP, m.VectorStepReply() as v:
+                return b"".join(
+                    (
+                        self._batch(v.observations),
+                        _field(_pack_tensor(np.asarray(v.rewards, np.float64))),
+                        _field(_pack_tensor(np.asarray(v.terminations, np.bool_))),
+                        _field(_pack_tensor(np.asarray(v.truncations, np.bool_))),
+                        _info(v.infos, self._extended),
                     )
                 )
             case Packet.GET_SPACE, m.SpaceReply(space=space):
@@ -452,6 +484,12 @@ class ServerConnection(_Side):
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
 
+    def _batch(self, obs: Any) -> bytes:
+        """A batch of observations: a tensor when it is one array, else JSON."""
+        if isinstance(obs, np.ndarray) and obs.dtype in _CODE_BY_DTYPE:
+            return b"\x02" + _field(_pack_tensor(obs))
+        return b"\x00" + _field(_dumps(spacecodec.to_json(self.observation_space, obs)))
+
     def _observation(self, obs: Any) -> bytes:
         if isinstance(obs, np.ndarray):
             if obs.dtype == np.uint8:
@@ -463,6 +501,9 @@ class ServerConnection(_Side):
         return b"\x00" + _field(_dumps(spacecodec.to_json(self.observation_space, obs)))
 
 
+_VECTOR_PACKETS = frozenset({Packet.VECTOR_RESET, Packet.VECTOR_STEP})
+_EPISODE_PACKETS = frozenset({Packet.RESET, Packet.STEP, Packet.RESET_EX, Packet.STEP_EX})
+
 _PARSERS = {
     Packet.RESET: ServerConnection._p_reset,
     Packet.STEP: ServerConnection._p_step,
@@ -473,6 +514,8 @@ _PARSERS = {
     Packet.UPLOAD: ServerConnection._p_upload,
     Packet.RESET_EX: ServerConnection._p_reset_ex,
     Packet.STEP_EX: ServerConnection._p_step,
+    Packet.VECTOR_RESET: ServerConnection._p_reset_ex,
+    Packet.VECTOR_STEP: ServerConnection._p_step,
 }
 
 _TENSOR_NAMES = frozenset(d.name for d in tensor.DTYPES)
@@ -481,8 +524,8 @@ _STEP_BYTES = {p: _U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
 _EMPTY_INFO = _field(b"{}")
 
 
-def _info(info: dict[str, Any]) -> bytes:
-    return _field(_dumps(info)) if info else _EMPTY_INFO
+def _info(info: dict[str, Any], typed: bool) -> bytes:
+    return _field(infojson.dumps(info, typed=typed)) if info else _EMPTY_INFO
 
 
 _CODE_BY_DTYPE = {d.numpy: d.code for d in tensor.DTYPES}
@@ -534,14 +577,23 @@ class ClientConnection(_Side):
         self._set_flags(flags)
         self._expect: deque[Packet | str] = deque()
 
-    def send_handshake(self, env_name: str) -> bytes:
-        """The opening bytes; the first event will be a :class:`HandshakeReply`."""
+    def send_handshake(self, env_name: str, vector: dict[str, Any] | None = None) -> bytes:
+        """The opening bytes; the first event will be a :class:`HandshakeReply`.
+
+        With the VECTOR flag, ``vector`` is ``{"num_envs": N, "autoreset_mode": ..., "workers":
+        K}``, and Reset/Step then travel as packets 9 and 10, carrying batches.
+        """
         self._expect.append("handshake")
-        return _U8.pack(int(self.flags)) + _field(env_name.encode())
+        opening = _U8.pack(int(self.flags)) + _field(env_name.encode())
+        if self._vector:
+            opening += _field(_dumps(vector or {}))
+        return opening
 
     def send_request(self, request: m.Request) -> bytes:
         """Encode a request; its reply arrives through ``next_event`` in order."""
         extended = self._extended
+        if self._vector and type(request) in (m.Step, m.Reset):
+            return self._vector_request(request)
         if type(request) is m.Step:
             packet = Packet.STEP_EX if extended else Packet.STEP
             self._expect.append(packet)
@@ -573,6 +625,19 @@ class ClientConnection(_Side):
                 )
             case _:
                 raise UsageError(f"gym-socket has no packet for {type(request).__name__}")
+        self._expect.append(packet)
+        return _U8.pack(packet) + body
+
+    def _vector_request(self, request: m.Request) -> bytes:
+        if isinstance(request, m.Reset):
+            seed = request.seed
+            if isinstance(seed, np.ndarray | tuple):
+                seed = [None if s is None else int(s) for s in seed]
+            body = _field(_dumps({"seed": seed, "options": request.options}))
+            packet = Packet.VECTOR_RESET
+        else:
+            assert isinstance(request, m.Step)
+            packet, body = Packet.VECTOR_STEP, self._action(request.action)
         self._expect.append(packet)
         return _U8.pack(packet) + body
 
@@ -619,7 +684,7 @@ class ClientConnection(_Side):
             return None
         obs = _unpack_tensor(bytes(data[6:tail]))[0]
         info_raw = data[tail + 14 : end]
-        info = {} if info_raw == b"{}" else json.loads(info_raw)
+        info = infojson.loads(info_raw)
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
     def _parse_reply(self, expect: Packet | str) -> tuple[Any, int] | None:
@@ -654,7 +719,7 @@ class ClientConnection(_Side):
                 info = buf.field(obs[1]) if obs is not None else None
                 if obs is None or info is None:
                     return None
-                return m.ResetReply(obs[0], json.loads(info[0])), info[1]
+                return m.ResetReply(obs[0], infojson.loads(info[0])), info[1]
             case Packet.STEP | Packet.STEP_EX:
                 obs = self._read_observation(pos)
                 if obs is None:
@@ -670,8 +735,16 @@ class ClientConnection(_Side):
                     return None
                 terminated, truncated = bool(flags[0]), bool(flags[1]) if flag_count == 2 else False
                 return m.StepReply(
-                    obs[0], reward, terminated, truncated, json.loads(info[0])
+                    obs[0], reward, terminated, truncated, infojson.loads(info[0])
                 ), info[1]
+            case Packet.VECTOR_RESET:
+                obs = self._read_observation(pos)
+                info = buf.field(obs[1]) if obs is not None else None
+                if obs is None or info is None:
+                    return None
+                return m.ResetReply(obs[0], infojson.loads(info[0])), info[1]
+            case Packet.VECTOR_STEP:
+                return self._parse_vector_step(pos)
             case Packet.GET_SPACE:
                 got = buf.field(pos)
                 if got is None:
@@ -701,6 +774,23 @@ class ClientConnection(_Side):
                 error = _text(got[0], "error")
                 return (_remote_error(error) if error else m.Ok()), got[1]
         raise ProtocolError(f"no reply format for {expect!r}")  # pragma: no cover
+
+    def _parse_vector_step(self, pos: int) -> tuple[Any, int] | None:
+        obs = self._read_observation(pos)
+        if obs is None:
+            return None
+        arrays, end = [], obs[1]
+        for _ in range(3):
+            got = self._buf.field(end)
+            if got is None:
+                return None
+            arrays.append(_unpack_tensor(got[0])[0])
+            end = got[1]
+        info = self._buf.field(end)
+        if info is None:
+            return None
+        infos = infojson.loads(info[0])
+        return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), info[1]
 
     def _read_observation(self, pos: int) -> tuple[Any, int] | None:
         kind = self._buf.u8(pos)

@@ -2,8 +2,8 @@
 
 A host lives wherever the env lives (the server process for inline envs, a worker process
 otherwise) and is driven through :meth:`EnvHost.call` with a method name and arguments, so that
-every worker kind forwards the same calls. It holds ``num_envs`` copies of one env; the
-single-env methods act on copy 0, the ``*_all`` methods on every copy at once.
+every worker kind forwards the same calls. It holds one env; a session that steps N copies at
+once uses a ``VectorHost`` (``envwire.runtime.vector``) instead.
 """
 
 from __future__ import annotations
@@ -22,22 +22,22 @@ __all__ = ["EnvHost", "HOST_METHODS"]
 
 #: The methods a worker may forward to its host; anything else is refused.
 HOST_METHODS = frozenset(
-    {"spaces", "reset", "step", "render", "monitor", "reset_all", "step_all", "close"}
+    {"spaces", "reset", "step", "render", "monitor", "close"}
 )
 
 
 class EnvHost:
-    """``num_envs`` copies of the env ``spec`` describes, plus their monitors.
+    """The env ``spec`` describes, plus its monitor.
 
     Raises (from the constructor):
         ConfigError, EnvError: as :meth:`EnvSpec.make`.
     """
 
     def __init__(self, spec: EnvSpec, num_envs: int = 1) -> None:
-        if num_envs < 1:
-            raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
+        if num_envs != 1:
+            raise InvalidArgumentError(f"an EnvHost holds one env, not {num_envs}")
         self.spec = spec
-        self.envs = [_make_rendering(spec) for _ in range(num_envs)]
+        self.env = _make_rendering(spec)
         self.monitor_: EpisodeMonitor | None = None
 
     def call(self, method: str, args: tuple[Any, ...]) -> Any:
@@ -56,28 +56,27 @@ class EnvHost:
             raise EnvError(f"{self.spec.id}: {method} raised {type(exc).__name__}: {exc}") from exc
 
     def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
-        """The action and observation spaces of copy 0."""
-        env = self.envs[0]
-        return env.action_space, env.observation_space
+        """The env's action and observation spaces."""
+        return self.env.action_space, self.env.observation_space
 
     def reset(self, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, dict[str, Any]]:
-        """Reset copy 0."""
-        obs, info = self.envs[0].reset(seed=seed, options=options)
+        """Reset the env."""
+        obs, info = self.env.reset(seed=seed, options=options)
         if self.monitor_ is not None:
-            self.monitor_.on_reset(self.envs[0])
+            self.monitor_.on_reset(self.env)
         return obs, info
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step copy 0."""
-        obs, reward, terminated, truncated, info = self.envs[0].step(action)
+        """Step the env."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
         result = (obs, float(reward), bool(terminated), bool(truncated), info)
         if self.monitor_ is not None:
-            self.monitor_.on_step(self.envs[0], result[1], result[2] or result[3])
+            self.monitor_.on_step(self.env, result[1], result[2] or result[3])
         return result
 
     def render(self) -> Any:
-        """Render copy 0; the frame also goes to the monitor's current video."""
-        frame = self.envs[0].render()
+        """Render the env; the frame also goes to the monitor's current video."""
+        frame = self.env.render()
         if self.monitor_ is not None and isinstance(frame, np.ndarray):
             self.monitor_.add_frame(frame)
         return frame
@@ -89,23 +88,13 @@ class EnvHost:
         self.monitor_ = EpisodeMonitor(directory, resume=resume, force=force, video=video)
         return directory
 
-    def reset_all(self, seeds: list[int | None]) -> tuple[list[Any], list[dict[str, Any]]]:
-        """Reset every copy; ``seeds`` has one entry per copy."""
-        results = [env.reset(seed=seed) for env, seed in zip(self.envs, seeds, strict=True)]
-        return [r[0] for r in results], [r[1] for r in results]
-
-    def step_all(self, actions: list[Any]) -> list[tuple[Any, float, bool, bool, dict[str, Any]]]:
-        """Step every copy with its action."""
-        return [env.step(a) for env, a in zip(self.envs, actions, strict=True)]  # type: ignore[misc]
-
     def close(self) -> None:
-        """Close the monitor and every copy; errors while closing are not raised."""
+        """Close the monitor and the env; errors while closing are not raised."""
         if self.monitor_ is not None:
             self.monitor_.close()
             self.monitor_ = None
-        for env in self.envs:
-            with contextlib.suppress(Exception):  # closing must free the rest regardless
-                env.close()
+        with contextlib.suppress(Exception):  # closing must not raise
+            self.env.close()
 
 
 def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:

@@ -25,7 +25,7 @@ from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireEr
 from envwire.registry import EnvSpec
 from envwire.runtime.host import EnvHost
 
-__all__ = ["InlineWorker", "ProcessWorker", "Watchdog", "Worker", "make_worker"]
+__all__ = ["InlineWorker", "ProcessWorker", "Watchdog", "Worker", "make_host", "make_worker"]
 
 
 class Worker(Protocol):
@@ -83,9 +83,9 @@ WATCHDOG = Watchdog()
 class InlineWorker:
     """The host in this process, called in the caller's thread."""
 
-    def __init__(self, spec: EnvSpec, num_envs: int = 1) -> None:
+    def __init__(self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> None:
         self.spec = spec
-        self.host = EnvHost(spec, num_envs)
+        self.host = make_host(spec, num_envs, mode)
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         self.hung = False
         self.deadline: float | None = None
@@ -119,11 +119,22 @@ class InlineWorker:
             self.host.close()
 
 
-def _child_main(conn: multiprocessing.connection.Connection, spec: EnvSpec, num_envs: int) -> None:
+def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> Any:
+    """An :class:`EnvHost` (one env) or, with an autoreset ``mode``, a ``VectorHost``."""
+    if mode is None:
+        return EnvHost(spec, num_envs)
+    from envwire.runtime.vector import VectorHost
+
+    return VectorHost(spec, num_envs, mode)
+
+
+def _child_main(
+    conn: multiprocessing.connection.Connection, spec: EnvSpec, num_envs: int, mode: str | None
+) -> None:
     """The worker process: make the host, then answer calls until told to stop or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
     try:
-        host = EnvHost(spec, num_envs)
+        host = make_host(spec, num_envs, mode)
     except BaseException as exc:
         conn.send(("err", _portable(exc)))
         return
@@ -165,14 +176,14 @@ class ProcessWorker:
     :class:`EnvCrashedError` when the child does not come up.
     """
 
-    def __init__(self, spec: EnvSpec, num_envs: int = 1) -> None:
+    def __init__(self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> None:
         self.spec = spec
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         ctx = _context()
         self._conn, child_conn = ctx.Pipe()
         self._process: Any = ctx.Process(  # type: ignore[attr-defined]
             target=_child_main,
-            args=(child_conn, spec, num_envs),
+            args=(child_conn, spec, num_envs, mode),
             daemon=True,
             name=f"envwire-worker[{spec.id}]",
         )
@@ -187,13 +198,21 @@ class ProcessWorker:
 
     def call(self, method: str, *args: Any, timeout: float) -> Any:
         with self._lock:
-            if not self._process.is_alive() and self._conn.closed:
-                raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
-            try:
-                self._conn.send((method, args))
-            except (OSError, ValueError):
-                raise self._crashed(method) from None
+            self.send(method, *args)
             return self._receive(method, timeout)
+
+    def send(self, method: str, *args: Any) -> None:
+        """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
+        if self._conn.closed:
+            raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        try:
+            self._conn.send((method, args))
+        except (OSError, ValueError):
+            raise self._crashed(method) from None
+
+    def finish(self, method: str, timeout: float) -> Any:
+        """The result of the call :meth:`send` started."""
+        return self._receive(method, timeout)
 
     def _receive(self, method: str, timeout: float) -> Any:
         if not self._conn.poll(timeout):
@@ -241,8 +260,27 @@ class ProcessWorker:
         self._kill()
 
 
-def make_worker(spec: EnvSpec, num_envs: int = 1) -> InlineWorker | ProcessWorker:
-    """The worker ``spec.resolved_isolation`` asks for."""
+def make_worker(
+    spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
+) -> Any:
+    """The worker ``spec.resolved_isolation`` asks for.
+
+    With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with
+    ``workers`` > 1 they are split over that many worker processes stepped concurrently.
+    """
+    if mode is not None and workers > 1 and num_envs > 1:
+        from envwire.runtime.vector import VectorGroup, split_sizes
+
+        sizes = split_sizes(num_envs, workers)
+        started: list[ProcessWorker] = []
+        try:
+            for size in sizes:
+                started.append(ProcessWorker(spec, size, mode))
+        except BaseException:
+            for worker in started:
+                worker.close()
+            raise
+        return VectorGroup(started, sizes)
     if spec.resolved_isolation == "process":
-        return ProcessWorker(spec, num_envs)
-    return InlineWorker(spec, num_envs)
+        return ProcessWorker(spec, num_envs, mode)
+    return InlineWorker(spec, num_envs, mode)

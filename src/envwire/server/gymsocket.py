@@ -13,7 +13,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
-from envwire.errors import EnvTimeoutError, EnvwireError, ProtocolError
+from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
@@ -95,6 +95,30 @@ class GymSocketFrontEnd:
             conn.drop()
 
 
+def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Session options from the VECTOR handshake's JSON.
+
+    Raises:
+        InvalidArgumentError: unknown keys or wrong types.
+    """
+    if options is None:
+        return {}
+    unknown = set(options) - {"num_envs", "autoreset_mode", "workers"}
+    if unknown:
+        raise InvalidArgumentError(f"unknown vector options {sorted(unknown)}")
+    num_envs = options.get("num_envs", 1)
+    workers = options.get("workers", 1)
+    if not isinstance(num_envs, int) or not isinstance(workers, int) or num_envs < 1:
+        raise InvalidArgumentError(
+            f"vector options need integer num_envs >= 1 and workers, got {options}"
+        )
+    return {
+        "num_envs": num_envs,
+        "autoreset_mode": options.get("autoreset_mode", "NextStep"),
+        "workers": workers,
+    }
+
+
 class _Connection:
     """One client: its socket, codec and session."""
 
@@ -159,24 +183,36 @@ class _Connection:
             if not exc.remote:
                 log.warning("session %s (%s): %s", self.session.id[:8], self.session.env_id, exc)
             return codec.send_error(exc)
+        except Exception as exc:  # a bug of ours: say so, keep serving
+            log.exception("session %s: internal error", self.session.id[:8])
+            internal = EnvwireError(f"internal server error: {type(exc).__name__}: {exc}")
+            return None if self._dead else codec.send_error(internal)
 
     def _handshake(self, event: Handshake) -> bytes | None:
         unknown = self.codec.unknown_flags()
         if unknown:
             error = (
                 f"unknown handshake flags 0x{unknown:02x} "
-                "(known: 0x01 errors, 0x02 monitor reply, 0x04 extended)"
+                "(known: 0x01 errors, 0x02 monitor reply, 0x04 extended, 0x08 vector)"
             )
             self._send(self.codec.send_handshake_reply(error))
             return None
         try:
-            session = self.front.sessions.open(event.env_name)
+            session = self.front.sessions.open(event.env_name, **_vector_options(event.vector))
         except EnvwireError as exc:
             self._send(self.codec.send_handshake_reply(str(exc)))
             return None
         self.session = session
         session.set_on_hang(self._on_hang)
-        self.codec.set_spaces(session.action_space, session.observation_space)
+        if session.autoreset_mode is None:
+            self.codec.set_spaces(session.action_space, session.observation_space)
+        else:  # JSON actions and observations of a vector session are batches
+            from gymnasium.vector.utils import batch_space
+
+            self.codec.set_spaces(
+                session.batch_action_space,
+                batch_space(session.observation_space, session.num_envs),
+            )
         self.sock.settimeout(self.front.idle_timeout)
         return self.codec.send_handshake_reply("")
 

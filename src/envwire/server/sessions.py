@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -22,6 +23,7 @@ class SessionTable:
         capacity: most sessions open at once (None = no limit).
         monitor_root: directory under which Monitor requests may write (None disables Monitor).
         worker_factory: override where envs live (tests, custom runtimes).
+        max_workers: most worker processes one vector session may use (default: the cores).
     """
 
     def __init__(
@@ -31,8 +33,10 @@ class SessionTable:
         capacity: int | None = None,
         monitor_root: str | None = None,
         worker_factory: Callable[..., Any] | None = None,
+        max_workers: int | None = None,
     ) -> None:
         self.catalog = catalog
+        self.max_workers = max_workers or os.cpu_count() or 1
         self.capacity = capacity
         self.monitor_root = monitor_root
         self._worker_factory = worker_factory
@@ -40,8 +44,18 @@ class SessionTable:
         self._opening = 0
         self._lock = threading.Lock()
 
-    def open(self, env_id: str, *, num_envs: int = 1) -> Session:
+    def open(
+        self,
+        env_id: str,
+        *,
+        num_envs: int = 1,
+        autoreset_mode: str | None = None,
+        workers: int = 1,
+    ) -> Session:
         """A new session for ``env_id`` ('' opens a session with no env).
+
+        With an ``autoreset_mode`` the session steps ``num_envs`` copies at once (a vector
+        session), split over up to ``workers`` worker processes (capped by ``max_workers``).
 
         Raises:
             UnknownEnvError: not served here (with did-you-mean).
@@ -59,6 +73,8 @@ class SessionTable:
             session = Session(
                 spec,
                 num_envs=num_envs,
+                autoreset_mode=autoreset_mode,
+                workers=min(workers, self.max_workers),
                 worker_factory=self._worker_factory,
                 monitor_root=self.monitor_root,
             )

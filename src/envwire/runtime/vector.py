@@ -1,0 +1,237 @@
+"""Vector hosts: N copies of one env stepped together, as Gymnasium's ``SyncVectorEnv`` does.
+
+A :class:`VectorHost` *is* a ``SyncVectorEnv`` behind the host interface, so autoreset modes,
+seeding (copy ``i`` gets ``seed + i``) and vector infos are exactly Gymnasium's. A
+:class:`VectorGroup` splits the N copies over several worker processes (one slice each, stepped
+concurrently) and joins the slices back, so one session can use every core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
+
+from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
+from envwire.registry import EnvSpec
+
+__all__ = ["AUTORESET_MODES", "VectorGroup", "VectorHost", "autoreset_mode", "split_sizes"]
+
+#: Accepted spellings of Gymnasium's autoreset modes.
+AUTORESET_MODES = {m.value: m for m in AutoresetMode} | {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
+
+
+def autoreset_mode(name: str | AutoresetMode) -> AutoresetMode:
+    """The mode a name denotes ('NextStep' or 'next_step', ...).
+
+    Raises:
+        InvalidArgumentError: not a mode.
+    """
+    if isinstance(name, AutoresetMode):
+        return name
+    try:
+        return AUTORESET_MODES[name]
+    except (KeyError, TypeError):
+        known = ", ".join(m.value for m in AutoresetMode)
+        raise InvalidArgumentError(f"autoreset mode {name!r} is not one of {known}") from None
+
+
+class VectorHost:
+    """``num_envs`` copies in one ``SyncVectorEnv``; driven through :meth:`call` like EnvHost."""
+
+    METHODS = frozenset({"spaces", "reset", "step", "close"})
+
+    def __init__(self, spec: EnvSpec, num_envs: int, mode: str | AutoresetMode) -> None:
+        if num_envs < 1:
+            raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
+        self.spec = spec
+        try:
+            self.vector = SyncVectorEnv(
+                [spec.make for _ in range(num_envs)], autoreset_mode=autoreset_mode(mode)
+            )
+        except EnvwireError:
+            raise
+        except Exception as exc:
+            raise EnvError(f"{spec.id}: making {num_envs} copies raised {exc!r}") from exc
+
+    def call(self, method: str, args: tuple[Any, ...]) -> Any:
+        """Run ``method(*args)``; env exceptions become :class:`EnvError` naming the env."""
+        if method not in self.METHODS:
+            raise InvalidArgumentError(f"unknown vector host method {method!r}")
+        try:
+            return getattr(self, method)(*args)
+        except EnvwireError:
+            raise
+        except Exception as exc:
+            raise EnvError(f"{self.spec.id}: {method} raised {type(exc).__name__}: {exc}") from exc
+
+    def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
+        """The single (per-copy) action and observation spaces."""
+        return self.vector.single_action_space, self.vector.single_observation_space
+
+    def reset(
+        self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every copy (copy ``i`` gets ``seed + i`` for an int seed)."""
+        return self.vector.reset(seed=seed, options=options)  # type: ignore[arg-type]
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every copy; arrays of rewards, terminations and truncations."""
+        return self.vector.step(actions)
+
+    def close(self) -> None:
+        """Close every copy."""
+        self.vector.close()
+
+
+def split_sizes(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` near-equal positive sizes (fewer if total < parts)."""
+    parts = max(1, min(parts, total))
+    base, extra = divmod(total, parts)
+    return [base + (1 if i < extra else 0) for i in range(parts)]
+
+
+def _slices(space: gymnasium.Space[Any], value: Any, sizes: list[int]) -> list[Any]:
+    """Split a batch along its first axis into batches of ``sizes``.
+
+    Arrays are split by view; other batches (dicts, tuples, texts) go through Gymnasium's own
+    ``iterate``/``concatenate`` for the space.
+    """
+    total = sum(sizes)
+    if isinstance(value, np.ndarray):
+        if value.ndim == 0 or value.shape[0] != total:
+            raise InvalidArgumentError(
+                f"a batch needs a leading dimension of {total}, got shape {value.shape}"
+            )
+        return list(np.split(value, np.cumsum(sizes)[:-1]))
+    items = list(iterate(batch_space(space, total), value))
+    parts, start = [], 0
+    for size in sizes:
+        chunk = items[start : start + size]
+        parts.append(concatenate(space, chunk, create_empty_array(space, size)))
+        start += size
+    return parts
+
+
+def _join(space: gymnasium.Space[Any], parts: list[Any], sizes: list[int]) -> Any:
+    """The inverse of :func:`_slices`."""
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    items = [
+        item
+        for part, size in zip(parts, sizes, strict=True)
+        for item in iterate(batch_space(space, size), part)
+    ]
+    return concatenate(space, items, create_empty_array(space, sum(sizes)))
+
+
+def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
+    """Gymnasium's vector infos of each slice, as one vector info over all copies."""
+    joined: dict[str, Any] = {}
+    keys = [k for info in infos for k in info if not k.startswith("_")]
+    for key in dict.fromkeys(keys):
+        values, masks = [], []
+        for info, size in zip(infos, sizes, strict=True):
+            if key in info:
+                value = info[key]
+                if isinstance(value, dict):
+                    values.append(value)
+                else:
+                    values.append(np.asarray(value))
+                masks.append(np.asarray(info.get(f"_{key}", np.ones(size, bool))))
+            else:
+                values.append(None)
+                masks.append(np.zeros(size, bool))
+        present = [v for v in values if v is not None]
+        if all(isinstance(v, dict) for v in present):
+            filled = [v if v is not None else {} for v in values]
+            joined[key] = _join_infos(filled, sizes)
+        else:
+            template = present[0]
+            filled = [
+                v if v is not None else _blank(template, size)
+                for v, size in zip(values, sizes, strict=True)
+            ]
+            joined[key] = np.concatenate(filled)
+        joined[f"_{key}"] = np.concatenate(masks)
+    return joined
+
+
+def _blank(template: np.ndarray[Any, Any], size: int) -> np.ndarray[Any, Any]:
+    """What Gymnasium puts in a vector info for copies without the key: None or zeros."""
+    if template.dtype == object:
+        return np.full((size, *template.shape[1:]), None, dtype=object)
+    return np.zeros((size, *template.shape[1:]), template.dtype)
+
+
+class VectorGroup:
+    """N copies split over several process workers, stepped concurrently.
+
+    Implements the worker interface (``call``/``close``). Seeds follow ``SyncVectorEnv``: copy
+    ``i`` of the whole group gets ``seed + i``, so a group equals one ``SyncVectorEnv``.
+    """
+
+    def __init__(self, workers: list[Any], sizes: list[int], timeout: float = 120.0) -> None:
+        self.workers = workers
+        self.sizes = sizes
+        self.on_hang: Any = None
+        self._offsets = [int(o) for o in np.cumsum([0, *sizes[:-1]])]
+        self.action_space, self.observation_space = workers[0].call("spaces", timeout=timeout)
+
+    def call(self, method: str, *args: Any, timeout: float) -> Any:
+        try:
+            return self._call(method, args, timeout)
+        except EnvwireError:
+            raise
+        except Exception as exc:  # joining or splitting batches of a malformed shape
+            raise EnvError(f"vector {method} failed: {type(exc).__name__}: {exc}") from exc
+
+    def _call(self, method: str, args: tuple[Any, ...], timeout: float) -> Any:
+        obs_space, sizes = self.observation_space, self.sizes
+        match method:
+            case "spaces":
+                return self.action_space, self.observation_space
+            case "reset":
+                seed, options = args
+                for worker, offset, size in zip(self.workers, self._offsets, self.sizes, strict=True):
+                    worker.send("reset", _slice_seed(seed, offset, size), options)
+                results = [w.finish("reset", timeout) for w in self.workers]
+                observations = _join(obs_space, [r[0] for r in results], sizes)
+                return observations, _join_infos([r[1] for r in results], sizes)
+            case "step":
+                (actions,) = args
+                parts = _slices(self.action_space, actions, sizes)
+                for worker, part in zip(self.workers, parts, strict=True):
+                    worker.send("step", part)
+                results = [w.finish("step", timeout) for w in self.workers]
+                return (
+                    _join(obs_space, [r[0] for r in results], sizes),
+                    np.concatenate([r[1] for r in results]),
+                    np.concatenate([r[2] for r in results]),
+                    np.concatenate([r[3] for r in results]),
+                    _join_infos([r[4] for r in results], self.sizes),
+                )
+            case "close":
+                self.close()
+                return None
+        raise InvalidArgumentError(f"unknown vector host method {method!r}")
+
+    def close(self) -> None:
+        for worker in self.workers:
+            worker.close()
+
+
+def _slice_seed(seed: Any, offset: int, size: int) -> Any:
+    if seed is None:
+        return None
+    if isinstance(seed, int):
+        return seed + offset
+    return list(seed)[offset : offset + size]
