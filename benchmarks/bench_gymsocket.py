@@ -1,37 +1,36 @@
 """gym-socket: one client stepping CartPole, beside a raw TCP echo of the same payload size.
 
-Run: ``python benchmarks/bench_gymsocket.py [--seconds S] [--quick]``. The server runs as a real
-``envwire serve`` process; the echo server is a plain blocking Python TCP server in another
-process; the client is this process. Target: at least 2/3 of the echo rate.
+Run: ``python benchmarks/bench_gymsocket.py [--seconds S] [--runs R] [--quick]``. The server
+is a real ``envwire serve`` process; the echo server is a plain blocking Python TCP server in
+another process; the client is this process. Target: at least 2/3 of the echo rate. Also
+reported: the seed's flags-0 path (JSON observations), for comparison.
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).parent))
 
 import envwire
-from _common import EchoServer, echo_rate, median_of, rate, report
+from envwire.bench import (
+    EchoServer,
+    Result,
+    Settings,
+    bench_gym_socket,
+    machine,
+    print_table,
+    rate,
+)
 from envwire.protocols.gymsocket import Flags
 from envwire.testing import ServerProcess
 
-# Bytes on the wire for one CartPole step with the default (extended) flags: the request is
-# type + action type + length + tensor (1+1+4+1+4+8); the reply is status + observation tensor
-# (1+1+4+1+4+4+16) + reward + flags + empty-ish info (8+2+4+2).
-REQUEST_BYTES, REPLY_BYTES = 19, 47
 
-
-def step_rate(url: str, seconds: float, flags: Flags | None = None) -> float:
-    kwargs = {} if flags is None else {"flags": flags}
-    env = envwire.make(url, **kwargs)
-    env.reset(seed=None if flags == Flags(0) else 0)
-    action = env.action_space.sample()
+def seed_flags_rate(url: str, seconds: float) -> float:
+    """Steps/s of a client that speaks the seed's protocol only (flags 0)."""
+    env = envwire.make(url, flags=Flags(0))
+    env.reset()
 
     def one() -> None:
-        _, _, terminated, truncated, _ = env.step(action)
+        _, _, terminated, truncated, _ = env.step(0)
         if terminated or truncated:
             env.reset()
 
@@ -47,21 +46,13 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run)")
     args = parser.parse_args()
-    seconds, runs = (0.3, 1) if args.quick else (args.seconds, args.runs)
+    settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
     with EchoServer() as echo, ServerProcess(["CartPole-v1"]) as server:
-        url = server.url("gym-socket", "CartPole-v1")
-        echo_rate_ = median_of(
-            runs, lambda: echo_rate(echo.port, REQUEST_BYTES, REPLY_BYTES, seconds)
-        )
-        ours = median_of(runs, lambda: step_rate(url, seconds))
-        seed = median_of(runs, lambda: step_rate(url, seconds, Flags(0)))
-    report(
-        [
-            ("raw TCP echo (same payload)", echo_rate_, None),
-            ("gym-socket CartPole (extended flags)", ours, ours / echo_rate_),
-            ("gym-socket CartPole (seed flags 0)", seed, seed / echo_rate_),
-        ]
-    )
+        results = bench_gym_socket(settings, server, echo)
+        baseline = results[0].value
+        seed = seed_flags_rate(server.url("gym-socket", "CartPole-v1"), settings.seconds)
+    results.append(Result("gym-socket: CartPole, seed flags 0 (JSON)", seed, ratio=seed / baseline))
+    print_table({"results": [vars(r) for r in results], "machine": machine()})
 
 
 if __name__ == "__main__":

@@ -175,6 +175,12 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser("list", help="print the catalog with each env's spaces")
     _add_catalog_args(listing)
     listing.set_defaults(run=_list)
+
+    from envwire import bench
+
+    benchmark = commands.add_parser("bench", help="run the speed suite against the baselines")
+    bench.add_arguments(benchmark)
+    benchmark.set_defaults(run=bench.run_from_args)
     return parser
 
 

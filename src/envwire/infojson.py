@@ -3,7 +3,8 @@
 Plain: numpy scalars become numbers and arrays nested lists (what gym-socket's seed clients
 read). Typed: arrays travel as ``{"__ndarray__": <base64 of C-order little-endian bytes>,
 "dtype": "float32", "shape": [...]}`` (object arrays as ``{"__ndarray__": [items...], "dtype":
-"object", "shape": [...]}``) and numpy scalars as ``{"__npscalar__": 3, "dtype": "int64"}``, so Gymnasium's vector infos, with their boolean ``_key`` masks and
+"object", "shape": [...]}``) and numpy scalars as ``{"__npscalar__": 3, "dtype": "int64"}``, so
+Gymnasium's vector infos, with their boolean ``_key`` masks and
 ``final_obs`` object arrays, come back as the same arrays.
 """
 

@@ -173,4 +173,13 @@ class Ok:
     """A request that succeeded with nothing to say (Close)."""
 
 
-Reply = ResetReply | StepReply | VectorStepReply | SpaceReply | SampleReply | RenderReply | MonitorReply | Ok
+Reply = (
+    ResetReply
+    | StepReply
+    | VectorStepReply
+    | SpaceReply
+    | SampleReply
+    | RenderReply
+    | MonitorReply
+    | Ok
+)

@@ -268,7 +268,8 @@ class Session:
             if len(seed) == self.num_envs and all(valid(s) for s in seed):
                 return
             raise InvalidArgumentError(
-                f"a list of seeds needs {self.num_envs} non-negative integers or nulls, got {seed!r}"
+                f"a list of seeds needs {self.num_envs} non-negative integers or nulls, "
+                f"got {seed!r}"
             )
         raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
 

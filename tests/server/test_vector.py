@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
@@ -39,9 +38,13 @@ def actions(env: VectorEnv, t: int) -> Any:
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep", "Disabled"])
 @pytest.mark.parametrize("workers", [1, 2])
 @pytest.mark.parametrize("env_id", ["CartPole-v1", "test/Dict-v0"])
-def test_batches_equal_sync_vector_env(server: ServerProcess, env_id: str, mode: str, workers: int) -> None:
+def test_batches_equal_sync_vector_env(
+    server: ServerProcess, env_id: str, mode: str, workers: int
+) -> None:
     n = 5
-    remote = envwire.make_vec(server.url("gym-socket", env_id), n, autoreset_mode=mode, workers=workers)
+    remote = envwire.make_vec(
+        server.url("gym-socket", env_id), n, autoreset_mode=mode, workers=workers
+    )
     local = local_vector(env_id, n, mode)
     try:
         assert remote.single_action_space == local.single_action_space

@@ -13,6 +13,10 @@ __all__ = ["SCHEMES", "VECTOR_SCHEMES", "make", "make_vec"]
 #: URL scheme -> "module:function" taking (url, **kwargs) and returning an env.
 SCHEMES: dict[str, str] = {
     "gym-socket": "envwire.client.connect:gym_socket",
+    "ws": "envwire.client.openenv:connect",
+    "wss": "envwire.client.openenv:connect",
+    "http": "envwire.client.openenv:connect",
+    "https": "envwire.client.openenv:connect",
 }
 
 

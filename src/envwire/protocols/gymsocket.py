@@ -27,8 +27,8 @@ from typing import Any, Final
 import numpy as np
 from gymnasium.spaces import Discrete
 
-from envwire import messages as m
 from envwire import infojson, spacecodec, tensor
+from envwire import messages as m
 from envwire.errors import (
     EnvwireError,
     InvalidActionError,
@@ -684,7 +684,7 @@ class ClientConnection(_Side):
             return None
         obs = _unpack_tensor(bytes(data[6:tail]))[0]
         info_raw = data[tail + 14 : end]
-        info = infojson.loads(info_raw)
+        info = infojson.loads(bytes(info_raw))
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
     def _parse_reply(self, expect: Packet | str) -> tuple[Any, int] | None:

@@ -14,16 +14,14 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
+from envwire.errors import EnvError, EnvwireError, InvalidArgumentError, UnsupportedError
 from envwire.registry import EnvSpec
 from envwire.runtime.monitor import EpisodeMonitor
 
 __all__ = ["EnvHost", "HOST_METHODS"]
 
 #: The methods a worker may forward to its host; anything else is refused.
-HOST_METHODS = frozenset(
-    {"spaces", "reset", "step", "render", "monitor", "close"}
-)
+HOST_METHODS = frozenset({"spaces", "reset", "step", "render", "monitor", "close", "extension"})
 
 
 class EnvHost:
@@ -80,6 +78,18 @@ class EnvHost:
         if self.monitor_ is not None and isinstance(frame, np.ndarray):
             self.monitor_.add_frame(frame)
         return frame
+
+    def extension(self, name: str, *args: Any) -> Any:
+        """An env-specific operation outside the Gymnasium API (a typed env's ``state`` and
+        MCP tools): forwarded to ``env.unwrapped.extension(name, *args)``.
+
+        Raises:
+            UnsupportedError: the env has no such operations.
+        """
+        target = getattr(self.env.unwrapped, "extension", None)
+        if not callable(target):
+            raise UnsupportedError(f"{self.spec.id} has no {name!r} operation")
+        return target(name, *args)
 
     def monitor(self, directory: str, resume: bool, force: bool, video: bool) -> str:
         """Start recording into ``directory`` (already confined by the session)."""

@@ -113,10 +113,12 @@ def _slices(space: gymnasium.Space[Any], value: Any, sizes: list[int]) -> list[A
             )
         return list(np.split(value, np.cumsum(sizes)[:-1]))
     items = list(iterate(batch_space(space, total), value))
-    parts, start = [], 0
+    parts: list[Any] = []
+    start = 0
     for size in sizes:
         chunk = items[start : start + size]
-        parts.append(concatenate(space, chunk, create_empty_array(space, size)))
+        empty: Any = create_empty_array(space, size)
+        parts.append(concatenate(space, chunk, empty))
         start += size
     return parts
 
@@ -130,7 +132,8 @@ def _join(space: gymnasium.Space[Any], parts: list[Any], sizes: list[int]) -> An
         for part, size in zip(parts, sizes, strict=True)
         for item in iterate(batch_space(space, size), part)
     ]
-    return concatenate(space, items, create_empty_array(space, sum(sizes)))
+    empty: Any = create_empty_array(space, sum(sizes))
+    return concatenate(space, items, empty)
 
 
 def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
@@ -138,7 +141,8 @@ def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]
     joined: dict[str, Any] = {}
     keys = [k for info in infos for k in info if not k.startswith("_")]
     for key in dict.fromkeys(keys):
-        values, masks = [], []
+        values: list[Any] = []
+        masks: list[np.ndarray[Any, Any]] = []
         for info, size in zip(infos, sizes, strict=True):
             if key in info:
                 value = info[key]
@@ -152,15 +156,14 @@ def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]
                 masks.append(np.zeros(size, bool))
         present = [v for v in values if v is not None]
         if all(isinstance(v, dict) for v in present):
-            filled = [v if v is not None else {} for v in values]
-            joined[key] = _join_infos(filled, sizes)
+            joined[key] = _join_infos([v if v is not None else {} for v in values], sizes)
         else:
             template = present[0]
-            filled = [
+            arrays = [
                 v if v is not None else _blank(template, size)
                 for v, size in zip(values, sizes, strict=True)
             ]
-            joined[key] = np.concatenate(filled)
+            joined[key] = np.concatenate(arrays)
         joined[f"_{key}"] = np.concatenate(masks)
     return joined
 
@@ -201,7 +204,9 @@ class VectorGroup:
                 return self.action_space, self.observation_space
             case "reset":
                 seed, options = args
-                for worker, offset, size in zip(self.workers, self._offsets, self.sizes, strict=True):
+                for worker, offset, size in zip(
+                    self.workers, self._offsets, self.sizes, strict=True
+                ):
                     worker.send("reset", _slice_seed(seed, offset, size), options)
                 results = [w.finish("reset", timeout) for w in self.workers]
                 observations = _join(obs_space, [r[0] for r in results], sizes)

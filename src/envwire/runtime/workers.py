@@ -260,9 +260,7 @@ class ProcessWorker:
         self._kill()
 
 
-def make_worker(
-    spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
-) -> Any:
+def make_worker(spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1) -> Any:
     """The worker ``spec.resolved_isolation`` asks for.
 
     With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with

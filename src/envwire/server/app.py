@@ -46,6 +46,7 @@ class FrontEndSpec:
 #: Every front end ``envwire serve`` knows, in the order they start.
 FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.server.gymsocket:GymSocketFrontEnd"),
+    FrontEndSpec("http", "http", 8000, "envwire.server.http:HttpFrontEnd"),
 )
 
 

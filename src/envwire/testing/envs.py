@@ -15,7 +15,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["CrashEnv", "DictEnv", "HangEnv", "RaiseEnv", "TupleEnv"]
+__all__ = ["CrashEnv", "DictEnv", "FramesEnv", "HangEnv", "RaiseEnv", "TupleEnv"]
 
 
 class _Counter(gymnasium.Env[Any, Any]):
@@ -117,3 +117,24 @@ class RaiseEnv(TupleEnv):
     def on_step(self) -> None:
         if self.t >= self.raise_at:
             raise RuntimeError(f"RaiseEnv fails on purpose at step {self.t}")
+
+
+class FramesEnv(gymnasium.Env[Any, Any]):
+    """Atari-sized stacked frames (uint8 84x84x4) at almost no env cost: for wire benchmarks."""
+
+    def __init__(self, shape: tuple[int, ...] = (84, 84, 4)) -> None:
+        self.observation_space = spaces.Box(0, 255, shape, np.uint8)
+        self.action_space = spaces.Discrete(4)
+        self._frames = [np.full(shape, i, np.uint8) for i in range(4)]
+        self.t = 0
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._frames[0], {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        return self._frames[self.t % 4], 0.0, False, self.t >= 1000, {}

@@ -35,7 +35,8 @@ class ServerProcess:
     Args:
         envs: env arguments for ``envwire serve``.
         args: extra command-line arguments (front ends default to port 0 = any free port).
-        front_ends: the front ends to wait for.
+        front_ends: the front ends to run (on free ports, unless ``args`` sets their port) and
+            wait for; every other front end is turned off.
         start_timeout: seconds to wait for every "listening on" line.
     """
 
@@ -48,10 +49,12 @@ class ServerProcess:
         start_timeout: float = 60.0,
         cwd: str | Path | None = None,
     ) -> None:
+        from envwire.server.app import FRONT_ENDS
+
         self.command = [sys.executable, "-m", "envwire", "serve", *envs, *args]
-        for name in front_ends:
-            if f"--{name}" not in args:
-                self.command += [f"--{name}", "0"]
+        for spec in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
+            if f"--{spec.name}" not in args:
+                self.command += [f"--{spec.name}", "0" if spec.name in front_ends else "off"]
         self.front_ends = tuple(front_ends)
         self.start_timeout = start_timeout
         self.cwd = cwd
