@@ -89,7 +89,11 @@ class Server:
             if port is None:
                 continue
             module_name, _, class_name = spec.target.partition(":")
-            cls = getattr(importlib.import_module(module_name), class_name)
+            try:
+                cls = getattr(importlib.import_module(module_name), class_name)
+            except ImportError as exc:  # an optional dependency is missing: serve the rest
+                sys.stderr.write(f"envwire: {spec.name} front end unavailable: {exc}\n")
+                continue
             front = cls(self, self.config.host, port)
             host, bound = front.start()
             self.front_ends.append(front)
