@@ -402,3 +402,27 @@ def test_serve_refuses_unknown_ids_with_suggestions() -> None:
         timeout=60,
     )
     assert run.returncode == 2 and "did you mean 'CartPole-v1'" in run.stderr
+
+
+def test_silent_connections_are_dropped_after_the_idle_timeout(raw: Any) -> None:
+    with ServerProcess(["CartPole-v1"], ["--idle-timeout", "0.5", "--capacity", "1"]) as server:
+        silent = raw(server.ports["gym-socket"], "CartPole-v1")
+        assert silent.handshake_error == ""
+        assert silent.closed()  # the server hung up on the silent client
+        env = envwire.make(url(server, "CartPole-v1"))  # and freed its session
+        env.reset(seed=0)
+        env.close()
+
+
+def test_remote_env_pipelines_steps(gym_server: ServerProcess) -> None:
+    env = envwire.make(url(gym_server, "CartPole-v1"))
+    local = gymnasium.make("CartPole-v1")
+    try:
+        env.reset(seed=4)
+        local.reset(seed=4)
+        for _ in range(5):
+            env.unwrapped.step_async(1)
+        for _ in range(5):
+            np.testing.assert_array_equal(env.unwrapped.step_wait()[0], local.step(1)[0])
+    finally:
+        env.close()

@@ -58,6 +58,21 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
             raise ProtocolError(f"step answered with {type(reply).__name__}")
         return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
 
+    def step_async(self, action: Any) -> None:
+        """Send a step without waiting for it (pipelining: several may be in flight).
+
+        Replies come back in order from :meth:`step_wait`. Needs a transport that can
+        pipeline (gym-socket's can).
+        """
+        self.transport.send(m.Step(action))  # type: ignore[attr-defined]
+
+    def step_wait(self) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """The result of the oldest :meth:`step_async` still unanswered."""
+        reply = self.transport.receive()  # type: ignore[attr-defined]
+        if not isinstance(reply, m.StepReply):
+            raise ProtocolError(f"step answered with {type(reply).__name__}")
+        return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
+
     def sample_remote_action(self) -> Any:
         """An action sampled by the server from the env's action space."""
         reply = self.transport.request(m.SampleAction())

@@ -14,6 +14,7 @@ from envwire.protocols.gymsocket import (
     Flags,
     HandshakeReply,
 )
+from envwire.server._sockets import configure_stream
 
 __all__ = ["DEFAULT_FLAGS", "GymSocketTransport"]
 
@@ -55,7 +56,7 @@ class GymSocketTransport:
             self._sock = socket.create_connection(self.address, timeout=timeout)
         except OSError as exc:
             raise TransportError(f"cannot connect to gym-socket://{host}:{port}: {exc}") from exc
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        configure_stream(self._sock, timeout)
         if vector is not None:
             flags |= Flags.VECTOR
         self._codec = ClientConnection(flags)
@@ -130,7 +131,7 @@ class GymSocketTransport:
                 break
             try:
                 data = self._sock.recv(_RECV)
-            except TimeoutError:
+            except (TimeoutError, BlockingIOError):
                 raise TransportError(
                     f"gym-socket://{self._where()}: no reply within {self.timeout:g} s"
                 ) from None

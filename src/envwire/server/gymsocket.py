@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
+from envwire.server._sockets import configure_stream
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 
@@ -130,12 +131,11 @@ class _Connection:
         self.session: Session | None = None
         self._send_lock = threading.Lock()
         self._dead = False
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def run(self) -> None:
         try:
-            self.sock.settimeout(self.front.handshake_timeout)
+            configure_stream(self.sock, self.front.handshake_timeout)
             self._serve()
         except (OSError, ProtocolError) as exc:
             log.debug("connection %s ends: %s", self.peer, exc)
@@ -213,7 +213,7 @@ class _Connection:
                 session.batch_action_space,
                 batch_space(session.observation_space, session.num_envs),
             )
-        self.sock.settimeout(self.front.idle_timeout)
+        configure_stream(self.sock, self.front.idle_timeout)
         return self.codec.send_handshake_reply("")
 
     def _on_hang(self, error: EnvTimeoutError) -> None:
