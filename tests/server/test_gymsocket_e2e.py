@@ -16,6 +16,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from gymnasium.utils.env_checker import check_env
 
 import envwire
@@ -426,3 +428,19 @@ def test_remote_env_pipelines_steps(gym_server: ServerProcess) -> None:
             np.testing.assert_array_equal(env.unwrapped.step_wait()[0], local.step(1)[0])
     finally:
         env.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(flags=st.sampled_from([0, 1, 5, 7]), garbage=st.binary(min_size=1, max_size=300))
+def test_garbage_never_kills_the_server(gym_server: ServerProcess, flags: int, garbage: bytes) -> None:
+    sock = socket.create_connection(("127.0.0.1", gym_server.ports["gym-socket"]), timeout=10)
+    try:
+        sock.sendall(bytes([flags]) + field(b"CartPole-v1") + garbage)
+        sock.shutdown(socket.SHUT_WR)
+        while sock.recv(65536):  # the server answers what it can, then closes: never hangs
+            pass
+    finally:
+        sock.close()
+    env = envwire.make(url(gym_server, "CartPole-v1"))
+    env.reset(seed=0)
+    env.close()

@@ -1,0 +1,151 @@
+"""Membership checks: :func:`check`, ``value in space`` with an error that says what is wrong."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+from gymnasium import spaces
+
+from envwire.errors import InvalidActionError, InvalidArgumentError
+from envwire.spacecodec._common import _cap, _int_limits, _show, _space_repr
+from envwire.spacecodec._structure import _pairs, _unstack
+
+__all__ = ["check"]
+
+
+def check(space: spaces.Space[Any], value: Any, *, what: str = "action") -> None:
+    """Raise unless ``value in space``, saying what is wrong.
+
+    Membership follows Gymnasium's ``contains`` (without its "Casting input x to numpy array"
+    warning). Discrete and Box are checked without building any text on success.
+
+    Args:
+        space: the space.
+        value: the candidate (usually from :func:`from_json`).
+        what: how the message names the value ("action", "observation", ...).
+
+    Raises:
+        InvalidActionError: ``value`` is not in ``space``, e.g. "action 5 is not in Discrete(2)",
+            "action has shape (3,), expected (2,) for Box(...)", "action 2.5 is outside [-1, 1]
+            at index 0". Messages are capped at about 300 characters.
+    """
+    problem = _problem(space, value, what)
+    if problem is not None:
+        raise InvalidActionError(_cap(problem))
+
+
+def _not_in(space: spaces.Space[Any], value: Any, what: str) -> str:
+    return f"{what} {_show(value)} is not in {_space_repr(space)}"
+
+
+@functools.singledispatch
+def _problem(space: spaces.Space[Any], value: Any, what: str) -> str | None:
+    try:
+        inside = bool(space.contains(value))
+    except (TypeError, ValueError, AttributeError, IndexError, KeyError, AssertionError):
+        inside = False
+    return None if inside else _not_in(space, value, what)
+
+
+@_problem.register(spaces.Discrete)
+def _problem_discrete(space: spaces.Discrete[Any], value: Any, what: str) -> str | None:
+    # Fast accept for what from_json produces; everything else goes through contains().
+    if type(value) is space.dtype.type or type(value) is int:
+        start = int(space.start)
+        if start <= value < start + int(space.n):
+            lo, hi = _int_limits(space.dtype)
+            if lo <= value <= hi:
+                return None
+    if space.contains(value):
+        return None
+    return _not_in(space, value, what)
+
+
+def _num(x: Any) -> str:
+    text = str(x)
+    return text[:-2] if text.endswith(".0") else text
+
+
+@_problem.register(spaces.Box)
+def _problem_box(space: spaces.Box[Any], value: Any, what: str) -> str | None:
+    arr = value
+    if not isinstance(arr, np.ndarray):
+        try:
+            with np.errstate(all="ignore"):
+                arr = np.asarray(value, dtype=space.dtype)
+        except (ValueError, TypeError, OverflowError):
+            return (
+                f"{what} {_show(value)} is not an array of {space.dtype} for {_space_repr(space)}"
+            )
+    if arr.shape != space.shape:
+        return f"{what} has shape {arr.shape}, expected {space.shape} for {_space_repr(space)}"
+    if not np.can_cast(arr.dtype, space.dtype):
+        return (
+            f"{what} has dtype {arr.dtype}, which does not cast safely to {space.dtype} "
+            f"for {_space_repr(space)}"
+        )
+    inside = (arr >= space.low) & (arr <= space.high)
+    if inside.all():
+        return None
+    index = tuple(int(i) for i in np.unravel_index(int(np.argmin(inside)), arr.shape))
+    where = "" if not index else f" at index {index[0] if len(index) == 1 else index}"
+    low, high = _num(space.low[index]), _num(space.high[index])
+    return f"{what} {_num(arr[index])} is outside [{low}, {high}]{where}"
+
+
+@_problem.register(spaces.Tuple)
+def _problem_tuple(space: spaces.Tuple[Any], value: Any, what: str) -> str | None:
+    if isinstance(value, list | np.ndarray):
+        value = tuple(value)
+    if not isinstance(value, tuple) or len(value) != len(space.spaces):
+        return f"{what} {_show(value)} is not a tuple of {len(space.spaces)} elements"
+    for i, (sub, part) in _pairs(space, value):
+        problem = _problem(sub, part, f"{what}[{i}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+@_problem.register(spaces.Dict)
+def _problem_dict(space: spaces.Dict, value: Any, what: str) -> str | None:
+    if not isinstance(value, dict) or value.keys() != space.spaces.keys():
+        return f"{what} {_show(value)} is not a dict with keys {list(space.spaces)}"
+    for key, sub in space.spaces.items():
+        problem = _problem(sub, value[key], f"{what}[{key!r}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+@_problem.register(spaces.Sequence)
+def _problem_sequence(space: spaces.Sequence, value: Any, what: str) -> str | None:
+    # Gymnasium iterates the (stacked) value and checks each element against the feature.
+    if space.stack:
+        try:
+            items = _unstack(space.feature_space, value)
+        except InvalidArgumentError:
+            return f"{what} {_show(value)} is not a stack of {_space_repr(space.feature_space)}"
+    elif isinstance(value, tuple):
+        items = list(value)
+    else:
+        return f"{what} {_show(value)} is not a tuple"
+    for i, item in enumerate(items):
+        problem = _problem(space.feature_space, item, f"{what}[{i}]")
+        if problem is not None:
+            return problem
+    return None
+
+
+@_problem.register(spaces.OneOf)
+def _problem_oneof(space: spaces.OneOf[Any], value: Any, what: str) -> str | None:
+    count = len(space.spaces)
+    if not (
+        isinstance(value, tuple)
+        and len(value) == 2
+        and isinstance(value[0], int | np.int64)
+        and 0 <= value[0] < count
+    ):
+        return f"{what} {_show(value)} is not an (index in [0, {count}), sample) pair"
+    return _problem(space.spaces[value[0]], value[1], f"{what}[1]")
