@@ -176,6 +176,13 @@ def _parser() -> argparse.ArgumentParser:
     _add_catalog_args(listing)
     listing.set_defaults(run=_list)
 
+    commands.add_parser(
+        "godot-bridge",
+        help="serve an env to a GymGodot-style Python side, as if it were a Godot game "
+        "(envwire godot-bridge --serverIP=IP --serverPort=PORT ENV_ID)",
+        add_help=False,
+    )
+
     from envwire import bench
 
     benchmark = commands.add_parser("bench", help="run the speed suite against the baselines")
@@ -184,8 +191,22 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _godot_bridge(argv: Sequence[str]) -> int:
+    """``envwire godot-bridge``: serve a catalog env to a GymGodot-style Python side."""
+    from envwire.godot.bridge import main as bridge_main
+
+    def factory(env_id: str, render_mode: str | None) -> Any:
+        spec = parse_env_arg(env_id)
+        return lambda: spec.make(render_mode=render_mode) if render_mode else spec.make()
+
+    return bridge_main(argv, make_factory=factory)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["godot-bridge"]:  # GymGodot's --key=value contract, parsed by the bridge
+        return _godot_bridge(argv[1:])
     args = _parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
     try:

@@ -49,7 +49,7 @@ BUILTIN_IDS = ("envwire/Catch-v0",)
 DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
 
 # Entry points from these packages are trusted and cheap: they run inline by default.
-_TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.")
+_TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.", "envwire.godot.")
 
 
 @dataclass(frozen=True, slots=True)

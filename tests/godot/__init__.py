@@ -1,0 +1,1 @@
+"""Tests of the Godot protocol, GodotEnv, the GDScript addon and the reverse bridge."""
