@@ -187,6 +187,12 @@ class _Side:
         self._errors = bool(flags & Flags.ERRORS)
         self._extended = bool(flags & Flags.EXTENDED)
         self._vector = bool(flags & Flags.VECTOR)
+        if self._vector:
+            self._fast_steps = frozenset({int(Packet.VECTOR_STEP)})
+        elif self._extended:
+            self._fast_steps = frozenset({int(Packet.STEP), int(Packet.STEP_EX)})
+        else:
+            self._fast_steps = frozenset({int(Packet.STEP)})
 
     def set_spaces(self, action_space: Any, observation_space: Any) -> None:
         """Tell the codec the env's spaces (needed to decode actions/observations)."""
@@ -208,6 +214,11 @@ class _Side:
         if self._buf.eof and self._buf.data:
             raise ProtocolError(f"connection closed inside a packet ({len(self._buf.data)} bytes)")
         return NEED_DATA
+
+    @property
+    def buffered(self) -> int:
+        """How many received bytes wait to be parsed."""
+        return len(self._buf.data)
 
     @property
     def closed(self) -> bool:
@@ -243,9 +254,22 @@ class ServerConnection(_Side):
         if self.handshake is None:
             return self._handshake()
         buf = self._buf
-        kind = buf.u8(0)
-        if kind is None:
+        data = buf.data
+        if not data:
             return self._incomplete()
+        kind = data[0]
+        if (
+            kind in self._fast_steps and len(data) >= 6 and self.action_space is not None
+        ):  # the hot path: one step, parsed inline
+            end = 6 + _U32.unpack_from(data, 2)[0]
+            if len(data) >= end and end - 6 <= MAX_FIELD:
+                action_kind, raw = data[1], bytes(data[6:end])
+                del data[:end]
+                self._pending.append(_PACKETS[kind])
+                try:
+                    return m.Step(self._decode_action(action_kind, raw))
+                except EnvwireError as exc:
+                    return Invalid(InvalidActionError(str(exc)))
         packet = _PACKETS.get(kind)
         if packet is None:
             self._consume(1)

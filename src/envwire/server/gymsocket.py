@@ -157,6 +157,8 @@ class _Connection:
                     self._flush(out)
                     return
                 out.append(reply)
+                if not codec.buffered:
+                    break
             self._flush(out)
             if not data:
                 return
