@@ -47,7 +47,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run)")
     args = parser.parse_args()
     settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
-    with EchoServer() as echo, ServerProcess(["CartPole-v1"]) as server:
+    with (
+        EchoServer() as echo,
+        ServerProcess(["CartPole-v1", "process/CartPole-v1=CartPole-v1@process"]) as server,
+    ):
         results = bench_gym_socket(settings, server, echo)
         baseline = results[0].value
         seed = seed_flags_rate(server.url("gym-socket", "CartPole-v1"), settings.seconds)

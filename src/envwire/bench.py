@@ -174,28 +174,43 @@ def bench_gym_socket(settings: Settings, server: Any, echo: EchoServer) -> list[
     """One client stepping CartPole, beside the echo of the same payload."""
     import envwire
 
-    def ours() -> float:
-        env = envwire.make(server.url("gym-socket", "CartPole-v1"))
-        env.reset(seed=0)
-        try:
-            return rate(_step_loop(env), settings.seconds)
-        finally:
-            env.close()
+    def ours(env_id: str) -> Callable[[], float]:
+        def measure() -> float:
+            env = envwire.make(server.url("gym-socket", env_id))
+            env.reset(seed=0)
+            try:
+                return rate(_step_loop(env), settings.seconds)
+            finally:
+                env.close()
 
+        return measure
+
+    echo_name = "echo: TCP round trip, CartPole step size"
     baseline = _median(
         settings, lambda: echo_rate(echo.port, *CARTPOLE_STEP_BYTES, settings.seconds)
     )
-    value = _median(settings, ours)
-    return [
-        Result("echo: TCP round trip, CartPole step size", baseline, "round trips/s"),
+    inline = _median(settings, ours("CartPole-v1"))
+    results = [
+        Result(echo_name, baseline, "round trips/s"),
         Result(
             "gym-socket: CartPole, one step at a time",
-            value,
-            baseline="echo: TCP round trip, CartPole step size",
-            ratio=value / baseline,
+            inline,
+            baseline=echo_name,
+            ratio=inline / baseline,
             target=2 / 3,
         ),
     ]
+    if "process/CartPole-v1" in getattr(server, "env_ids", ()):
+        process = _median(settings, ours("process/CartPole-v1"))
+        results.append(
+            Result(
+                "gym-socket: CartPole in a worker process",
+                process,
+                baseline=echo_name,
+                ratio=process / baseline,
+            )
+        )
+    return results
 
 
 def _stepper(env: Any, actions: Any, seconds: float) -> Callable[[], float]:
@@ -335,7 +350,11 @@ def run(settings: Settings, *, progress_bar: bool = True) -> dict[str, Any]:
     """Run the suite; the report as a dict."""
     from envwire.testing.server import ServerProcess
 
-    envs = ["CartPole-v1", "bench/Frames-v0=envwire.testing.envs:FramesEnv@inline"]
+    envs = [
+        "CartPole-v1",
+        "process/CartPole-v1=CartPole-v1@process",
+        "bench/Frames-v0=envwire.testing.envs:FramesEnv@inline",
+    ]
     progress = Progress(4 + len(settings.sizes) + len(EXTRA_CASES), progress_bar)
     results: list[Result] = []
     limit = max(settings.idle_sessions + 100, 1024)

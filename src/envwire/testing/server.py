@@ -52,6 +52,7 @@ class ServerProcess:
         from envwire.server.app import FRONT_ENDS
 
         self.command = [sys.executable, "-m", "envwire", "serve", *envs, *args]
+        self.env_ids = [env.partition("=")[0].partition("@")[0] for env in envs]
         for spec in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
             if f"--{spec.name}" not in args:
                 self.command += [f"--{spec.name}", "0" if spec.name in front_ends else "off"]
