@@ -72,7 +72,7 @@ def test_errors_survive_pickling() -> None:
 
 
 def test_public_api() -> None:
-    assert envwire.__all__ == ["EnvwireError", "make"]
+    assert envwire.__all__ == ["EnvwireError", "make", "make_vec"]
     assert envwire.make is envwire.client.make
     with pytest.raises(errors.InvalidArgumentError, match="unknown URL scheme"):
         envwire.make("ftp://x/y")

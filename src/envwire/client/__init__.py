@@ -17,6 +17,7 @@ SCHEMES: dict[str, str] = {
     "wss": "envwire.client.openenv:connect",
     "http": "envwire.client.openenv:connect",
     "https": "envwire.client.openenv:connect",
+    "grpc": "envwire.client.dmenvrpc:connect",
 }
 
 

@@ -1,0 +1,24 @@
+"""The conformance kit over gRPC, with envwire's own dm_env_rpc client."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+import envwire
+from envwire.testing import SERVER_ARGS, ConformanceTests, ServerProcess
+
+
+class TestGrpcConformance(ConformanceTests):
+    server: ServerProcess
+
+    @pytest.fixture(autouse=True, scope="class")
+    def _server(self, request: pytest.FixtureRequest) -> Iterator[None]:
+        with ServerProcess(args=SERVER_ARGS, front_ends=("grpc",)) as server:
+            request.cls.server = server
+            yield
+
+    def connect(self, env_id: str) -> Any:
+        return envwire.make(self.server.url("grpc", env_id), timeout=30)
