@@ -73,3 +73,15 @@ def test_overrides_apply_to_every_spec() -> None:
     catalog = default_catalog().with_overrides(step_timeout=3.0, isolation="process")
     assert {s.step_timeout for s in catalog.values()} == {3.0}
     assert {s.resolved_isolation for s in catalog.values()} == {"process"}
+
+
+def test_client_kwargs_are_only_those_the_operator_opened() -> None:
+    from envwire.errors import InvalidArgumentError
+
+    spec = EnvSpec("c", "envwire.envs.catch:CatchEnv", {"columns": 3}, client_kwargs=("rows",))
+    env = spec.with_client_kwargs({"rows": 4}).make()
+    assert env.observation_space.shape == (4, 3, 1)
+    with pytest.raises(InvalidArgumentError, match=r"may not set \['columns'\]"):
+        spec.with_client_kwargs({"columns": 9})
+    with pytest.raises(InvalidArgumentError, match="allowed: none"):
+        EnvSpec("d", "envwire.envs.catch:CatchEnv").with_client_kwargs({"rows": 2})

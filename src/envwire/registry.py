@@ -20,7 +20,7 @@ from typing import Any, Literal
 
 import gymnasium
 
-from envwire.errors import ConfigError, EnvError, UnknownEnvError
+from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError
 
 __all__ = [
     "DEFAULT_IDS",
@@ -67,6 +67,9 @@ class EnvSpec:
             ids carry their own).
         step_timeout: seconds one reset/step/render may take before the env is abandoned.
         make_timeout: seconds making the env may take.
+        client_kwargs: constructor arguments clients may set when they open a session (e.g.
+            dm_env_rpc's CreateWorld settings); any other name is refused. Empty by default:
+            what an env is made with is the operator's choice.
     """
 
     id: str
@@ -76,6 +79,24 @@ class EnvSpec:
     max_episode_steps: int | None = None
     step_timeout: float = 30.0
     make_timeout: float = 120.0
+    client_kwargs: tuple[str, ...] = ()
+
+    def with_client_kwargs(self, kwargs: Mapping[str, Any]) -> EnvSpec:
+        """This spec with constructor arguments a client asked for.
+
+        Raises:
+            InvalidArgumentError: an argument the operator did not open to clients.
+        """
+        if not kwargs:
+            return self
+        refused = sorted(set(kwargs) - set(self.client_kwargs))
+        if refused:
+            allowed = ", ".join(self.client_kwargs) or "none"
+            raise InvalidArgumentError(
+                f"{self.id}: clients may not set {refused} (allowed: {allowed}); the server's "
+                "config opens arguments to clients with client_kwargs = [...]"
+            )
+        return replace(self, kwargs={**self.kwargs, **kwargs})
 
     @property
     def resolved_isolation(self) -> Literal["inline", "process"]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from envwire.errors import CapacityError
@@ -51,11 +51,14 @@ class SessionTable:
         num_envs: int = 1,
         autoreset_mode: str | None = None,
         workers: int = 1,
+        kwargs: Mapping[str, Any] | None = None,
     ) -> Session:
         """A new session for ``env_id`` ('' opens a session with no env).
 
         With an ``autoreset_mode`` the session steps ``num_envs`` copies at once (a vector
         session), split over up to ``workers`` worker processes (capped by ``max_workers``).
+        ``kwargs`` are constructor arguments the client asks for: only those the env's spec
+        opens to clients (``EnvSpec.client_kwargs``) are accepted.
 
         Raises:
             UnknownEnvError: not served here (with did-you-mean).
@@ -63,6 +66,8 @@ class SessionTable:
             EnvwireError: making the env failed.
         """
         spec = self.catalog.lookup(env_id) if env_id else None
+        if spec is not None and kwargs:
+            spec = spec.with_client_kwargs(kwargs)
         with self._lock:
             if self.capacity is not None and len(self._sessions) + self._opening >= self.capacity:
                 raise CapacityError(
