@@ -126,7 +126,8 @@ class GymSocketTransport:
     def _receive(self) -> HandshakeReply | m.Reply:
         codec = self._codec
         while True:
-            event = codec.next_event()
+            # Parse only when bytes wait: a reply is never there before its request's answer.
+            event = codec.next_event() if codec.buffered else NEED_DATA
             if event is not NEED_DATA:
                 break
             try:
