@@ -58,9 +58,11 @@ class Result:
     notes: dict[str, Any] = field(default_factory=dict)
 
 
-#: Extra cases front ends contribute: name -> "module:function" taking (settings, progress)
-#: and returning a list of Results.
-EXTRA_CASES: dict[str, str] = {}
+#: Extra cases front ends contribute: name -> "module:function" taking the Settings and
+#: returning a list of Results.
+EXTRA_CASES: dict[str, str] = {
+    "dm_env_rpc": "envwire.client.dmenvrpc_bench:bench_grpc_cases",
+}
 
 
 def rate(call: Callable[[], Any], seconds: float, warmup: int = 50) -> float:

@@ -3,6 +3,7 @@ state table and errors as Status."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
@@ -11,6 +12,7 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from dm_env_rpc.v1 import spec_manager, tensor_spec_utils, tensor_utils
 from google.protobuf import any_pb2, wrappers_pb2
 from gymnasium import spaces
+from gymnasium.vector.utils import batch_space, concatenate, create_empty_array
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
@@ -145,6 +147,47 @@ def test_every_space_round_trips_through_tensors(name: str, space: spaces.Space[
         assert back in space
 
 
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_batches_of_every_space_round_trip_as_one_tensor_per_leaf(
+    name: str, space: spaces.Space[Any]
+) -> None:
+    n = 3
+    single = Layout(space, "observation")
+    layout = Layout(space, "observation", batch=n)
+    specs = layout.specs()
+    spec_manager.SpecManager(specs)
+    for spec in specs.values():
+        assert spec.shape[0] == n
+        if spec.HasField("min") or spec.HasField("max"):
+            tensor_spec_utils.bounds(spec)
+    assert [leaf.name for leaf in layout.leaves] == [leaf.name for leaf in single.leaves]
+    batch = concatenate(space, [space.sample() for _ in range(n)], create_empty_array(space, n))
+    response = pb.StepResponse()
+    layout.write(batch, response.observations)
+    assert len(response.observations) == len(single.leaves)  # nothing is sent per copy
+    back = layout.read(wire(response).observations, "observation")
+    assert_same_sample(batch, back, name)
+    assert back in batch_space(space, n)
+
+
+def test_batched_actions_are_checked_per_copy() -> None:
+    layout = Layout(spaces.Discrete(2), "action", batch=3)
+    np.testing.assert_array_equal(layout.read({1: dmenvrpc.pack(np.array([0, 1, 1]))}), [0, 1, 1])
+    bad = [
+        (np.array([0, 1, 5]), r"action uid 1 \('action'\): 5 at index \[2\] is not in range"),
+        (np.array([0, 1]), r"shape \[2\] is not the expected \[3\]"),
+        (np.int64(1), r"shape \[\] is not the expected \[3\]"),
+        (np.zeros(3, np.float32), "expected a int64 tensor, got a float"),
+    ]
+    for value, needle in bad:
+        with pytest.raises(InvalidActionError, match=needle):
+            layout.read({1: dmenvrpc.pack(value)})
+    low, high = np.array([0.0, -1.0], np.float32), np.array([1.0, 1.0], np.float32)
+    boxes = Layout(spaces.Box(low, high), "action", batch=2)
+    with pytest.raises(InvalidActionError, match=r"-2.0 at index \[1, 1\] .*minimum -1.0"):
+        boxes.read({1: dmenvrpc.pack(np.array([[0, 0], [0, -2]], np.float32))})
+
+
 def test_names_nest_with_dots() -> None:
     space = spaces.Dict(
         {
@@ -243,7 +286,8 @@ def test_settings_are_typed_and_checked() -> None:
         ({"seed": dmenvrpc.pack(1)}, "needs the setting 'env'"),
         ({"env": dmenvrpc.pack(3)}, "'env' must be a string, got 3"),
         ({"env": dmenvrpc.pack("x"), "seed": dmenvrpc.pack(-2)}, "must be >= 0"),
-        ({"env": dmenvrpc.pack("x"), "seed": dmenvrpc.pack([1, 2])}, "must be a scalar"),
+        ({"env": dmenvrpc.pack("x"), "seed": dmenvrpc.pack([[1, 2]])}, "must be a scalar"),
+        ({"env": dmenvrpc.pack("x"), "seed": dmenvrpc.pack([1, -2])}, r"seeds >= 0 \(or -1"),
         (
             {"env": dmenvrpc.pack("x"), "colour": dmenvrpc.pack(1)},
             "unknown create_world setting 'colour'",
@@ -252,6 +296,68 @@ def test_settings_are_typed_and_checked() -> None:
     for settings_map, needle in bad:
         with pytest.raises(InvalidArgumentError, match=needle):
             dmenvrpc.read_settings(settings_map, "create_world")
+
+
+def test_kwargs_settings_nest_into_one_dict() -> None:
+    settings_map = {
+        "env": dmenvrpc.pack("x"),
+        "kwargs": dmenvrpc.pack('{"rows": 4, "hand": {"a": [1, 2]}}'),
+        "kwargs.arm.a": dmenvrpc.pack([1, 2]),
+        "kwargs.colour": dmenvrpc.pack("red"),
+        "kwargs.arm.length": dmenvrpc.pack(np.float32(0.5)),
+        "kwargs.weights": dmenvrpc.pack(np.array([[1, 2], [3, 4]], np.int32)),
+        "kwargs.fast": dmenvrpc.pack(True),
+    }
+    assert dmenvrpc.read_settings(settings_map, "create_world")["kwargs"] == {
+        "rows": 4,
+        "hand": {"a": [1, 2]},
+        "arm": {"a": [1, 2], "length": 0.5},
+        "colour": "red",
+        "weights": [[1, 2], [3, 4]],
+        "fast": True,
+    }
+    one = dmenvrpc.read_settings(
+        {"env": dmenvrpc.pack("x"), "kwargs.n": dmenvrpc.pack(3)}, "create_world"
+    )
+    assert one["kwargs"] == {"n": 3} and type(one["kwargs"]["n"]) is int
+
+
+@pytest.mark.parametrize(
+    ("extra", "needle"),
+    [
+        (
+            {"kwargs": '{"a": 1}', "kwargs.a": 2},
+            "settings 'kwargs' and 'kwargs.a' both set the argument 'a'",
+        ),
+        ({"kwargs.a": 1, "kwargs.a.b": 2}, "'kwargs.a' and 'kwargs.a.b' both set the argument 'a'"),
+        ({"kwargs": '{"a": {}}', "kwargs.a.b": 2}, "'kwargs' and 'kwargs.a.b' both set"),
+        ({"kwargs": "[1, 2]"}, "'kwargs' must be a JSON object"),
+        ({"kwargs": "{nope"}, "'kwargs' is not JSON"),
+        ({"kwargs": 3}, "'kwargs' must be a JSON object"),
+        ({"kwargs.": 1}, "every '.' must be followed by a name"),
+        ({"kwargs..a": 1}, "every '.' must be followed by a name"),
+        ({"num_envs": 0}, "'num_envs' must be >= 1, got 0"),
+        ({"workers": 0}, "'workers' must be >= 1, got 0"),
+        ({"autoreset_mode": 1}, "'autoreset_mode' must be a string"),
+    ],
+)
+def test_bad_world_settings_are_named(extra: dict[str, Any], needle: str) -> None:
+    settings_map = {"env": dmenvrpc.pack("x")} | {k: dmenvrpc.pack(v) for k, v in extra.items()}
+    with pytest.raises(InvalidArgumentError, match=re.escape(needle)):
+        dmenvrpc.read_settings(settings_map, "create_world")
+
+
+def test_seeds_per_copy_and_reset_masks() -> None:
+    read = dmenvrpc.read_settings(
+        {"seed": dmenvrpc.pack(np.array([5, -1, 0])), "reset_mask": dmenvrpc.pack([True, False])},
+        "reset",
+    )
+    assert read["seed"] == [5, None, 0]
+    np.testing.assert_array_equal(read["reset_mask"], [True, False])
+    with pytest.raises(InvalidArgumentError, match="'reset_mask' must be a bool vector"):
+        dmenvrpc.read_settings({"reset_mask": dmenvrpc.pack([1, 0])}, "reset")
+    with pytest.raises(InvalidArgumentError, match="unknown reset_world setting 'reset_mask'"):
+        dmenvrpc.read_settings({"reset_mask": dmenvrpc.pack([True])}, "reset_world")
 
 
 @pytest.mark.parametrize("phase", list(Phase))
@@ -294,7 +400,15 @@ def test_errors_travel_as_status_and_come_back_as_their_class(
 ) -> None:
     if cls.code in {c.code for c in _error_classes() if c is not cls and issubclass(cls, c)}:
         pytest.skip("shares its code with a base class")
-    error = cls(f"{cls.__name__} happened")
+    try:
+        error = cls(f"{cls.__name__} happened")
+    except TypeError:  # built from more than a message: it comes back as a RemoteError
+        error = errors.RemoteError(f"{cls.__name__} happened", cls.code)
+        error.code, error.grpc_code = cls.code, cls.grpc_code
+        back = dmenvrpc.error_from_status(wire(dmenvrpc.error_response(error)).error)
+        assert type(back) is errors.RemoteError and str(back) == str(error)
+        assert back.remote_code == cls.code
+        return
     response = wire(dmenvrpc.error_response(error))
     assert response.error.code == cls.grpc_code
     back = dmenvrpc.error_from_status(response.error)

@@ -165,7 +165,23 @@ _TENSORS = st.one_of(
     ),
 )
 _NAMES = st.sampled_from(
-    ["env", "seed", "players", "player", "discount", "x", "", "envwire.extras"]
+    [
+        "env",
+        "seed",
+        "players",
+        "player",
+        "discount",
+        "x",
+        "",
+        "envwire.extras",
+        "kwargs",
+        "kwargs.x",
+        "kwargs.",
+        "num_envs",
+        "autoreset_mode",
+        "workers",
+        "reset_mask",
+    ]
 )
 
 

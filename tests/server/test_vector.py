@@ -128,3 +128,24 @@ def test_vector_options_are_checked(server: ServerProcess) -> None:
         envwire.make_vec(server.url("gym-socket", "CartPole-v1"), 2, autoreset_mode="Sometimes")
     with pytest.raises(TransportError, match="num_envs"):
         envwire.make_vec(server.url("gym-socket", "CartPole-v1"), 0)
+
+
+def test_reset_mask_in_a_split_group(server: ServerProcess) -> None:
+    remote = envwire.make_vec(
+        server.url("gym-socket", "CartPole-v1"), 4, autoreset_mode="Disabled", workers=2
+    )
+    local = local_vector("CartPole-v1", 4, "Disabled")
+    try:
+        assert data_equivalence(remote.reset(seed=1), local.reset(seed=1), exact=True)
+        for t in range(3):
+            batch = actions(local, t)
+            assert data_equivalence(remote.step(batch), local.step(batch), exact=True)
+        mask = np.array([False, False, True, True])  # spares the first worker's slice
+        got = remote.reset(options={"reset_mask": mask})
+        want = local.reset(options={"reset_mask": mask})
+        assert data_equivalence(got, want, exact=True)
+        batch = actions(local, 9)
+        assert data_equivalence(remote.step(batch), local.step(batch), exact=True)
+    finally:
+        remote.close()
+        local.close()

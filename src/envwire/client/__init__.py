@@ -24,6 +24,7 @@ SCHEMES: dict[str, str] = {
 #: URL scheme -> "module:function" taking (url, num_envs=..., **kwargs), returning a VectorEnv.
 VECTOR_SCHEMES: dict[str, str] = {
     "gym-socket": "envwire.client.connect:gym_socket_vector",
+    "grpc": "envwire.client.dmenvrpc_vector:connect_vector",
 }
 
 

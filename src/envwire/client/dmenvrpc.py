@@ -11,6 +11,8 @@ Gymnasium semantics are kept on top of dm_env_rpc's: ``reset`` is a ResetRequest
 Step that starts the sequence (sent together), a Step before the first reset or after the
 episode ended is refused with :class:`~envwire.errors.StateError`, TERMINATED is
 ``terminated``, and ``truncated`` and ``info`` come from the ``envwire.extras`` observations.
+
+Vector worlds (N copies per message) are in :mod:`envwire.client.dmenvrpc_vector`.
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ from envwire.errors import (
     UnsupportedError,
 )
 from envwire.protocols import dmenvrpc
-from envwire.protocols.dmenvrpc import Layout
+from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Layout
 
 __all__ = ["CHANNEL_OPTIONS", "DmEnvRpcTransport", "connect"]
 
@@ -53,7 +55,7 @@ CHANNEL_OPTIONS = (
     ("grpc.keepalive_time_ms", 30_000),
     ("grpc.keepalive_timeout_ms", 10_000),
 )
-_EXTRAS = ("reward", "envwire.truncated", "envwire.info")
+_SPACES = ("env.action_space", "env.observation_space")
 _Decoder = Callable[[], m.Reply]
 
 
@@ -97,8 +99,8 @@ class DmEnvRpcTransport:
         timeout: seconds to wait for the channel and for each reply.
         world: join this existing world instead of creating one (a multi-player world
             someone else created); ``env_id`` is then only used in messages.
-        world_settings: more CreateWorld settings (``players``, ...); ``env`` is set from
-            ``env_id``.
+        world_settings: more CreateWorld settings (``players``, ``kwargs``: a dict of
+            constructor arguments, ...); ``env`` is set from ``env_id``.
         join_settings: more JoinWorld settings (``player``, ...).
 
     Raises (from the constructor):
@@ -106,6 +108,9 @@ class DmEnvRpcTransport:
         EnvwireError: the server refused the world (UnknownEnvError, CapacityError, ...).
         UnsupportedError: the env's spaces cannot be rebuilt here (typed envs).
     """
+
+    #: Properties read at JoinWorld beside the spaces, handed to :meth:`_lay_out`.
+    _properties: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -159,10 +164,12 @@ class DmEnvRpcTransport:
         self._put(
             "join_world", pb.JoinWorldRequest(world_name=self.world_name, settings=_tensors(join))
         )
-        for key in ("env.action_space", "env.observation_space"):
+        keys = _SPACES + self._properties
+        for key in keys:
             self._put("extension", _property_read(key))
         self.specs = self._take("join_world").specs
-        descriptions = [json.loads(_property_value(self._take("extension"))) for _ in range(2)]
+        values = {key: _property_value(self._take("extension")) for key in keys}
+        descriptions = [json.loads(values[key]) for key in _SPACES]
         if any("error" in d for d in descriptions):
             raise UnsupportedError(
                 f"{self.where}: the env's spaces ({descriptions[0].get('repr')}, ...) have no "
@@ -171,13 +178,26 @@ class DmEnvRpcTransport:
             )
         self.action_space = spacecodec.from_description(descriptions[0])
         self.observation_space = spacecodec.from_description(descriptions[1])
+        self._lay_out(values)
+
+    def _lay_out(self, values: Mapping[str, str]) -> None:
+        """Make the layouts and find the UIDs of the observations the world adds."""
         self._actions = Layout(self.action_space, "action")
-        self._observations = Layout(self.observation_space, "observation", reserved=_EXTRAS)
+        self._observations = Layout(
+            self.observation_space, "observation", reserved=WORLD_OBSERVATIONS
+        )
+        uids = self._check_specs()
+        self._reward, self._truncated, self._info = (
+            uids[name] for name in ("reward", "envwire.truncated", "envwire.info")
+        )
+
+    def _check_specs(self) -> dict[str, int]:
+        """Observation UIDs by name, after checking that the layouts match the specs."""
         uids = {spec.name: uid for uid, spec in self.specs.observations.items()}
         self._check_layout(self._actions, {s.name: u for u, s in self.specs.actions.items()})
         self._check_layout(self._observations, uids)
-        self._reward, self._truncated, self._info = (uids[name] for name in _EXTRAS)
         self._requested = sorted(uids.values())
+        return uids
 
     def _check_layout(self, layout: Layout, uids: Mapping[str, int]) -> None:
         for leaf in layout.leaves:
@@ -256,11 +276,7 @@ class DmEnvRpcTransport:
                 self._send_step(action)
                 self._pending.append(self._step_reply)
             case m.Reset(seed=seed, options=options):
-                if options:
-                    raise InvalidArgumentError(
-                        f"reset options {sorted(options)} have no place in a ResetRequest"
-                    )
-                settings = {} if seed is None else {"seed": seed}
+                settings = self._reset_settings(seed, options)
                 self._put("reset", pb.ResetRequest(settings=_tensors(settings)))
                 self._send_step(None)
                 self._started, self._ended = True, False
@@ -276,6 +292,13 @@ class DmEnvRpcTransport:
                 raise UnsupportedError(
                     f"{type(request).__name__} does not exist over dm_env_rpc ({self.where})"
                 )
+
+    def _reset_settings(self, seed: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
+        if options:
+            raise InvalidArgumentError(
+                f"reset options {sorted(options)} have no place in a ResetRequest"
+            )
+        return {} if seed is None else {"seed": seed}
 
     def _send_step(self, action: Any) -> None:
         request = pb.EnvironmentRequest()
@@ -395,7 +418,11 @@ class DmEnvRpcTransport:
 
 
 def _tensors(settings: Mapping[str, Any]) -> dict[str, Any]:
-    return {name: dmenvrpc.pack(value) for name, value in settings.items()}
+    """Settings as tensors; a mapping (``kwargs``) travels as a JSON object."""
+    return {
+        name: dmenvrpc.pack(json.dumps(value) if isinstance(value, Mapping) else value)
+        for name, value in settings.items()
+    }
 
 
 def _property_read(key: str) -> Any:

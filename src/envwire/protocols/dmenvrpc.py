@@ -19,10 +19,11 @@ and the client (``envwire.client.dmenvrpc``) do the I/O. What lives here:
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any, Final, Literal
 
@@ -54,7 +55,9 @@ __all__ = [
     "SAME",
     "SETTINGS",
     "TRANSITIONS",
+    "VECTOR_OBSERVATIONS",
     "WORLD_DECIDES",
+    "WORLD_OBSERVATIONS",
     "DataType",
     "Kind",
     "Layout",
@@ -82,6 +85,12 @@ MAX_ELEMENTS: Final = 1 << 28
 
 #: ``ErrorInfo.domain`` of the detail envwire attaches to every error ``Status``.
 ERROR_DOMAIN: Final = "envwire"
+
+#: Names of the observations a world adds beside the env's own, in UID order after them (a
+#: top-level Dict key with one of these names moves the env's names under ``observation.``).
+WORLD_OBSERVATIONS: Final = ("reward", "discount", "envwire.truncated", "envwire.info")
+#: The same for a vector world (CreateWorld ``num_envs``); all but ``envwire.info`` are [N].
+VECTOR_OBSERVATIONS: Final = ("reward", "terminated", "truncated", "discount", "envwire.info")
 
 # google.rpc.Code numbers of the errors below.
 _NOT_FOUND = 5
@@ -204,9 +213,10 @@ def write(target: Any, array: _Array, row: DataType) -> None:
     if row.field in ("uint8s", "int8s"):
         payload.SetInParent()
         payload.array = array.tobytes()
-    elif row.field in ("floats", "doubles") and array.size >= _SMALL:
-        # Float and double arrays are packed fixed-width fields: the raw little-endian bytes
-        # are their wire form, so one merge replaces an element-by-element copy.
+    elif row.field in ("floats", "doubles", "bools") and array.size >= _SMALL:
+        # Float and double arrays are packed fixed-width fields, and a packed bool is one byte
+        # 0 or 1: the raw little-endian bytes are their wire form, so one merge replaces an
+        # element-by-element copy.
         raw = np.ascontiguousarray(array, row.numpy).tobytes()
         payload.MergeFromString(b"\n" + _varint(len(raw)) + raw)
     elif array.size:
@@ -338,6 +348,8 @@ class Leaf:
         row: the data type it travels as.
         shape: the spec's shape (-1 marks the variable dimension of a sequence).
         low, high: inclusive bounds in ``row``'s dtype (scalar or of ``shape``), or None.
+        batch: 0, or the number of copies a batched leaf carries at once (see
+            :meth:`batched`).
     """
 
     uid: int
@@ -349,6 +361,23 @@ class Leaf:
     shape: tuple[int, ...]
     low: _Array | None = None
     high: _Array | None = None
+    batch: int = 0
+
+    def batched(self, n: int) -> Leaf:
+        """This leaf for ``n`` copies of the space at once, as Gymnasium batches them.
+
+        Arrays and Discretes get a leading dimension ``n`` (one contiguous tensor, bounds
+        broadcast); a Text is a STRING ``[n]``; leaves without an array form (sequences,
+        JSON and model leaves) are a STRING ``[n]`` of one JSON text per copy.
+        """
+        shape = (n, *self.shape)
+        match self.kind:
+            case "array" | "scalar":
+                low, high = _lead(self.low, shape), _lead(self.high, shape)
+                return replace(self, shape=shape, low=low, high=high, batch=n)
+            case "text" | "model":
+                return replace(self, shape=(n,), batch=n)
+        return replace(self, kind="json", row=STRING, shape=(n,), low=None, high=None, batch=n)
 
     def spec(self) -> Any:
         """The leaf's ``TensorSpec``."""
@@ -368,6 +397,8 @@ class Leaf:
 
     def to_array(self, value: Any) -> _Array:
         """A leaf value as the array that travels (row dtype, spec shape)."""
+        if self.batch:
+            return self._batch_to_array(value)
         match self.kind:
             case "array" | "scalar":
                 return np.asarray(value, self.row.numpy)
@@ -385,12 +416,37 @@ class Leaf:
                 text = json.dumps(spacecodec.to_json(self.space, value, arrays="base64"))
                 return np.array([text], dtype=object).reshape(())
 
+    def _batch_to_array(self, values: Any) -> _Array:
+        match self.kind:
+            case "array" | "scalar":
+                return np.asarray(values, self.row.numpy)
+            case "text":
+                texts = list(values)
+            case "model":
+                texts = [value.model_dump_json() for value in values]
+            case _:
+                texts = [
+                    json.dumps(spacecodec.to_json(self.space, value, arrays="base64"))
+                    for value in values
+                ]
+        array = np.empty(len(texts), dtype=object)
+        array[:] = texts
+        return array
+
     def from_array(self, array: _Array) -> Any:
         """The leaf value (with the types Gymnasium's samples have) from a received array.
+
+        A batched leaf gives Gymnasium's batch: an array with a leading dimension for arrays
+        and Discretes, a tuple of the copies' values for the others.
 
         Raises:
             InvalidArgumentError: a JSON leaf's text is not a sample of its space.
         """
+        if self.batch:
+            if self.kind in ("array", "scalar"):
+                return array.astype(self.space.dtype, copy=False)
+            single = replace(self, batch=0)
+            return tuple(single.from_array(np.array(item, dtype=object)) for item in array.ravel())
         match self.kind:
             case "array":
                 return array.astype(self.space.dtype, copy=False)
@@ -430,7 +486,8 @@ class Leaf:
                 message names the UID and the name.
         """
         field = message.WhichOneof("payload")
-        if field == self.row.field and self.kind == "scalar" and not message.shape:
+        scalar = self.kind == "scalar" and not self.batch
+        if field == self.row.field and scalar and not message.shape:
             items = getattr(message, field).array
             if len(items) == 1 and self._in_range(items[0]):  # the common case, without numpy
                 return np.array(items[0], self.row.numpy)
@@ -475,6 +532,13 @@ class Leaf:
                     f"{where}: {array[index].item()!r} at index {list(index)} is not in range "
                     f"({word} {limit.item()!r})"
                 )
+
+
+def _lead(bound: _Array | None, shape: tuple[int, ...]) -> _Array | None:
+    """A leaf's bound for its batched shape (a scalar bound stays scalar)."""
+    if bound is None or bound.ndim == 0:
+        return bound
+    return np.broadcast_to(bound, shape)
 
 
 def _bound(values: Any, row: DataType, shape: tuple[int, ...]) -> _Array | None:
@@ -548,11 +612,16 @@ class Layout:
     after dots (``action.0``). ``reserved`` names (``reward``, ...) that a top-level Dict also
     uses push its keys under ``prefix`` too.
 
+    With ``batch`` = N, the layout carries N samples at once, in the form Gymnasium's vector
+    envs batch them (``batch_space``, ``concatenate``): every leaf gets a leading dimension N
+    (see :meth:`Leaf.batched`), so N copies travel as one tensor per leaf.
+
     Args:
-        space: the space.
+        space: the space (of one copy, when batched).
         prefix: the name of a non-Dict space, and the parent of colliding Dict keys.
         first_uid: the UID of the first leaf; the others follow in order.
         reserved: names the caller uses beside this layout's.
+        batch: 0, or how many samples travel at once.
 
     Raises:
         ConfigError: a Dict key is not a string, or contains "." (dm_env_rpc's nesting mark).
@@ -565,9 +634,11 @@ class Layout:
         *,
         first_uid: int = 1,
         reserved: Iterable[str] = (),
+        batch: int = 0,
     ) -> None:
         self.space = space
         self.prefix = prefix
+        self.batch = batch
         top = "" if isinstance(space, spaces.Dict) else prefix
         self.leaves: list[Leaf] = []
         self._add(space, top, (), first_uid)
@@ -575,6 +646,8 @@ class Layout:
         if top == "" and (names & set(reserved)):
             self.leaves.clear()
             self._add(space, prefix, (), first_uid)
+        if batch:
+            self.leaves = [leaf.batched(batch) for leaf in self.leaves]
         self.by_uid = {leaf.uid: leaf for leaf in self.leaves}
         self.by_name = {leaf.name: leaf for leaf in self.leaves}
         self.next_uid = first_uid + len(self.leaves)
@@ -668,22 +741,62 @@ def _compose(space: spaces.Space[Any], leaves: Any, values: Mapping[int, Any]) -
 # settings
 
 
+SettingKind = Literal["str", "int", "bool", "seed", "mask", "kwargs"]
+
+
 @dataclass(frozen=True, slots=True)
 class Setting:
-    """One key a request's ``settings`` map may hold."""
+    """One key a request's ``settings`` map may hold.
+
+    Kinds: ``str``, ``int`` (at least ``minimum``), ``bool``; ``seed`` (an integer >= 0, or an
+    integer vector with one seed per copy of a vector world, -1 = unseeded); ``mask`` (a bool
+    vector); ``kwargs`` (constructor arguments: a JSON object, and/or one ``NAME.ARG`` setting
+    per argument, see :func:`read_settings`).
+    """
 
     name: str
-    kind: Literal["str", "int", "bool"]
+    kind: SettingKind
     description: str
     required: bool = False
+    minimum: int = 0
 
+
+_SEED = "the seed of the next episode (>= 0; a vector world also takes one seed per copy)"
 
 #: The settings each request understands (all others are errors).
 SETTINGS: dict[str, tuple[Setting, ...]] = {
     "create_world": (
         Setting("env", "str", "the env id, from the server's catalog", required=True),
-        Setting("seed", "int", "the seed of the world's first episode (>= 0)"),
-        Setting("players", "int", "how many connections may join the world at once (default 1)"),
+        Setting("seed", "seed", "the seed of the world's first episode (as for reset)"),
+        Setting(
+            "players",
+            "int",
+            "how many connections may join the world at once (default 1)",
+            minimum=1,
+        ),
+        Setting(
+            "kwargs",
+            "kwargs",
+            "constructor arguments for the env, as a JSON object or one 'kwargs.NAME' setting "
+            "each; only those the server opens to clients (client_kwargs)",
+        ),
+        Setting(
+            "num_envs",
+            "int",
+            "make a vector world: this many copies of the env, stepped together",
+            minimum=1,
+        ),
+        Setting(
+            "autoreset_mode",
+            "str",
+            "a vector world's autoreset mode: NextStep (default), SameStep or Disabled",
+        ),
+        Setting(
+            "workers",
+            "int",
+            "split a vector world's copies over this many worker processes (default 1)",
+            minimum=1,
+        ),
     ),
     "join_world": (
         Setting(
@@ -694,30 +807,58 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
             "envwire.extras", "bool", "add 'envwire.truncated' and 'envwire.info' observations"
         ),
     ),
-    "reset": (Setting("seed", "int", "the seed of the next episode (>= 0)"),),
-    "reset_world": (Setting("seed", "int", "the seed of the next episode (>= 0)"),),
+    "reset": (
+        Setting("seed", "seed", _SEED),
+        Setting(
+            "reset_mask",
+            "mask",
+            "the copies of a vector world to reset (bool [num_envs]); the others go on",
+        ),
+    ),
+    "reset_world": (Setting("seed", "seed", _SEED),),
 }
 
 
 def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
     """The typed values of a request's ``settings`` map.
 
+    A ``kwargs`` setting collects constructor arguments into one dict: the ``kwargs`` setting
+    itself is a JSON object (a STRING tensor), and each ``kwargs.NAME`` setting is one more
+    argument, with dots for nesting (``kwargs.arm.length`` sets ``{"arm": {"length": ...}}``).
+    Scalar tensors give Python scalars (str, int, float, bool), others nested lists.
+
     Args:
         settings: the protobuf map (name -> Tensor).
         request: ``create_world``, ``join_world``, ``reset`` or ``reset_world``.
 
     Raises:
-        InvalidArgumentError: an unknown or missing required setting, or a value of the wrong
-            type (the message names the setting and says what was expected).
+        InvalidArgumentError: an unknown or missing required setting, a value of the wrong
+            type, or an argument set twice (the message names the setting and says what was
+            expected).
     """
     known = {s.name: s for s in SETTINGS[request]}
     result: dict[str, Any] = {}
+    arguments: dict[str, list[tuple[tuple[str, ...], Any, str]]] = {}
     for name, message in settings.items():
         setting = known.get(name)
-        if setting is None:
+        parent = known.get(name.partition(".")[0])
+        if setting is None and parent is not None and parent.kind == "kwargs":
+            path = tuple(name.split(".")[1:])
+            where = f"{request} setting {name!r}"
+            if not all(path):
+                raise InvalidArgumentError(f"{where}: every '.' must be followed by a name")
+            arguments.setdefault(parent.name, []).append((path, _argument(message, where), name))
+        elif setting is None:
             names = ", ".join(known) or "none"
             raise InvalidArgumentError(f"unknown {request} setting {name!r} (known: {names})")
-        result[name] = _setting_value(setting, message, request)
+        elif setting.kind == "kwargs":
+            found = _setting_value(setting, message, request)
+            items = arguments.setdefault(name, [])
+            items += [((key,), value, name) for key, value in found.items()]
+        else:
+            result[name] = _setting_value(setting, message, request)
+    for name, items in arguments.items():
+        result[name] = _nest(items, request)
     for setting in known.values():
         if setting.required and setting.name not in result:
             raise InvalidArgumentError(
@@ -726,22 +867,78 @@ def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
     return result
 
 
+def _argument(message: Any, where: str) -> Any:
+    """A ``kwargs.NAME`` tensor as a Python value: a scalar, or nested lists."""
+    array = unpack(message, where)
+    if array.ndim == 0:
+        value = array[()]
+        return value.item() if isinstance(value, np.generic) else value
+    return array.tolist()
+
+
+def _nest(items: list[tuple[tuple[str, ...], Any, str]], request: str) -> dict[str, Any]:
+    """Arguments by path as one nested dict; no path may be set twice or inside another."""
+    items.sort(key=lambda item: item[0])
+    result: dict[str, Any] = {}
+    for (path, _, name), (later, _, other) in itertools.pairwise(items):
+        if later[: len(path)] == path:
+            raise InvalidArgumentError(
+                f"{request} settings {name!r} and {other!r} both set the argument "
+                f"{'.'.join(path)!r}"
+            )
+    for path, value, _ in items:
+        target = result
+        for key in path[:-1]:
+            target = target.setdefault(key, {})
+        target[path[-1]] = value
+    return result
+
+
 def _setting_value(setting: Setting, message: Any, request: str) -> Any:
     where = f"{request} setting {setting.name!r}"
     array = unpack(message, where)
+    match setting.kind:
+        case "seed" if array.ndim == 1 and array.dtype.kind in "iu":
+            if array.size and int(array.min()) < -1:
+                raise InvalidArgumentError(
+                    f"{where} must hold seeds >= 0 (or -1 for unseeded), got {array.tolist()}"
+                )
+            return [None if s < 0 else int(s) for s in array.tolist()]
+        case "mask" if array.ndim == 1 and array.dtype == np.bool_:
+            return array
+        case "mask":
+            raise InvalidArgumentError(
+                f"{where} must be a bool vector (one per copy), got {array.dtype.name} "
+                f"of shape {list(array.shape)}"
+            )
     if array.size != 1:
         raise InvalidArgumentError(f"{where} must be a scalar, got shape {list(array.shape)}")
     value = array.reshape(-1)[0]
     match setting.kind:
         case "str" if isinstance(value, str):
             return value
-        case "int" if array.dtype.kind in "iu":
-            if int(value) < 0:
-                raise InvalidArgumentError(f"{where} must be >= 0, got {int(value)}")
+        case "int" | "seed" if array.dtype.kind in "iu":
+            if int(value) < setting.minimum:
+                raise InvalidArgumentError(
+                    f"{where} must be >= {setting.minimum}, got {int(value)}"
+                )
             return int(value)
         case "bool" if array.dtype.kind in "biu" and int(value) in (0, 1):
             return bool(value)
-    kinds = {"str": "a string", "int": "an integer", "bool": "a bool"}
+        case "kwargs" if isinstance(value, str):
+            try:
+                found = json.loads(value)
+            except ValueError as exc:
+                raise InvalidArgumentError(f"{where} is not JSON: {exc}") from None
+            if isinstance(found, dict):
+                return found
+    kinds = {
+        "str": "a string",
+        "int": "an integer",
+        "bool": "a bool",
+        "seed": "an integer, or a vector of integers",
+        "kwargs": "a JSON object (as a string)",
+    }
     shown = repr(value.item() if isinstance(value, np.generic) else value)
     raise InvalidArgumentError(f"{where} must be {kinds[setting.kind]}, got {shown}")
 
@@ -881,14 +1078,17 @@ def error_response(error: EnvwireError) -> Any:
 def error_from_status(status: Any) -> EnvwireError:
     """The envwire error a ``Status`` stands for (client side).
 
-    An ``ErrorInfo`` detail from envwire names the exact class; otherwise the result is a
-    :class:`~envwire.errors.RemoteError`.
+    An ``ErrorInfo`` detail from envwire names the exact class; otherwise (or when that class
+    is not built from a message alone) the result is a :class:`~envwire.errors.RemoteError`.
     """
     for detail in status.details:
         info = error_details_pb2.ErrorInfo()
         if detail.Is(info.DESCRIPTOR) and detail.Unpack(info) and info.domain == ERROR_DOMAIN:
             cls = error_class_for_code(info.reason)
-            if cls is RemoteError:
-                return RemoteError(status.message, info.reason)
-            return cls(status.message)
+            if cls is not RemoteError:
+                try:
+                    return cls(status.message)
+                except TypeError:  # a class with a constructor of its own
+                    pass
+            return RemoteError(status.message, info.reason)
     return RemoteError(f"{status.message} (gRPC code {status.code})")

@@ -187,6 +187,7 @@ class VectorGroup:
         self.sizes = sizes
         self.on_hang: Any = None
         self._offsets = [int(o) for o in np.cumsum([0, *sizes[:-1]])]
+        self._last_obs: list[Any] = [None] * len(workers)  # for masked resets that skip a slice
         self.action_space, self.observation_space = workers[0].call("spaces", timeout=timeout)
 
     def call(self, method: str, *args: Any, timeout: float) -> Any:
@@ -204,19 +205,26 @@ class VectorGroup:
                 return self.action_space, self.observation_space
             case "reset":
                 seed, options = args
-                for worker, offset, size in zip(
-                    self.workers, self._offsets, self.sizes, strict=True
+                sent = []
+                for i, (worker, offset, size) in enumerate(
+                    zip(self.workers, self._offsets, sizes, strict=True)
                 ):
-                    worker.send("reset", _slice_seed(seed, offset, size), options)
-                results = [w.finish("reset", timeout) for w in self.workers]
-                observations = _join(obs_space, [r[0] for r in results], sizes)
-                return observations, _join_infos([r[1] for r in results], sizes)
+                    part = _slice_options(options, offset, size)
+                    if part and "reset_mask" in part and not np.any(part["reset_mask"]):
+                        continue  # a masked reset that spares this whole slice
+                    worker.send("reset", _slice_seed(seed, offset, size), part)
+                    sent.append(i)
+                infos: list[dict[str, Any]] = [{} for _ in self.workers]
+                for i in sent:
+                    self._last_obs[i], infos[i] = self.workers[i].finish("reset", timeout)
+                return _join(obs_space, self._last_obs, sizes), _join_infos(infos, sizes)
             case "step":
                 (actions,) = args
                 parts = _slices(self.action_space, actions, sizes)
                 for worker, part in zip(self.workers, parts, strict=True):
                     worker.send("step", part)
                 results = [w.finish("step", timeout) for w in self.workers]
+                self._last_obs = [r[0] for r in results]
                 return (
                     _join(obs_space, [r[0] for r in results], sizes),
                     np.concatenate([r[1] for r in results]),
@@ -240,3 +248,11 @@ def _slice_seed(seed: Any, offset: int, size: int) -> Any:
     if isinstance(seed, int):
         return seed + offset
     return list(seed)[offset : offset + size]
+
+
+def _slice_options(options: dict[str, Any] | None, offset: int, size: int) -> Any:
+    """Reset options for one slice: Gymnasium's per-copy ``reset_mask`` is sliced too."""
+    if not options or "reset_mask" not in options:
+        return options
+    mask = np.asarray(options["reset_mask"])
+    return {**options, "reset_mask": mask[offset : offset + size]}

@@ -11,8 +11,9 @@ in :mod:`envwire.server.grpc_properties`, the tensors, specs and state table in
 :mod:`envwire.protocols.dmenvrpc`.
 
 Server settings (``[server]`` table of the config file): ``grpc_max_connections`` (streams at
-once, default 512; each holds a thread while open). The server's ``idle_timeout`` drops streams
-that sent nothing for that long.
+once, default 512; each holds a thread while open), ``grpc_max_num_envs`` (the most copies a
+vector world may have, default 4096). The server's ``idle_timeout`` drops streams that sent
+nothing for that long.
 """
 
 from __future__ import annotations
@@ -109,9 +110,10 @@ class GrpcFrontEnd:
 
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 50051) -> None:
         self.host, self.port = host, port
-        self.worlds = WorldTable(server.sessions)
+        options = server.config.options
+        self.worlds = WorldTable(server.sessions, int(options.get("grpc_max_num_envs", 4096)))
         self.properties = Properties(server.catalog, self.worlds)
-        self.max_connections = int(server.config.options.get("grpc_max_connections", 512))
+        self.max_connections = int(options.get("grpc_max_connections", 512))
         self.idle_timeout = server.config.idle_timeout
         self._server: Any = None
         self._pool: _DaemonPool | None = None

@@ -13,16 +13,19 @@ server.worlds          int64   r     how many worlds this front end holds
 env.id                 string  r     the joined world's env id
 env.metadata           string  r     the env class's ``metadata`` as JSON (typed envs: ``about``)
 env.render_mode        string  r     the render mode the env was made with ('' for none)
+env.kwargs             string  r     the constructor arguments the world's creator set, as JSON
 env.action_space       string  r     the action space, envwire's JSON description
 env.observation_space  string  r     the observation space, envwire's JSON description
-episode.seed           int64   rw    the seed of the last episode (-1: unseeded); writing sets
-                                     the seed of the next episode
+episode.seed           int64   rw    the seed of the last episode (-1: unseeded, or one seed per
+                                     copy); writing sets the seed of the next episode
 episode.step_count     int64   r     steps taken in the current episode
 episode.index          int64   r     the current episode's number (from 0; -1 before the first)
 episode.return         double  r     the sum of the current episode's rewards
 world.name             string  r     the joined world's name
 world.players          int64   r     its seats
 world.player           int64   r     this connection's seat
+world.num_envs         int64   r     the copies stepped together (1 for a world of one env)
+world.autoreset_mode   string  r     a vector world's autoreset mode ('' for one env)
 =====================  ======  ====  ===========================================================
 
 Errors: an unknown key is NOT_FOUND, writing a read-only key or listing a leaf is
@@ -97,6 +100,7 @@ PROPERTIES: tuple[Property, ...] = (
     Property("env.id", _STRING, "the env id"),
     Property("env.metadata", _STRING, "the env's metadata, as JSON"),
     Property("env.render_mode", _STRING, "the render mode the env was made with ('' = none)"),
+    Property("env.kwargs", _STRING, "the constructor arguments the world's creator set, as JSON"),
     Property("env.action_space", _STRING, "the action space, as envwire's JSON description"),
     Property("env.observation_space", _STRING, "the observation space, as envwire's JSON"),
     Property("episode", None, "the joined world's current episode"),
@@ -113,6 +117,8 @@ PROPERTIES: tuple[Property, ...] = (
     Property("world.name", _STRING, "the world's name"),
     Property("world.players", _INT64, "how many seats the world has"),
     Property("world.player", _INT64, "this connection's seat"),
+    Property("world.num_envs", _INT64, "how many copies of the env are stepped together"),
+    Property("world.autoreset_mode", _STRING, "a vector world's autoreset mode ('' = one env)"),
 )
 _BY_KEY = {p.key: p for p in PROPERTIES}
 
@@ -155,12 +161,15 @@ class Properties:
             "env.render_mode": lambda w: render_mode(w.spec, env_metadata(w.spec)),
             "env.action_space": lambda w: _space_json(w.session.action_space),
             "env.observation_space": lambda w: _space_json(w.session.observation_space),
-            "episode.seed": lambda w: -1 if w.session.last_seed is None else w.session.last_seed,
+            "episode.seed": _seed,
             "episode.step_count": lambda w: w.session.step_count,
             "episode.index": lambda w: w.session.episode,
             "episode.return": lambda w: float(w.session.episode_return),
             "world.name": lambda w: w.name,
             "world.players": lambda w: w.players,
+            "env.kwargs": lambda w: json.dumps(w.kwargs, default=repr),
+            "world.num_envs": lambda w: w.session.num_envs,
+            "world.autoreset_mode": lambda w: w.session.autoreset_mode or "",
         }
 
     def handle(self, request: Any, conn: Connection) -> Any:
@@ -260,6 +269,11 @@ class Properties:
         if about is not None and hasattr(about, "model_dump"):
             metadata["about"] = about.model_dump(mode="json")
         return json.dumps(metadata, default=repr)
+
+
+def _seed(world: World) -> int:
+    seed = world.session.last_seed
+    return seed if isinstance(seed, int) else -1  # None, or one seed per copy
 
 
 def _space_json(space: Any) -> str:

@@ -14,6 +14,9 @@ world a Step without actions only looks (it returns the current observation), so
 waits for its turn by stepping without actions. Rewards go to the player who moved, or to
 every seat when ``info["rewards"]`` lists one reward per seat.
 
+A world made with the CreateWorld setting ``num_envs`` is a vector world
+(:class:`~envwire.server.grpc_vector.VectorWorld`): N copies stepped together, one player.
+
 Lifetime: a world lives while its creator's connection is open or some connection is joined;
 when neither holds, it is destroyed at once and its session freed.
 """
@@ -30,15 +33,16 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from envwire import infojson
 from envwire import messages as m
 from envwire.errors import EnvError, EnvTimeoutError, InvalidArgumentError, StateError
-from envwire.protocols.dmenvrpc import Layout, Phase, UnknownWorldError
+from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Layout, Phase, UnknownWorldError
 from envwire.registry import EnvSpec
+from envwire.runtime.vector import autoreset_mode
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 
 __all__ = ["Connection", "World", "WorldTable"]
 
 #: Observation names the world adds beside the env's own.
-REWARD, DISCOUNT, TRUNCATED, INFO = "reward", "discount", "envwire.truncated", "envwire.info"
+REWARD, DISCOUNT, TRUNCATED, INFO = WORLD_OBSERVATIONS
 
 
 class Connection:
@@ -78,14 +82,12 @@ class World:
         self.session = session
         self.name = session.id
         self.players: int = settings.get("players", 1)
-        self.pending_seed: int | None = settings.get("seed")
+        self.kwargs: dict[str, Any] = dict(settings.get("kwargs", {}))
+        self.pending_seed: int | list[int | None] | None = None
+        self.pending_options: dict[str, Any] | None = None
         self.creator: Connection | None = creator
-        self.actions = Layout(session.action_space, "action")
-        self.observations = Layout(
-            session.observation_space, "observation", reserved=(REWARD, DISCOUNT, TRUNCATED, INFO)
-        )
-        uid = self.observations.next_uid
-        self.extra_uids = {REWARD: uid, DISCOUNT: uid + 1, TRUNCATED: uid + 2, INFO: uid + 3}
+        self._lay_out()
+        self._hold(settings, "create_world")
         self.seats: dict[int, Connection] = {}
         self.episode = 0  # how many episodes the env has started
         self.live = False  # the latest episode is under way
@@ -100,6 +102,34 @@ class World:
         self._seats_lock = threading.Lock()  # seats only: never waits on the env
         self._timeout = self.spec.step_timeout + 5.0
         session.set_on_hang(self._hung)
+
+    def _lay_out(self) -> None:
+        """Make the action and observation layouts and the UIDs of the added observations."""
+        session = self.session
+        self.actions = Layout(session.action_space, "action")
+        self.observations = Layout(
+            session.observation_space, "observation", reserved=WORLD_OBSERVATIONS
+        )
+        uid = self.observations.next_uid
+        self.extra_uids = {REWARD: uid, DISCOUNT: uid + 1, TRUNCATED: uid + 2, INFO: uid + 3}
+
+    def _hold(self, settings: Mapping[str, Any], request: str) -> None:
+        """Keep a request's ``seed`` (and ``reset_mask``) for the next episode; a request
+        without a mask drops a pending one.
+
+        Raises:
+            InvalidArgumentError: per-copy seeds or a reset mask, which only a vector world
+                takes.
+        """
+        seed = settings.get("seed")
+        if isinstance(seed, list) or "reset_mask" in settings:
+            what = "'seed' with one seed per copy" if isinstance(seed, list) else "'reset_mask'"
+            raise InvalidArgumentError(
+                f"{request} setting {what} is for vector worlds (CreateWorld num_envs); world "
+                f"{self.name} has one env"
+            )
+        if "seed" in settings:
+            self.pending_seed = seed
 
     @property
     def spec(self) -> EnvSpec:
@@ -145,6 +175,12 @@ class World:
             specs.actions[uid].CopyFrom(spec)
         for uid, spec in self.observations.specs().items():
             specs.observations[uid].CopyFrom(spec)
+        for name, spec in self._extra_specs(settings).items():
+            specs.observations[self.extra_uids[name]].CopyFrom(spec)
+        return specs
+
+    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+        """The specs of the observations the world adds, by name, for JoinWorld ``settings``."""
         extras = {REWARD: pb.TensorSpec(name=REWARD, dtype=pb.DOUBLE)}
         if settings.get("discount"):
             discount = pb.TensorSpec(name=DISCOUNT, dtype=pb.DOUBLE)
@@ -154,9 +190,7 @@ class World:
         if settings.get("envwire.extras"):
             extras[TRUNCATED] = pb.TensorSpec(name=TRUNCATED, dtype=pb.BOOL)
             extras[INFO] = pb.TensorSpec(name=INFO, dtype=pb.STRING)
-        for name, spec in extras.items():
-            specs.observations[self.extra_uids[name]].CopyFrom(spec)
-        return specs
+        return extras
 
     def leave(self, conn: Connection) -> None:
         """Free ``conn``'s seat (it is no longer joined)."""
@@ -217,13 +251,7 @@ class World:
                 f"player {conn.seat} sent actions in world {self.name}, but player "
                 f"{self.to_play} is to move; step without actions to wait for your turn"
             )
-        action = self.actions.read(actions, "action")
-        try:
-            reply = self.session.handle(m.Step(action))
-        except (EnvError, StateError):
-            self.live, self.outcome = False, Phase.INTERRUPTED
-            conn.phase = Phase.INTERRUPTED
-            raise
+        reply = self._env_step(conn, self.actions.read(actions, "action"))
         assert isinstance(reply, m.StepReply)
         self.obs, self.info = reply.observation, reply.info
         self._reward(reply.reward, reply.info, conn.seat)
@@ -235,12 +263,24 @@ class World:
             return self.outcome
         return Phase.RUNNING
 
+    def _env_step(self, conn: Connection, action: Any) -> m.Reply:
+        """Step the env; if it fails, the episode ends (INTERRUPTED) and the error is raised."""
+        try:
+            return self.session.handle(m.Step(action))
+        except (EnvError, StateError):
+            self.live, self.outcome = False, Phase.INTERRUPTED
+            conn.phase = Phase.INTERRUPTED
+            raise
+
     def _start_episode(self) -> None:
         seed, self.pending_seed = self.pending_seed, None
+        options, self.pending_options = self.pending_options, None
         try:
-            reply = self.session.handle(m.Reset(seed=seed))
+            # a copy: Gymnasium's vector reset pops the reset mask out of the options it gets
+            reset = m.Reset(seed=seed, options=dict(options) if options else None)  # type: ignore[arg-type]
+            reply = self.session.handle(reset)
         except BaseException:
-            self.pending_seed, self.live = seed, False
+            self.pending_seed, self.pending_options, self.live = seed, options, False
             raise
         assert isinstance(reply, m.ResetReply)
         self.episode += 1
@@ -285,19 +325,25 @@ class World:
     # -- resets -------------------------------------------------------------------------
 
     def reset(self, conn: Connection, settings: Mapping[str, Any]) -> Any:
-        """``conn``'s ResetRequest: its next Step starts a new episode; returns its specs."""
+        """``conn``'s ResetRequest: its next Step starts a new episode; returns its specs.
+
+        Raises:
+            InvalidArgumentError: a seed or reset mask this world cannot take.
+        """
         with self._locked():
-            if "seed" in settings:
-                self.pending_seed = settings["seed"]
+            self._hold(settings, "reset")
         conn.phase = Phase.INTERRUPTED
         return conn.specs
 
     def reset_world(self, settings: Mapping[str, Any], caller: Connection) -> None:
         """End the current episode for every joined connection (each sees INTERRUPTED at its
-        next Step; the caller, if joined, starts the next sequence at once)."""
+        next Step; the caller, if joined, starts the next sequence at once).
+
+        Raises:
+            InvalidArgumentError: a seed this world cannot take.
+        """
         with self._locked():
-            if "seed" in settings:
-                self.pending_seed = settings["seed"]
+            self._hold(settings, "reset_world")
             if self.live:
                 self.live, self.outcome = False, Phase.INTERRUPTED
         if caller.world is self:
@@ -337,28 +383,67 @@ _STATES = {
 }
 
 
-class WorldTable:
-    """Every world of one front end, by name, and their lifetimes."""
+def _vector_options(settings: Mapping[str, Any], max_num_envs: int) -> dict[str, Any]:
+    """``sessions.open`` arguments for a vector world ({} for a world of one env)."""
+    given = [name for name in ("num_envs", "autoreset_mode", "workers") if name in settings]
+    if not given:
+        return {}
+    if "num_envs" not in settings:
+        raise InvalidArgumentError(
+            f"create_world setting {given[0]!r} is for vector worlds: set 'num_envs' too"
+        )
+    if settings["num_envs"] > max_num_envs:
+        raise InvalidArgumentError(
+            f"create_world setting 'num_envs' is {settings['num_envs']}, above this server's "
+            f"limit of {max_num_envs} copies per world (grpc_max_num_envs)"
+        )
+    if settings.get("players", 1) != 1:
+        raise InvalidArgumentError(
+            f"create_world setting 'players' is {settings['players']}, but a vector world "
+            "(num_envs) has one player, who steps every copy at once"
+        )
+    try:
+        mode = autoreset_mode(settings.get("autoreset_mode", "NextStep")).value
+    except InvalidArgumentError as exc:
+        raise InvalidArgumentError(f"create_world setting 'autoreset_mode': {exc}") from None
+    return {
+        "num_envs": settings["num_envs"],
+        "autoreset_mode": mode,
+        "workers": settings.get("workers", 1),
+    }
 
-    def __init__(self, sessions: SessionTable) -> None:
+
+class WorldTable:
+    """Every world of one front end, by name, and their lifetimes.
+
+    Args:
+        sessions: the server's session table.
+        max_num_envs: the most copies a vector world may have.
+    """
+
+    def __init__(self, sessions: SessionTable, max_num_envs: int = 4096) -> None:
         self.sessions = sessions
+        self.max_num_envs = max_num_envs
         self._worlds: dict[str, World] = {}
         self._lock = threading.Lock()
 
     def create(self, settings: Mapping[str, Any], creator: Connection) -> World:
-        """A new world for ``settings`` (already read by :func:`dmenvrpc.read_settings`).
+        """A new world for ``settings`` (already read by :func:`dmenvrpc.read_settings`): a
+        vector world when they hold ``num_envs``.
 
         Raises:
+            InvalidArgumentError: vector settings without ``num_envs``, or with several
+                players, or too many copies; an unknown autoreset mode; constructor
+                arguments (``kwargs``) the env's catalog entry does not open to clients.
             UnknownEnvError, CapacityError, EnvError, ConfigError: as opening a session does.
         """
-        players = settings.get("players", 1)
-        if players < 1:
-            raise InvalidArgumentError(
-                f"create_world setting 'players' must be >= 1, got {players}"
-            )
-        session = self.sessions.open(settings["env"])
+        from envwire.server.grpc_vector import VectorWorld
+
+        vector = _vector_options(settings, self.max_num_envs)
+        kwargs = settings.get("kwargs")
+        session = self.sessions.open(settings["env"], kwargs=kwargs, **vector)
         try:
-            world = World(session, settings, creator)
+            world = (VectorWorld if vector else World)(session, settings, creator)
         except BaseException:
             self.sessions.close(session)
             raise
