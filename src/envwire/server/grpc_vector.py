@@ -77,12 +77,11 @@ class VectorWorld(World):
                 f"{self.num_envs} copies (one seed each, -1 = unseeded)"
             )
         mask = settings.get("reset_mask")
-        if mask is not None:
-            if mask.shape != (self.num_envs,) or not mask.any():
-                raise InvalidArgumentError(
-                    f"{request} setting 'reset_mask' must be bool [{self.num_envs}] with at "
-                    f"least one true, got {mask.astype(int).tolist()}"
-                )
+        if mask is not None and (mask.shape != (self.num_envs,) or not mask.any()):
+            raise InvalidArgumentError(
+                f"{request} setting 'reset_mask' must be bool [{self.num_envs}] with at "
+                f"least one true, got {mask.astype(int).tolist()}"
+            )
         if "seed" in settings:
             self.pending_seed = seed
         self.pending_options = None if mask is None else {"reset_mask": mask}
