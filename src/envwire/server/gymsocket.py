@@ -234,13 +234,17 @@ class _Connection:
             pass
 
     def drop(self) -> None:
-        """Close the socket and free the session (idempotent, any thread)."""
+        """Free the session, then close the socket (idempotent, any thread).
+
+        In that order, so that a client that sees the connection close can open a new session
+        at once, even on a server at capacity.
+        """
         if self._dead:
             return
         self._dead = True
+        if self.session is not None:
+            self.front.sessions.close(self.session)
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.sock.close()
-        if self.session is not None:
-            self.front.sessions.close(self.session)
         self.front.forget(self)
