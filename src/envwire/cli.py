@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envwire.arena import cli as arena_cli
 from envwire.errors import EnvwireError
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
 
@@ -82,6 +83,25 @@ def _load_config(path: Path | None) -> dict[str, Any]:
         raise ConfigError(f"cannot read config {path}: {exc}") from exc
 
 
+_HTTP_FLAGS: tuple[tuple[str, type, str], ...] = (
+    ("--ping-interval", float, "seconds of WebSocket silence before a ping (default 20; 0 = off)"),
+    ("--ping-timeout", float, "seconds a pinged client has to answer (default 20)"),
+    ("--reap-interval", float, "seconds between sweeps for idle sessions (default 10)"),
+    ("--http-keepalive", float, "seconds an idle keep-alive HTTP connection is kept (default 60)"),
+    (
+        "--max-message-size",
+        int,
+        "largest WebSocket message or HTTP body in bytes (default 100 MiB)",
+    ),
+)
+
+
+def _http_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The OpenEnv front end's settings given on the command line."""
+    names = [flag[2:].replace("-", "_") for flag, _, _ in _HTTP_FLAGS] + ["openenv_arrays"]
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
 def _serve(args: argparse.Namespace) -> int:
     from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
 
@@ -104,7 +124,7 @@ def _serve(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout
         if args.idle_timeout is not None
         else settings.get("idle_timeout", 3600.0),
-        options=settings,
+        options={**settings, **_http_options(args), **arena_cli.serve_options(args)},
     )
     server = Server(catalog, server_config)
     try:
@@ -170,6 +190,15 @@ def _parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--idle-timeout", type=float, help="seconds a silent connection is kept (default 3600)"
     )
+    http = serve.add_argument_group("OpenEnv HTTP/WebSocket front end")
+    for flag, kind, text in _HTTP_FLAGS:
+        http.add_argument(flag, type=kind, help=text)
+    http.add_argument(
+        "--openenv-arrays",
+        choices=["base64", "list"],
+        help="Gymnasium arrays over OpenEnv as base64 objects (default) or JSON lists",
+    )
+    arena_cli.add_serve_options(serve)
     serve.set_defaults(run=_serve)
 
     listing = commands.add_parser("list", help="print the catalog with each env's spaces")
@@ -188,6 +217,8 @@ def _parser() -> argparse.ArgumentParser:
     benchmark = commands.add_parser("bench", help="run the speed suite against the baselines")
     bench.add_arguments(benchmark)
     benchmark.set_defaults(run=bench.run_from_args)
+
+    arena_cli.add_parser(commands)
     return parser
 
 

@@ -44,7 +44,13 @@ CLASSIC_CONTROL = (
 )
 
 #: envwire's own envs (registered with Gymnasium by ``envwire.envs``).
-BUILTIN_IDS = ("envwire/Catch-v0",)
+BUILTIN_IDS = (
+    "envwire/Catch-v0",
+    "envwire/Nim-v0",
+    "envwire/Echo-v0",
+    "envwire/Connect4-v0",
+    "envwire/Coding-v0",
+)
 
 DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
 
@@ -59,7 +65,8 @@ class EnvSpec:
     Attributes:
         id: the id clients name.
         entry_point: a Gymnasium id (``gym:CartPole-v1``) or ``module:attr`` naming a
-            ``gymnasium.Env`` subclass or a factory returning one.
+            ``gymnasium.Env`` subclass or a factory returning one, or a typed env
+            (:mod:`envwire.typed`), which is hosted behind :class:`~envwire.typed.TypedGymEnv`.
         kwargs: keyword arguments for the env's constructor.
         isolation: ``inline`` (in the server process), ``process`` (a worker process per
             session), or ``auto`` (inline for Gymnasium's and envwire's envs, else process).
@@ -134,14 +141,20 @@ class EnvSpec:
                 raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
         factory = load_entry_point(self.entry_point)
         try:
-            env = factory(**kwargs)
+            made = factory(**kwargs)
         except Exception as exc:
             raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
-        if not isinstance(env, gymnasium.Env):
-            raise ConfigError(
-                f"{self.id}: entry point {self.entry_point} returned "
-                f"{type(env).__name__}, expected a gymnasium.Env"
-            )
+        if isinstance(made, gymnasium.Env):
+            env: gymnasium.Env[Any, Any] = made
+        else:
+            from envwire.typed.gym import as_gymnasium, is_typed_env
+
+            if not is_typed_env(made):
+                raise ConfigError(
+                    f"{self.id}: entry point {self.entry_point} returned "
+                    f"{type(made).__name__}, expected a gymnasium.Env or a typed env"
+                )
+            env = as_gymnasium(made)  # a typed (OpenEnv-style) env, hosted like any other
         if self.max_episode_steps is not None:
             return gymnasium.wrappers.TimeLimit(env, self.max_episode_steps)
         return env

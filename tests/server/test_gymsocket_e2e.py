@@ -16,9 +16,9 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.utils.env_checker import check_env
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from gymnasium.utils.env_checker import check_env
 
 import envwire
 from envwire.client.gymsocket import GymSocketTransport
@@ -430,9 +430,13 @@ def test_remote_env_pipelines_steps(gym_server: ServerProcess) -> None:
         env.close()
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(flags=st.sampled_from([0, 1, 5, 7]), garbage=st.binary(min_size=1, max_size=300))
-def test_garbage_never_kills_the_server(gym_server: ServerProcess, flags: int, garbage: bytes) -> None:
+def test_garbage_never_kills_the_server(
+    gym_server: ServerProcess, flags: int, garbage: bytes
+) -> None:
     sock = socket.create_connection(("127.0.0.1", gym_server.ports["gym-socket"]), timeout=10)
     try:
         sock.sendall(bytes([flags]) + field(b"CartPole-v1") + garbage)
@@ -444,3 +448,11 @@ def test_garbage_never_kills_the_server(gym_server: ServerProcess, flags: int, g
     env = envwire.make(url(gym_server, "CartPole-v1"))
     env.reset(seed=0)
     env.close()
+
+
+def test_typed_envs_are_refused_with_a_pointer_to_openenv() -> None:
+    with (
+        ServerProcess(["envwire/Echo-v0"]) as server,
+        pytest.raises(TransportError, match=r"typed env: use its OpenEnv front end"),
+    ):
+        envwire.make(url(server, "envwire/Echo-v0"))

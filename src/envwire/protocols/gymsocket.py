@@ -432,8 +432,12 @@ class ServerConnection(_Side):
     # -- replies ---------------------------------------------------------------------------
 
     def send_reply(self, reply: m.Reply) -> bytes:
-        """Encode the reply to the oldest request still waiting for one."""
-        packet = self._pending.popleft()
+        """Encode the reply to the oldest request still waiting for one.
+
+        If encoding fails (an EnvwireError), the request still waits: answer it with
+        :meth:`send_error`.
+        """
+        packet = self._pending[0]
         if packet is Packet.STEP_EX and type(reply) is m.StepReply:
             body: bytes | None = (
                 self._observation(reply.observation)
@@ -442,6 +446,7 @@ class ServerConnection(_Side):
             )
         else:
             body = self._reply_body(packet, reply)
+        self._pending.popleft()
         if self._errors:
             return b"\x00" + body if body is not None else b"\x00"
         return body or b""

@@ -13,6 +13,7 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
+from envwire import spacecodec
 from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
 from envwire.server._sockets import configure_stream
@@ -120,6 +121,11 @@ def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
+def is_typed_space(space: Any) -> bool:
+    """Whether a space is a typed env's (pydantic models, no tensor form)."""
+    return type(space).__name__ == "ModelSpace"
+
+
 class _Connection:
     """One client: its socket, codec and session."""
 
@@ -203,6 +209,17 @@ class _Connection:
             session = self.front.sessions.open(event.env_name, **_vector_options(event.vector))
         except EnvwireError as exc:
             self._send(self.codec.send_handshake_reply(str(exc)))
+            return None
+        try:  # every space must have a gym-socket description (typed envs' have none)
+            if session.spec is not None:
+                spacecodec.describe(session.action_space)
+                spacecodec.describe(session.observation_space)
+        except EnvwireError as exc:
+            self.front.sessions.close(session)
+            error = f"{event.env_name} cannot be served over gym-socket: {exc}"
+            if is_typed_space(session.action_space):
+                error += " (a typed env: use its OpenEnv front end, http:// or ws://)"
+            self._send(self.codec.send_handshake_reply(error))
             return None
         self.session = session
         session.set_on_hang(self._on_hang)

@@ -1,0 +1,209 @@
+"""``envwire arena ...``: the admin commands, and the arena's options of ``envwire serve``.
+
+Admin commands work on the database file directly (the server may be running: SQLite's WAL
+mode lets them write beside it)::
+
+    envwire arena create-env nim envwire/Nim-v0 --set rating_runs=50 --db arena.sqlite3
+    envwire arena add-agent nim alice --url http://host:8000/ --db arena.sqlite3 > alice.json
+    envwire arena list [ENV]            envwire arena block|unblock ENV AGENT
+    envwire arena reset-password ENV AGENT        envwire arena admin-token
+    envwire arena set-url URL
+
+``--db`` defaults to ``$ENVWIRE_ARENA_DB``, else ``./envwire-arena.sqlite3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from envwire.arena.admin import ArenaAdmin
+from envwire.errors import InvalidArgumentError
+
+__all__ = ["add_parser", "add_serve_options", "serve_options"]
+
+DEFAULT_DB = "envwire-arena.sqlite3"
+
+
+def _db_default() -> str:
+    return os.environ.get("ENVWIRE_ARENA_DB", DEFAULT_DB)
+
+
+def add_serve_options(serve: argparse.ArgumentParser) -> None:
+    """The arena's options of ``envwire serve`` (the arena lives on the HTTP front end)."""
+    group = serve.add_argument_group("arena (seed 003, on the HTTP front end)")
+    group.add_argument(
+        "--arena-db", metavar="FILE", help="serve the arena from this SQLite file (created if new)"
+    )
+    group.add_argument(
+        "--arena-url", metavar="URL", help="the server URL written into agent config files"
+    )
+    group.add_argument(
+        "--arena-sync",
+        choices=["full", "normal"],
+        help="full: an acknowledged action survives power loss (default); normal: it survives "
+        "a killed server",
+    )
+    group.add_argument(
+        "--arena-max-body", type=int, metavar="BYTES", help="largest act request (default 1 MiB)"
+    )
+    group.add_argument(
+        "--arena-live-runs",
+        type=int,
+        metavar="N",
+        help="live envs kept per arena env; others are rebuilt by replay (default 1024)",
+    )
+
+
+def serve_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The arena options given on the ``envwire serve`` command line, as server options."""
+    names = ("arena_db", "arena_url", "arena_sync", "arena_max_body", "arena_live_runs")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+
+
+def _value(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def _settings(args: argparse.Namespace) -> dict[str, Any]:
+    settings: dict[str, Any] = {}
+    if args.settings:
+        loaded = _value(args.settings)
+        if not isinstance(loaded, dict):
+            raise InvalidArgumentError(f"--settings must be a JSON object, got {args.settings!r}")
+        settings.update(loaded)
+    for item in args.set or []:
+        key, sep, text = item.partition("=")
+        if not sep or not key:
+            raise InvalidArgumentError(f"--set takes KEY=VALUE, got {item!r}")
+        settings[key.strip()] = _value(text)
+    return settings
+
+
+def _admin(args: argparse.Namespace) -> ArenaAdmin:
+    from envwire.arena.store import Store
+
+    return ArenaAdmin(Store(args.db))
+
+
+def _print(value: Any, output: Path | None = None) -> None:
+    text = json.dumps(value, indent=2)
+    if output is not None:
+        output.write_text(text + "\n")
+        output.chmod(0o600)
+    print(text)
+
+
+def _run(args: argparse.Namespace) -> int:
+    admin = _admin(args)
+    try:
+        match args.arena_command:
+            case "create-env":
+                row = admin.create_env(
+                    args.name,
+                    args.env_id,
+                    _settings(args),
+                    display_name=args.display_name or "",
+                    description=args.description or "",
+                    replace=args.replace,
+                )
+                _print({"env": row.name, "env_id": row.env_id, "settings": row.settings})
+            case "add-agent":
+                config = admin.add_agent(args.env, args.agent, url=args.url, replace=args.replace)
+                _print(config, args.output)
+            case "reset-password":
+                _print(admin.reset_password(args.env, args.agent, url=args.url), args.output)
+            case "block" | "unblock":
+                admin.set_blocked(args.env, args.agent, args.arena_command == "block")
+                _print({"agent": args.agent, "blocked": args.arena_command == "block"})
+            case "list":
+                _print(admin.list_agents(args.env) if args.env else admin.list_envs())
+            case "admin-token":
+                print(admin.new_admin_token())
+            case "set-url":
+                admin.set_public_url(args.url)
+                _print({"public_url": admin.store.meta("public_url")})
+    finally:
+        admin.store.close()
+    return 0
+
+
+def add_parser(commands: Any) -> argparse.ArgumentParser:
+    """Add ``envwire arena`` and its subcommands to ``envwire``'s subparsers."""
+    arena: argparse.ArgumentParser = commands.add_parser(
+        "arena", help="administer the arena: envs, agents, passwords, admin tokens"
+    )
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--db",
+        default=_db_default(),
+        help=f"the arena database (default $ENVWIRE_ARENA_DB or ./{DEFAULT_DB})",
+    )
+    sub = arena.add_subparsers(dest="arena_command", required=True)
+
+    create = sub.add_parser(
+        "create-env", parents=[common], help="create an arena env from a catalog env id"
+    )
+    create.add_argument("name", help="the arena env's name (it appears in URLs)")
+    create.add_argument(
+        "env_id", help="a catalog id: CartPole-v1, envwire/Nim-v0, pkg.mod:Class, ..."
+    )
+    create.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="a setting (value in JSON): requests_per_reply, rating_runs, rating_objective, "
+        "initial_rating, can_abandon, abandon_outcome, percept, outcome, kwargs",
+    )
+    create.add_argument("--settings", metavar="JSON", help="settings as one JSON object")
+    create.add_argument("--display-name", help="the name pages show")
+    create.add_argument("--description", help="a description for the env's page")
+    create.add_argument("--replace", action="store_true", help="redefine an existing arena env")
+
+    for name, text in (
+        ("add-agent", "add an agent; prints its config file {agent, pwd, env, url}"),
+        ("reset-password", "give an agent a new password; prints its new config file"),
+        ("block", "block an agent (its requests get 401)"),
+        ("unblock", "unblock an agent"),
+    ):
+        command = sub.add_parser(name, parents=[common], help=text)
+        command.add_argument("env", help="the arena env")
+        command.add_argument("agent", help="the agent's name")
+        if name in ("add-agent", "reset-password"):
+            command.add_argument("--url", help="the server URL for the config file")
+            command.add_argument(
+                "-o", "--output", type=Path, help="also write the config file here"
+            )
+        if name == "add-agent":
+            command.add_argument(
+                "--replace", action="store_true", help="give an existing agent a new password"
+            )
+
+    listing = sub.add_parser(
+        "list", parents=[common], help="the arena envs, or the agents of one env"
+    )
+    listing.add_argument("env", nargs="?", help="list this env's agents and ratings")
+    sub.add_parser(
+        "admin-token", parents=[common], help="make a token for the admin HTTP API and print it"
+    )
+    url = sub.add_parser(
+        "set-url", parents=[common], help="the server URL written into agent config files"
+    )
+    url.add_argument("url")
+    arena.set_defaults(run=_run)
+    return arena
+
+
+def main(argv: list[str] | None = None) -> int:  # pragma: no cover - envwire.cli is the entry
+    """``python -m envwire.arena.cli ...`` (the same as ``envwire arena ...``)."""
+    parser = argparse.ArgumentParser(prog="envwire")
+    add_parser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(["arena", *(sys.argv[1:] if argv is None else argv)])
+    return int(args.run(args))

@@ -1,0 +1,334 @@
+"""The arena: act requests carried out over the store and the games, with no HTTP in sight.
+
+:meth:`Arena.handle_act` is the whole act endpoint as a function from (env name, body bytes,
+content type) to (status, body bytes); a web layer only moves bytes. Each act request:
+
+1. is decoded and validated (:mod:`envwire.arena.protocol`): 413, 415, 400 naming the field;
+2. names an arena env (400 if unknown) and an agent with its password (401 if unknown, wrong or
+   blocked);
+3. abandons runs (v1 ``to_abandon``; 400 if the env does not allow it), then applies each
+   action to its run: a problem with one action (someone else's run, a finished run, a wrong
+   action number, an action the env rejects) is an error message about that run, and the run
+   keeps waiting for its action;
+4. picks the runs of the reply (:func:`envwire.arena.rules.schedule`), starting new runs;
+5. writes everything in one transaction, then replies. If the write fails, the live envs it
+   touched are dropped (they are rebuilt from the database) and the client gets 503 and retries.
+
+Requests of one agent are handled one at a time; different agents proceed in parallel.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import secrets
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from envwire.arena.accounts import Verifier
+from envwire.arena.admin import ArenaAdmin, resolve_spec
+from envwire.arena.errors import (
+    ArenaBusyError,
+    AuthenticationError,
+    MalformedRequestError,
+    UnknownArenaEnvError,
+)
+from envwire.arena.games import Accepted, Game
+from envwire.arena.protocol import (
+    ActionRequest,
+    ActReply,
+    ActRequest,
+    Message,
+    MessageType,
+    RawJSON,
+    decode_body,
+    dumps,
+    encode_reply,
+    error_body,
+    error_reply,
+    parse_act_request,
+)
+from envwire.arena.rules import RunSlot, request_limit, schedule
+from envwire.arena.settings import ArenaSettings
+from envwire.arena.store import Batch, EnvRow, Finish, MessageRow, NewRun, RunRow, StepRow, Store
+from envwire.errors import EnvwireError
+from envwire.registry import Catalog
+
+__all__ = ["DEFAULT_MAX_BODY", "Arena"]
+
+log = logging.getLogger("envwire.arena")
+
+#: The largest act request body accepted by default (bytes).
+DEFAULT_MAX_BODY = 1 << 20
+_MAX_SHOWN_ACTION = 120
+
+
+@dataclass
+class _Request:
+    """The working state of one act request."""
+
+    env: EnvRow
+    settings: ArenaSettings
+    game: Game
+    agent: str
+    active: dict[int, RunRow]
+    batch: Batch
+    reply: ActReply
+    now: float
+
+    def say(self, kind: MessageType, content: str, run: RunRow | str | None = None) -> None:
+        """A message in the reply; about one of the agent's own runs, also in its history."""
+        if isinstance(run, RunRow):
+            self.reply.messages.append(Message(kind, content, str(run.id)))
+            self.batch.messages.append(MessageRow(run.id, run.act_no, kind, content, self.now))
+        else:
+            self.reply.messages.append(Message(kind, content, run))
+
+
+class Arena:
+    """The arena over one database.
+
+    Args:
+        store: the database.
+        catalog: the server's catalog (arena envs name ids in it, or ids ``envwire serve`` reads).
+        max_body: the largest act request body, in bytes.
+        live_runs: how many live envs each arena env keeps (others are rebuilt on demand).
+        seed: the source of run seeds.
+        clock: the source of timestamps.
+    """
+
+    def __init__(
+        self,
+        store: Store,
+        catalog: Catalog | None = None,
+        *,
+        max_body: int = DEFAULT_MAX_BODY,
+        live_runs: int = 1024,
+        seed: Callable[[], int] = lambda: secrets.randbelow(1 << 31),
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.store = store
+        self.catalog = catalog
+        self.admin = ArenaAdmin(store, catalog)
+        self.max_body = max_body
+        self.live_runs = live_runs
+        self._seed = seed
+        self._clock = clock
+        self._passwords = Verifier()
+        self._games: dict[str, tuple[tuple[str, str], Game]] = {}
+        self._games_lock = threading.Lock()
+        self._agent_locks: dict[tuple[str, str], threading.Lock] = {}
+
+    def close(self) -> None:
+        """Close every live env and the database."""
+        with self._games_lock:
+            games = [g for _, g in self._games.values()]
+            self._games.clear()
+        for game in games:
+            game.close()
+        self.store.close()
+
+    # -- lookups ---------------------------------------------------------------------------
+
+    def game(self, env: EnvRow) -> tuple[Game, ArenaSettings]:
+        """The game of an arena env (made on first use, remade when the env was redefined).
+
+        Raises:
+            ConfigError: the env's catalog id cannot be resolved.
+        """
+        key = (env.env_id, dumps(env.settings))
+        with self._games_lock:
+            known = self._games.get(env.name)
+            if known is not None and known[0] == key:
+                return known[1], known[1].settings
+            settings = ArenaSettings.build(env.settings)
+            spec = resolve_spec(env.env_id, self.catalog, settings.kwargs)
+            game = Game(env.name, spec, settings, self.store.actions, live_runs=self.live_runs)
+            self._games[env.name] = (key, game)
+        if known is not None:
+            known[1].close()
+        return game, settings
+
+    def _env(self, name: str) -> EnvRow:
+        row = self.store.env(name)
+        if row is not None:
+            return row
+        names = [e.name for e in self.store.envs()]
+        close = difflib.get_close_matches(name, names, n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(map(repr, close))}?" if close else ""
+        raise UnknownArenaEnvError(
+            f"unknown arena env {name!r}{hint} (arena envs here: {', '.join(names) or 'none'})"
+        )
+
+    def authenticate(self, env: str, agent: str, pwd: str) -> None:
+        """Accept the agent's credentials.
+
+        Raises:
+            AuthenticationError: unknown agent, wrong password, or blocked agent.
+        """
+        row = self.store.agent(env, agent)
+        if row is None:
+            raise AuthenticationError(f"unknown agent {agent!r} in arena env {env!r}")
+        if not self._passwords.verify((env, agent), pwd, row.pwd_hash):
+            raise AuthenticationError(f"wrong password for agent {agent!r} in arena env {env!r}")
+        if row.blocked:
+            raise AuthenticationError(f"agent {agent!r} is blocked in arena env {env!r}")
+
+    def _agent_lock(self, env: str, agent: str) -> threading.Lock:
+        with self._games_lock:
+            return self._agent_locks.setdefault((env, agent), threading.Lock())
+
+    # -- the act endpoint ------------------------------------------------------------------
+
+    def handle_act(self, env: str, body: bytes, content_type: str | None) -> tuple[int, bytes]:
+        """The act endpoint: status and JSON body for a request body. Never raises."""
+        try:
+            request = parse_act_request(decode_body(body, content_type, self.max_body))
+            return 200, encode_reply(self.act(env, request), request.version)
+        except EnvwireError as exc:
+            return error_reply(exc)
+        except sqlite3.Error as exc:  # the database is busy or failing: nothing was changed
+            log.error("act request for %r: database error: %s", env, exc)
+            return error_reply(ArenaBusyError(f"the arena's database is not available ({exc})"))
+        except Exception:
+            log.exception("act request for %r failed", env)
+            return 500, error_body(500, "internal server error; the server log has the details")
+
+    def act(self, env_name: str, request: ActRequest) -> ActReply:
+        """Carry out one act request (see the module docstring).
+
+        Raises:
+            UnknownArenaEnvError, AuthenticationError, MalformedRequestError, ArenaBusyError,
+            ConfigError: the request as a whole fails; nothing was changed.
+        """
+        env = self._env(env_name)
+        self.authenticate(env_name, request.agent, request.pwd)
+        game, settings = self.game(env)
+        if request.to_abandon and not settings.can_abandon:
+            raise MalformedRequestError(
+                "to_abandon", f"arena env {env_name!r} does not allow abandoning runs"
+            )
+        with self._agent_lock(env_name, request.agent):
+            now = self._clock()
+            active = {run.id: run for run in self.store.active_runs(env_name, request.agent)}
+            work = _Request(
+                env, settings, game, request.agent, active,
+                Batch(env_name, request.agent), ActReply(), now,
+            )  # fmt: skip
+            for run_text in request.to_abandon:
+                run = self._own_run(work, run_text)
+                if run is not None:
+                    self._abandon(work, run)
+            for action in request.actions:
+                run = self._own_run(work, action.run)
+                if run is not None:
+                    self._apply(work, run, action.act_no, action.action)
+            self._plan(work, request.parallel_runs)
+            try:
+                self.store.apply(
+                    work.batch,
+                    rating_runs=settings.rating_runs,
+                    objective=settings.rating_objective,
+                    initial_rating=settings.initial_rating,
+                )
+            except sqlite3.Error as exc:
+                for run_id in {*work.batch.progress, *(r.id for r in work.batch.new_runs)}:
+                    game.drop(run_id)
+                log.error("arena %s: saving a request of %s failed: %s", env_name, work.agent, exc)
+                raise ArenaBusyError(
+                    f"the arena could not save this request ({exc}); retry"
+                ) from exc
+            return work.reply
+
+    def _own_run(self, work: _Request, text: str) -> RunRow | None:
+        """The agent's active run ``text``, or None after an error message saying why not."""
+        run_id = int(text) if text.isdigit() and len(text) <= 18 else None
+        if run_id is not None and run_id in work.active:
+            return work.active[run_id]
+        row = self.store.run(run_id) if run_id is not None else None
+        if row is None or row.env != work.env.name:
+            work.say("error", "unknown run", text)
+        elif row.agent != work.agent:
+            work.say("error", "this run belongs to another agent", text)
+        elif row.finished:
+            work.say("error", f"the run is already finished (outcome {row.outcome})", text)
+        else:  # finished earlier in this very request
+            work.say("error", "the run was finished earlier in this request", text)
+        return None
+
+    def _abandon(self, work: _Request, run: RunRow) -> None:
+        outcome = dumps(work.settings.abandon_outcome)
+        value = float(work.settings.abandon_outcome)
+        work.batch.finished.append(Finish(run.id, outcome, value, "abandoned", work.now))
+        work.reply.finished_runs[str(run.id)] = outcome
+        work.say("warning", "run abandoned at the client's request", run)
+        del work.active[run.id]
+        work.batch.progress.pop(run.id, None)
+        work.game.drop(run.id, reuse=True)
+
+    def _apply(self, work: _Request, run: RunRow, act_no: int, action: Any) -> None:
+        if act_no != run.act_no:
+            work.say(
+                "error",
+                f"wrong action number {act_no}: the run waits for action {run.act_no} "
+                "(the action may have been meant for an earlier request)",
+                str(run.id),
+            )
+            return
+        result = work.game.step(run.id, run.seed, run.act_no, run.percept, action)
+        if not isinstance(result, Accepted):
+            shown = dumps(action)
+            if len(shown) > _MAX_SHOWN_ACTION:
+                shown = RawJSON(shown[: _MAX_SHOWN_ACTION - 3] + "...")
+            work.say("error", f"action {shown} rejected: {result.reason}", run)
+            return
+        batch = work.batch
+        batch.steps.append(
+            StepRow(run.id, run.act_no, run.percept, result.action, result.reward, work.now)
+        )
+        for text in result.messages:
+            work.say("info", text, run)
+        if result.done:
+            assert result.outcome is not None
+            batch.finished.append(
+                Finish(run.id, result.outcome, result.outcome_value, "done", work.now)
+            )
+            work.reply.finished_runs[str(run.id)] = result.outcome
+            del work.active[run.id]
+            batch.progress[run.id] = (run.act_no + 1, result.percept, result.episode_return)
+            return
+        work.active[run.id] = replace(
+            run,
+            act_no=run.act_no + 1,
+            percept=result.percept,
+            outstanding=False,
+            episode_return=result.episode_return,
+        )
+        batch.progress[run.id] = (run.act_no + 1, result.percept, result.episode_return)
+
+    def _plan(self, work: _Request, parallel_runs: bool) -> None:
+        limit = request_limit(work.settings.requests_per_reply, parallel_runs)
+        plan = schedule([RunSlot(r.id, r.outstanding) for r in work.active.values()], limit)
+        send = list(plan.send)
+        for run_id in self.store.allocate_run_ids(plan.new_runs):
+            seed = self._seed()
+            try:
+                percept = work.game.start(run_id, seed)
+            except EnvwireError as exc:
+                work.say("error", f"could not start a new run: {exc}")
+                break
+            work.batch.new_runs.append(NewRun(run_id, seed, percept, work.now))
+            work.active[run_id] = RunRow(
+                run_id, work.env.name, work.agent, seed, 0, percept, True, False, 0.0,
+                None, None, work.now, None,
+            )  # fmt: skip
+            send.append(run_id)
+        for run_id in send:
+            run = work.active[run_id]
+            work.reply.action_requests.append(ActionRequest(str(run_id), run.act_no, run.percept))
+            work.batch.asked.add(run_id)
+        work.reply.active_runs = [str(run_id) for run_id in sorted(work.active)]

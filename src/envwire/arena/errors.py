@@ -1,0 +1,104 @@
+"""The arena's errors: envwire errors with the HTTP statuses the arena protocol uses.
+
+They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them)::
+
+    ProtocolError
+    ├── MalformedRequestError      400  a field is missing or has the wrong type (names the field)
+    ├── UnsupportedVersionError    400  protocol_version is neither 0 nor 1
+    ├── BodyTooLargeError          413  the request body is over the limit
+    └── NotJSONError               415  the body is not declared as JSON
+    UsageError
+    ├── UnknownArenaEnvError       400  no arena env of that name (the protocol's choice: 400)
+    ├── AuthenticationError        401  unknown agent, wrong password, blocked agent, admin token
+    ├── NotFoundError              404  pages and admin API: no such env, agent or run
+    ├── ConflictError              409  admin API: the env or agent exists already
+    └── ArenaBusyError             503  the arena could not save; the client retries
+
+Per-run problems (a bad action, a wrong action number, someone else's run) are never errors of
+the request: they travel as messages in the reply.
+"""
+
+from __future__ import annotations
+
+from envwire.errors import ProtocolError, UsageError
+
+__all__ = [
+    "ArenaBusyError",
+    "AuthenticationError",
+    "BodyTooLargeError",
+    "ConflictError",
+    "MalformedRequestError",
+    "NotFoundError",
+    "NotJSONError",
+    "UnknownArenaEnvError",
+    "UnsupportedVersionError",
+]
+
+
+class MalformedRequestError(ProtocolError):
+    """A request field is missing, of the wrong type or out of range.
+
+    Attributes:
+        field: the field's path in the body, e.g. ``actions[2].act_no``.
+    """
+
+    code = "malformed_request"
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class UnsupportedVersionError(ProtocolError):
+    """``protocol_version`` names a version this server does not speak."""
+
+    code = "unsupported_version"
+
+
+class BodyTooLargeError(ProtocolError):
+    """The request body is larger than the server accepts."""
+
+    code = "body_too_large"
+    http_status = 413
+
+
+class NotJSONError(ProtocolError):
+    """The request body is not declared as JSON (``Content-Type: application/json``)."""
+
+    code = "not_json"
+    http_status = 415
+
+
+class UnknownArenaEnvError(UsageError):
+    """No arena env has that name. The arena protocol answers 400 here, not 404."""
+
+    code = "unknown_arena_env"
+    http_status = 400
+
+
+class AuthenticationError(UsageError):
+    """Unknown agent, wrong password, blocked agent, or a missing or wrong admin token."""
+
+    code = "unauthorized"
+    http_status = 401
+
+
+class NotFoundError(UsageError):
+    """A page or admin resource that does not exist."""
+
+    code = "not_found"
+    http_status = 404
+
+
+class ConflictError(UsageError):
+    """An admin request would overwrite an env or agent without being asked to."""
+
+    code = "conflict"
+    http_status = 409
+
+
+class ArenaBusyError(UsageError):
+    """The arena could not complete the request now (the database was busy or failed)."""
+
+    code = "arena_busy"
+    http_status = 503

@@ -1,0 +1,496 @@
+"""OpenEnv (seed 002, as openenv-core 0.3.0 speaks it): message shapes, codes and validation.
+
+Sans-IO: text and decoded JSON in, typed events and JSON-ready dicts out. The front end
+(``envwire.server.openenv``) and our client (``envwire.client.openenv``) do the I/O.
+
+WebSocket ``/ws``, one JSON object per text frame, replies in order::
+
+    client  {"type": "reset", "data": {seed, episode_id, ...}}   -> observation
+            {"type": "step", "data": {action fields}}            -> observation
+            {"type": "state"}                                    -> state
+            {"type": "close"}                                    -> (the server closes)
+            {"type": "mcp", "data": {JSON-RPC 2.0 request}}      -> mcp
+            {"type": "spaces"} / {"type": "sample"}              -> envwire extensions
+    server  {"type": "observation", "data": {"observation": {...}, "reward": r, "done": b}}
+            {"type": "state", "data": {"episode_id": ..., "step_count": n, ...}}
+            {"type": "mcp", "data": {JSON-RPC 2.0 response}}
+            {"type": "error", "data": {"message": ..., "code": ErrorCode, ...}}
+
+HTTP bodies follow FastAPI's conventions, as openenv-core's server does: bad input is a 422
+whose ``detail`` lists ``{"type", "loc", "msg", "input"}`` entries (``loc`` starts with
+``"body"`` for the request body itself, and is the field path for an action's own fields).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import IntEnum, StrEnum
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from envwire.errors import EnvwireError, ProtocolError
+
+__all__ = [
+    "ERROR_CODES",
+    "BodyError",
+    "ErrorCode",
+    "ResetRequest",
+    "RpcCode",
+    "RpcRequest",
+    "ServerMessage",
+    "StepRequest",
+    "WsClose",
+    "WsEvent",
+    "WsInvalid",
+    "WsMcp",
+    "WsReset",
+    "WsSample",
+    "WsSpaces",
+    "WsState",
+    "WsStep",
+    "dumps",
+    "error_data",
+    "error_message",
+    "jsonable",
+    "message",
+    "parse_client_message",
+    "parse_reset_body",
+    "parse_rpc",
+    "parse_server_message",
+    "parse_step_body",
+    "rpc_error",
+    "rpc_result",
+    "sanitized",
+    "step_result",
+    "validation_detail",
+]
+
+
+class ErrorCode(StrEnum):
+    """openenv-core's WebSocket error codes."""
+
+    INVALID_JSON = "INVALID_JSON"
+    UNKNOWN_TYPE = "UNKNOWN_TYPE"
+    VALIDATION_ERROR = "VALIDATION_ERROR"
+    EXECUTION_ERROR = "EXECUTION_ERROR"
+    CAPACITY_REACHED = "CAPACITY_REACHED"
+    FACTORY_ERROR = "FACTORY_ERROR"
+    SESSION_ERROR = "SESSION_ERROR"
+
+
+ERROR_CODES = frozenset(ErrorCode)
+
+
+class RpcCode(IntEnum):
+    """JSON-RPC 2.0 error codes (and the implementation-defined server error)."""
+
+    PARSE_ERROR = -32700
+    INVALID_REQUEST = -32600
+    METHOD_NOT_FOUND = -32601
+    INVALID_PARAMS = -32602
+    INTERNAL_ERROR = -32603
+    SERVER_ERROR = -32000
+
+
+_RPC_DEFAULT_MESSAGES = {
+    RpcCode.PARSE_ERROR: "Parse error",
+    RpcCode.INVALID_REQUEST: "Invalid Request",
+    RpcCode.METHOD_NOT_FOUND: "Method not found",
+    RpcCode.INVALID_PARAMS: "Invalid params",
+    RpcCode.INTERNAL_ERROR: "Internal error",
+    RpcCode.SERVER_ERROR: "Server error",
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text (NaN and infinities allowed, as Python's json reads them back)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def jsonable(value: Any, arrays: Literal["list", "base64"] = "base64", depth: int = 0) -> Any:
+    """``value`` as JSON data: numpy scalars become numbers, arrays follow ``arrays`` (the
+    ``__ndarray__`` form of :mod:`envwire.spacecodec` for "base64"), tuples become lists,
+    anything else unknown becomes its ``repr``. Used for ``info`` dicts, whose types are free.
+    """
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value
+    if depth > 32:
+        return repr(value)
+    if isinstance(value, np.generic):
+        return value.item() if not isinstance(value, np.void) else repr(value)
+    if isinstance(value, np.ndarray):
+        if value.dtype.kind not in "biuf":
+            return [jsonable(v, arrays, depth + 1) for v in value.tolist()]
+        if arrays == "list":
+            return value.tolist()
+        import base64
+
+        from envwire import tensor
+
+        try:
+            packed = tensor.encode(value)
+        except ProtocolError:
+            return value.tolist()
+        return {
+            "__ndarray__": base64.b64encode(packed.data).decode("ascii"),
+            "dtype": packed.dtype.name,
+            "shape": list(packed.shape),
+        }
+    if isinstance(value, Mapping):
+        return {str(k): jsonable(v, arrays, depth + 1) for k, v in value.items()}
+    if isinstance(value, list | tuple | set | frozenset):
+        return [jsonable(v, arrays, depth + 1) for v in value]
+    if isinstance(value, BaseModel):
+        return value.model_dump(mode="json")
+    return repr(value)
+
+
+def sanitized(errors: list[Any]) -> list[dict[str, Any]]:
+    """Validation error entries made JSON-safe (``ctx`` may hold exception objects)."""
+    out: list[dict[str, Any]] = json.loads(json.dumps(errors, default=str))
+    return out
+
+
+def validation_detail(
+    exc: ValidationError, prefix: tuple[str | int, ...] = (), *, include_url: bool = True
+) -> list[dict[str, Any]]:
+    """A pydantic error as a FastAPI ``detail`` list, ``loc`` prefixed with ``prefix``."""
+    errors = exc.errors(include_url=include_url)
+    for error in errors:
+        error["loc"] = (*prefix, *error["loc"])
+    return sanitized(list(errors))
+
+
+# ---------------------------------------------------------------------------------------------
+# WebSocket messages, client to server
+
+
+@dataclass(frozen=True, slots=True)
+class WsReset:
+    """Start an episode; ``data`` holds ``seed``, ``episode_id`` and env-specific keywords."""
+
+    data: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class WsStep:
+    """Take a step; ``data`` is the action's fields."""
+
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WsState:
+    """Ask for the episode's state."""
+
+
+@dataclass(frozen=True, slots=True)
+class WsClose:
+    """End the session; the server closes the connection."""
+
+
+@dataclass(frozen=True, slots=True)
+class WsMcp:
+    """A JSON-RPC 2.0 request for the env's MCP tools."""
+
+    data: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class WsSpaces:
+    """envwire extension: describe the env (its kind, spaces or schemas)."""
+
+
+@dataclass(frozen=True, slots=True)
+class WsSample:
+    """envwire extension: an action sampled server-side from the action space."""
+
+
+@dataclass(frozen=True, slots=True)
+class WsInvalid:
+    """A message that cannot be carried out; the reply is an error with ``code``."""
+
+    code: ErrorCode
+    message: str
+    errors: list[dict[str, Any]] | None = None
+
+
+WsEvent = WsReset | WsStep | WsState | WsClose | WsMcp | WsSpaces | WsSample | WsInvalid
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class _ResetMessage(_Strict):
+    type: Literal["reset"]
+    data: dict[str, Any] = Field(default_factory=dict)
+
+
+class _DataMessage(_Strict):
+    type: str
+    data: dict[str, Any]
+
+
+class _BareMessage(_Strict):
+    type: str
+
+
+_DATA_OPTIONAL: dict[str, type[WsReset]] = {"reset": WsReset}
+_DATA_REQUIRED: dict[str, type[WsStep] | type[WsMcp]] = {"step": WsStep, "mcp": WsMcp}
+_BARE: dict[str, WsEvent] = {
+    "state": WsState(),
+    "close": WsClose(),
+    "spaces": WsSpaces(),
+    "sample": WsSample(),
+}
+
+
+def parse_client_message(text: str | bytes) -> WsEvent:
+    """Decode one client message; malformed ones become :class:`WsInvalid` (never raises)."""
+    try:
+        obj = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        return WsInvalid(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}")
+    if not isinstance(obj, dict):
+        return WsInvalid(
+            ErrorCode.VALIDATION_ERROR,
+            f"a message must be a JSON object, got {type(obj).__name__}",
+            [{"type": "model_type", "loc": [], "msg": "Input should be an object", "input": obj}],
+        )
+    kind = obj.get("type", "")
+    # The common, well-formed case is decided without pydantic.
+    if kind in _DATA_REQUIRED:
+        data = obj.get("data")
+        if isinstance(data, dict) and len(obj) == 2:
+            return _DATA_REQUIRED[kind](data)
+        return _invalid(_DataMessage, obj)
+    if kind in _DATA_OPTIONAL:
+        data = obj.get("data", {})
+        if isinstance(data, dict) and obj.keys() <= {"type", "data"}:
+            return WsReset(data)
+        return _invalid(_ResetMessage, obj)
+    if isinstance(kind, str) and kind in _BARE:
+        if len(obj) == 1:
+            return _BARE[kind]
+        return _invalid(_BareMessage, obj)
+    return WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
+
+
+def _invalid(model: type[BaseModel], obj: dict[str, Any]) -> WsInvalid:
+    try:
+        model.model_validate(obj)
+    except ValidationError as exc:
+        errors = validation_detail(exc)
+        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
+        return WsInvalid(ErrorCode.VALIDATION_ERROR, f"Invalid message: {where}", errors)
+    return WsInvalid(ErrorCode.VALIDATION_ERROR, "Invalid message")  # pragma: no cover
+
+
+# ---------------------------------------------------------------------------------------------
+# WebSocket messages, server to client
+
+
+def message(kind: str, data: Any) -> str:
+    """``{"type": kind, "data": data}`` as JSON text."""
+    return dumps({"type": kind, "data": data})
+
+
+def step_result(
+    observation: dict[str, Any], reward: float | int | bool | None, done: bool
+) -> dict[str, Any]:
+    """The payload of an observation message (and of HTTP ``/reset`` and ``/step``)."""
+    return {"observation": observation, "reward": reward, "done": done}
+
+
+def error_data(error: EnvwireError) -> dict[str, Any]:
+    """The ``data`` of an error message for an envwire error (``envwire_code`` is ours)."""
+    return {"message": str(error), "code": error.openenv_code, "envwire_code": error.code}
+
+
+def error_message(code: ErrorCode | str, text: str, **extra: Any) -> str:
+    """An error message as JSON text."""
+    return message("error", {"message": text, "code": str(code), **extra})
+
+
+@dataclass(frozen=True, slots=True)
+class ServerMessage:
+    """A decoded server message (client side)."""
+
+    type: str
+    data: dict[str, Any]
+
+
+def parse_server_message(text: str | bytes) -> ServerMessage:
+    """Decode one server message.
+
+    Raises:
+        ProtocolError: not JSON, or not ``{"type": str, "data": object}``.
+    """
+    try:
+        obj = json.loads(text)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ProtocolError(f"the server sent invalid JSON: {exc}") from None
+    if not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
+        raise ProtocolError(f"the server sent a message without a type: {str(obj)[:120]}")
+    data = obj.get("data", {})
+    if not isinstance(data, dict):
+        raise ProtocolError(f"the server sent {obj['type']!r} with non-object data")
+    return ServerMessage(obj["type"], data)
+
+
+# ---------------------------------------------------------------------------------------------
+# HTTP bodies
+
+
+class ResetRequest(BaseModel):
+    """The body of ``POST /reset``; extra keys are passed to envs that accept them."""
+
+    model_config = ConfigDict(extra="allow")
+
+    seed: int | None = Field(default=None, ge=0, description="Seed of the episode")
+    episode_id: str | None = Field(default=None, max_length=255, description="Episode identifier")
+
+
+class StepRequest(BaseModel):
+    """The body of ``POST /step``."""
+
+    model_config = ConfigDict(extra="allow")
+
+    action: dict[str, Any] = Field(description="The action's fields (see /schema)")
+    timeout_s: float | None = Field(default=None, gt=0, description="Seconds the step may take")
+    request_id: str | None = Field(default=None, max_length=255, description="For tracing")
+
+
+class BodyError(Exception):
+    """A request body that fails validation; answer 422 with ``{"detail": detail}``."""
+
+    def __init__(self, detail: list[dict[str, Any]]) -> None:
+        super().__init__(detail)
+        self.detail = detail
+
+
+def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) -> Any:
+    if not raw.strip():
+        if default is not None:
+            return model.model_validate(default)
+        raise BodyError(
+            [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
+        )
+    try:
+        obj = json.loads(raw)
+    except json.JSONDecodeError as exc:
+        raise BodyError(
+            [
+                {
+                    "type": "json_invalid",
+                    "loc": ["body", exc.pos],
+                    "msg": "JSON decode error",
+                    "input": {},
+                    "ctx": {"error": exc.msg},
+                }
+            ]
+        ) from None
+    except UnicodeDecodeError:
+        raise BodyError(
+            [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "input": {}}]
+        ) from None
+    if not isinstance(obj, dict):
+        raise BodyError(
+            [
+                {
+                    "type": "model_attributes_type",
+                    "loc": ["body"],
+                    "msg": "Input should be a valid dictionary or object to extract fields from",
+                    "input": obj,
+                }
+            ]
+        )
+    try:
+        return model.model_validate(obj)
+    except ValidationError as exc:
+        raise BodyError(validation_detail(exc, ("body",), include_url=False)) from None
+
+
+def parse_reset_body(raw: bytes) -> ResetRequest:
+    """Validate a ``/reset`` body (empty = defaults).
+
+    Raises:
+        BodyError: with FastAPI's 422 detail list.
+    """
+    result: ResetRequest = _body(raw, ResetRequest, {})
+    return result
+
+
+def parse_step_body(raw: bytes) -> StepRequest:
+    """Validate a ``/step`` body.
+
+    Raises:
+        BodyError: with FastAPI's 422 detail list.
+    """
+    result: StepRequest = _body(raw, StepRequest, None)
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# JSON-RPC 2.0 (MCP)
+
+
+@dataclass(frozen=True, slots=True)
+class RpcRequest:
+    """A valid JSON-RPC 2.0 request; ``notification`` when it carried no ``id``."""
+
+    method: str
+    params: dict[str, Any]
+    id: str | int | None
+    notification: bool = False
+
+
+class _RpcModel(_Strict):
+    jsonrpc: Literal["2.0"]
+    method: str
+    params: dict[str, Any] = Field(default_factory=dict)
+    id: str | int | None = None
+
+
+def rpc_result(request_id: str | int | None, result: Any) -> dict[str, Any]:
+    """A JSON-RPC success response."""
+    return {"jsonrpc": "2.0", "id": request_id, "result": result}
+
+
+def rpc_error(
+    request_id: str | int | None, code: RpcCode, text: str | None = None, data: Any = None
+) -> dict[str, Any]:
+    """A JSON-RPC error response (``data`` null unless given, as openenv-core sends it)."""
+    error = {"code": int(code), "message": text or _RPC_DEFAULT_MESSAGES[code], "data": data}
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def parse_rpc(raw: bytes | str | Any, *, decoded: bool = False) -> RpcRequest | dict[str, Any]:
+    """A JSON-RPC request, or the error response that answers a malformed one."""
+    if not decoded:
+        try:
+            raw = json.loads(raw)
+        except (ValueError, UnicodeDecodeError, TypeError):
+            return rpc_error(None, RpcCode.PARSE_ERROR)
+    if not isinstance(raw, dict):
+        return rpc_error(None, RpcCode.INVALID_REQUEST, "Invalid request: not a JSON object")
+    try:
+        parsed = _RpcModel.model_validate(raw)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(map(str, e['loc'])) or 'request'}: {e['msg']}" for e in exc.errors()
+        )
+        request_id = raw.get("id") if isinstance(raw.get("id"), str | int) else None
+        return rpc_error(request_id, RpcCode.INVALID_REQUEST, f"Invalid request: {problems}")
+    return RpcRequest(parsed.method, parsed.params, parsed.id, "id" not in raw)

@@ -1,0 +1,385 @@
+"""The OpenEnv front end: HTTP and WebSocket on one port, a thread per connection.
+
+Each accepted connection gets a thread that reads HTTP requests (keep-alive) and answers them
+with the :class:`~envwire.server.openenv.routes.Router`; a request that asks for a WebSocket on
+``/ws`` or ``/mcp`` turns the connection into a WebSocket session for its env. Env calls run in
+the connection's own thread (never an event loop), so an inline env that hangs stalls only its
+connection: the watchdog reports it, the client gets an error and the connection is closed.
+
+Server options (``ServerConfig.options``, e.g. the ``[server]`` table of ``--config``):
+
+==========================  =========  =========================================================
+``ping_interval``           20.0       seconds of WebSocket silence before the server pings;
+                                       0 or null disables pings
+``ping_timeout``            20.0       seconds a pinged peer has to answer before it is dropped
+``reap_interval``           10.0       seconds between sweeps for idle sessions
+``http_keepalive``          60.0       seconds an idle keep-alive HTTP connection is kept
+``max_message_size``        104857600  largest WebSocket message or HTTP body, in bytes
+``openenv_arrays``          "base64"   Gymnasium arrays as base64 objects, or "list"
+==========================  =========  =========================================================
+
+``ServerConfig.idle_timeout`` (default 3600 s) is how long a session may go unused before it is
+reaped; ``ServerConfig.capacity`` caps sessions across all front ends (``CAPACITY_REACHED``).
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
+from envwire.protocols.openenv import (
+    ErrorCode,
+    WsClose,
+    WsInvalid,
+    WsMcp,
+    WsReset,
+    WsSample,
+    WsSpaces,
+    WsState,
+    WsStep,
+    dumps,
+    error_data,
+    error_message,
+    message,
+    parse_client_message,
+    parse_rpc,
+)
+from envwire.server.openenv.bindings import ActionRejected
+from envwire.server.openenv.routes import Router, error_response, split_path
+from envwire.server.openenv.service import OpenEnvService, Record
+from envwire.server.openenv.wire import (
+    HttpConnection,
+    Request,
+    Response,
+    WebSocketChannel,
+    json_response,
+    websocket_problem,
+)
+
+if TYPE_CHECKING:
+    from envwire.server.app import Server
+
+__all__ = ["HttpFrontEnd"]
+
+log = logging.getLogger("envwire.http")
+
+_OBSERVATION = '{"type":"observation","data":'
+
+#: Seconds a refused WebSocket waits for the client's first message (see ``_refuse``).
+_REFUSAL_WAIT = 5.0
+
+_DEFAULTS: dict[str, float | None] = {
+    "ping_interval": 20.0,
+    "ping_timeout": 20.0,
+    "reap_interval": 10.0,
+    "http_keepalive": 60.0,
+}
+
+
+def _seconds(options: dict[str, Any], key: str) -> float | None:
+    value = options.get(key, _DEFAULTS[key])
+    if value is None or value is False:
+        return None
+    number = float(value)
+    return number if number > 0 else None
+
+
+class HttpFrontEnd:
+    """Serves every env over OpenEnv's HTTP and WebSocket protocol on ``host:port``."""
+
+    name = "http"
+
+    def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 8000) -> None:
+        self.server = server
+        self.host, self.port = host, port
+        options = server.config.options
+        self.ping_interval = _seconds(options, "ping_interval")
+        self.ping_timeout = _seconds(options, "ping_timeout")
+        self.reap_interval = _seconds(options, "reap_interval") or 10.0
+        self.keepalive = _seconds(options, "http_keepalive")
+        self.max_message = int(options.get("max_message_size", 100 * 1024 * 1024))
+        self.idle_timeout = server.config.idle_timeout
+        self.service = OpenEnvService(server)
+        from envwire.arena.frontend import arena_router  # seed 003's routes, with --arena-db
+
+        self.router = arena_router(server, Router(self.service, self.status))
+        self._listener: socket.socket | None = None
+        self._connections: set[_Connection] = set()
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+
+    def start(self) -> tuple[str, int]:
+        """Bind and listen (connections queue from now on), then start accepting."""
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        listener = socket.socket(family, socket.SOCK_STREAM)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.bind((self.host, self.port))
+        listener.listen(1024)
+        self._listener = listener
+        self.port = listener.getsockname()[1]
+        threading.Thread(target=self._accept_loop, name="envwire-http", daemon=True).start()
+        threading.Thread(target=self._reap_loop, name="envwire-http-reaper", daemon=True).start()
+        threading.Thread(
+            target=self._keepalive_loop, name="envwire-http-keepalive", daemon=True
+        ).start()
+        return self.host, self.port
+
+    def _accept_loop(self) -> None:
+        assert self._listener is not None
+        while not self._stopping.is_set():
+            try:
+                sock, peer = self._listener.accept()
+            except OSError:
+                return
+            conn = _Connection(self, sock, peer)
+            with self._lock:
+                self._connections.add(conn)
+            threading.Thread(target=conn.run, name=f"envwire-http-{peer}", daemon=True).start()
+
+    def forget(self, conn: _Connection) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+    def _reap_loop(self) -> None:
+        while not self._stopping.wait(self.reap_interval):
+            if self.idle_timeout is None:
+                continue
+            for record in self.service.idle(self.idle_timeout):
+                if record.kind == "ws" and record.owner is not None:
+                    record.owner.reap(self.idle_timeout)
+                else:
+                    log.info("closing idle %s session of %s", record.kind, record.env_id)
+                    self.service.close(record)
+
+    def _keepalive_loop(self) -> None:
+        """One timer for every WebSocket: ping the idle ones, drop the unresponsive ones."""
+        step = min(self.ping_interval or 2.0, self.ping_timeout or 2.0) / 4
+        # At least twice a second: busy connections answer their clients' pings from here.
+        while not self._stopping.wait(min(max(step, 0.02), 0.5)):
+            now = time.monotonic()
+            with self._lock:
+                channels = [c.channel for c in self._connections if c.channel is not None]
+            for channel in channels:
+                channel.keepalive(now)
+
+    def status(self) -> dict[str, Any]:
+        """Session counts (``GET /status``)."""
+        counts = self.service.counts()
+        table = self.server.sessions
+        return {
+            "sessions": len(table),
+            "capacity": table.capacity,
+            "openenv": {"websocket": counts["ws"], "http": counts["http"], "mcp": counts["mcp"]},
+            "connections": len(self._connections),
+        }
+
+    def stop(self) -> None:
+        """Stop accepting, drop every connection and free the front end's sessions."""
+        self._stopping.set()
+        if self._listener is not None:
+            self._listener.close()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            conn.abort()
+        self.service.close_all()
+
+
+class _Connection:
+    """One client connection: HTTP requests, possibly upgraded to a WebSocket."""
+
+    def __init__(self, front: HttpFrontEnd, sock: socket.socket, peer: Any) -> None:
+        self.front = front
+        self.peer = peer
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        self.http = HttpConnection(sock, max_body=front.max_message, keepalive=front.keepalive)
+        self.channel: WebSocketChannel | None = None
+        self.record: Record | None = None
+
+    def run(self) -> None:
+        try:
+            self._serve()
+        except Exception:
+            log.exception("connection %s failed", self.peer)
+        finally:
+            self.abort()
+            self.front.forget(self)
+
+    def abort(self) -> None:
+        if self.channel is not None:
+            self.channel.abort()
+        self.http.abort()
+        if self.record is not None:
+            self.front.service.close(self.record)
+
+    def _serve(self) -> None:
+        while not self.front._stopping.is_set():
+            request = self.http.next_request()
+            if request is None:
+                return
+            if isinstance(request, Response):
+                self.http.send(request)
+                return
+            if "websocket" in request.header("upgrade").lower():
+                self._websocket(request)
+                return
+            response = self.front.router.handle(request, self._http_hung)
+            if not self.http.send(response, head=request.method == "HEAD"):
+                return
+
+    def _http_hung(self, error: EnvTimeoutError) -> None:
+        """Watchdog thread: an inline env hung in this connection's request."""
+        log.warning("%s: %s", self.peer, error)
+        response = error_response(error)
+        self.http.send(response)
+        self.http.abort()
+
+    # -- WebSocket --------------------------------------------------------------------------
+
+    def _websocket(self, request: Request) -> None:
+        service = self.front.service
+        env_id, endpoint, _ = split_path(request.path, service.served, service.default_env)
+        problem = websocket_problem(request)
+        if endpoint not in ("ws", "mcp"):
+            self.http.send(json_response(404, '{"detail":"Not Found"}'))
+            return
+        if problem is not None:
+            self.http.send(json_response(400, dumps({"detail": problem})))
+            return
+        trailing = self.http.accept_websocket(request)
+        self.channel = WebSocketChannel(
+            self.http.sock,
+            trailing,
+            max_size=self.front.max_message,
+            ping_interval=self.front.ping_interval,
+            ping_timeout=self.front.ping_timeout,
+        )
+        try:
+            self.record = service.open(env_id, "ws")
+        except EnvwireError as exc:
+            self._refuse(exc, endpoint)
+            return
+        self.record.owner = self
+        self.record.on_hang = self._ws_hung
+        if endpoint == "mcp":
+            self._mcp_loop(env_id)
+        else:
+            self._ws_loop()
+        if self.channel.close_reason:
+            log.debug("%s: websocket ends: %s", self.peer, self.channel.close_reason)
+        service.close(self.record)
+        self.channel.close()
+
+    def _refuse(self, exc: EnvwireError, endpoint: str) -> None:
+        """Tell the client why no session was opened, then close.
+
+        The error answers the client's first message (or goes unasked after a few seconds of
+        silence), so that a client that sends before it reads still gets it: closing at once,
+        as openenv-core does, makes such clients fail on a closed socket instead.
+        """
+        channel = self.channel
+        assert channel is not None
+        table = self.front.server.sessions
+        if endpoint == "mcp":
+            from envwire.protocols.openenv import RpcCode, rpc_error
+
+            text = dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc)))
+        elif isinstance(exc, CapacityError):
+            text = error_message(
+                ErrorCode.CAPACITY_REACHED,
+                str(exc),
+                envwire_code=exc.code,
+                active_sessions=len(table),
+                max_sessions=table.capacity,
+            )
+        else:
+            text = error_message(ErrorCode.FACTORY_ERROR, str(exc), envwire_code=exc.code)
+        channel.receive(wait=_REFUSAL_WAIT)
+        channel.send_text(text)
+        channel.close(1013 if isinstance(exc, CapacityError) else 1011, type(exc).__name__)
+
+    def _ws_loop(self) -> None:
+        channel, record, service = self.channel, self.record, self.front.service
+        assert channel is not None and record is not None
+        binding = record.binding
+        while True:
+            text = channel.receive()
+            if text is None:
+                return
+            event = parse_client_message(text)
+            try:
+                match event:
+                    case WsStep(data=data):
+                        reply = _OBSERVATION + service.step(record, data) + "}"
+                    case WsReset(data=data):
+                        reply = _OBSERVATION + service.reset(record, data, ("data",)) + "}"
+                    case WsState():
+                        reply = message("state", service.state(record))
+                    case WsClose():
+                        return
+                    case WsMcp(data=data):
+                        rpc = parse_rpc(data, decoded=True)
+                        response = (
+                            rpc
+                            if isinstance(rpc, dict)
+                            else service.mcp(rpc, record.env_id, record)
+                        )
+                        reply = message("mcp", response)
+                    case WsSpaces():
+                        reply = message("spaces", binding.describe())
+                    case WsSample():
+                        reply = message("sample", service.sample(record))
+                    case WsInvalid(code=code, message=text_, errors=errors):
+                        extra = {} if errors is None else {"errors": errors}
+                        reply = error_message(code, text_, **extra)
+            except ActionRejected as exc:
+                reply = error_message(
+                    ErrorCode.VALIDATION_ERROR, str(exc), envwire_code=exc.code, errors=exc.detail
+                )
+            except EnvwireError as exc:
+                if not exc.remote:
+                    log.warning("session %s (%s): %s", record.session.id[:8], record.env_id, exc)
+                reply = message("error", error_data(exc))
+            if not channel.send_text(reply):
+                return
+
+    def _mcp_loop(self, env_id: str) -> None:
+        channel, record, service = self.channel, self.record, self.front.service
+        assert channel is not None and record is not None
+        while True:
+            text = channel.receive()
+            if text is None:
+                return
+            rpc = parse_rpc(text)
+            response = rpc if isinstance(rpc, dict) else service.mcp(rpc, env_id, record)
+            if not channel.send_text(dumps(response)):
+                return
+
+    def _ws_hung(self, error: EnvTimeoutError) -> None:
+        """Watchdog thread: the env hung in this connection's thread; report it and hang up."""
+        log.warning("%s: %s", self.peer, error)
+        channel = self.channel
+        if channel is not None:
+            channel.send_text(message("error", error_data(error)))
+            channel.close(1011, "env hung", linger=0.2)
+        if self.record is not None:
+            self.front.service.close(self.record)
+
+    def reap(self, idle: float) -> None:
+        """Reaper thread: the session was unused for ``idle`` seconds; say so and close."""
+        channel = self.channel
+        if channel is None:
+            return
+        channel.send_text(
+            error_message(
+                ErrorCode.SESSION_ERROR,
+                f"session closed after {idle:g} s without requests",
+                envwire_code="idle_timeout",
+            )
+        )
+        channel.close(1001, "idle timeout", linger=0.2)

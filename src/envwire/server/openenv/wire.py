@@ -1,0 +1,443 @@
+"""HTTP/1.1 and WebSocket framing over one blocking socket.
+
+:class:`HttpConnection` reads requests and writes responses with the parser of :mod:`.http11`
+(keep-alive, pipelining, ``Expect: 100-continue``, chunked bodies, size limits). When a request
+asks for a WebSocket, it completes the opening handshake (RFC 6455 section 4.2) and hands the
+socket to a :class:`WebSocketChannel`, which frames messages with :mod:`.frames`; one timer
+thread pings idle channels and drops those that stop answering.
+Compression is never negotiated.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import hashlib
+import os
+import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import unquote
+
+from envwire.protocols.openenv import dumps
+from envwire.server.openenv.frames import (
+    PING,
+    PONG,
+    FrameError,
+    FrameReader,
+    close_frame,
+    control_frame,
+    text_frame,
+)
+from envwire.server.openenv.http11 import (
+    NEED_DATA,
+    HttpError,
+    ParsedRequest,
+    RequestParser,
+    response_bytes,
+)
+
+__all__ = [
+    "HttpConnection",
+    "Request",
+    "Response",
+    "WebSocketChannel",
+    "json_response",
+    "websocket_problem",
+]
+
+_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+_RECV = 256 * 1024
+
+
+@dataclass
+class Request:
+    """One HTTP request, read whole."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: bytes = b""
+    cookies: list[tuple[str, str]] = field(default_factory=list)
+
+    def header(self, name: str, default: str = "") -> str:
+        return self.headers.get(name, default)
+
+    def cookie_values(self, name: str) -> list[str]:
+        return [value for key, value in self.cookies if key == name]
+
+
+@dataclass
+class Response:
+    """One HTTP response."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def json_response(status: int, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
+    """A JSON response from already-encoded JSON text."""
+    return Response(status, text.encode(), "application/json", headers or [])
+
+
+def _parse_cookies(values: list[str]) -> list[tuple[str, str]]:
+    out = []
+    for value in values:
+        for part in value.split(";"):
+            key, sep, val = part.strip().partition("=")
+            if sep and key:
+                out.append((key, val.strip().strip('"')))
+    return out
+
+
+def websocket_problem(request: Request) -> str | None:
+    """Why ``request`` is not a valid WebSocket opening handshake (None when it is)."""
+    if request.method != "GET":
+        return "a WebSocket handshake must be a GET request"
+    if "websocket" not in [t.strip().lower() for t in request.header("upgrade").split(",")]:
+        return "missing 'Upgrade: websocket'"
+    if "upgrade" not in [t.strip().lower() for t in request.header("connection").split(",")]:
+        return "missing 'Connection: Upgrade'"
+    if request.header("sec-websocket-version") != "13":
+        return "unsupported Sec-WebSocket-Version (13 is required)"
+    try:
+        if len(base64.b64decode(request.header("sec-websocket-key"), validate=True)) != 16:
+            raise ValueError
+    except ValueError:
+        return "missing or invalid Sec-WebSocket-Key"
+    return None
+
+
+class HttpConnection:
+    """Requests in, responses out, on one socket (:meth:`send` and :meth:`abort` may be
+    called from another thread, e.g. to answer a request whose env hung)."""
+
+    def __init__(self, sock: socket.socket, *, max_body: int, keepalive: float | None) -> None:
+        self.sock = sock
+        self.keepalive = keepalive
+        self.parser = RequestParser(max_body=max_body)
+        self.lock = threading.Lock()
+        self.dead = False
+        self.keep_alive = True
+        self._timeout: float | None = -1.0  # the socket timeout last set (-1: never)
+
+    def next_request(self) -> Request | Response | None:
+        """The next request; a Response to send when the request was malformed; None at EOF,
+        on a socket error, or after ``keepalive`` idle seconds."""
+        parser = self.parser
+        if self._timeout != self.keepalive:
+            self.sock.settimeout(self.keepalive)
+            self._timeout = self.keepalive
+        try:
+            while True:
+                parsed = parser.next_request()
+                if parsed is None:
+                    return None
+                if parsed is not NEED_DATA:
+                    break
+                if parser.needs_continue():
+                    self.send_raw(b"HTTP/1.1 100 Continue\r\n\r\n")
+                    parser._pending.expects_continue = False  # type: ignore[union-attr]
+                parser.receive_data(self.sock.recv(_RECV))
+        except HttpError as exc:
+            self.keep_alive = False
+            return json_response(exc.status, dumps({"detail": f"Bad request: {exc.message}"}))
+        except (TimeoutError, OSError):
+            return None
+        assert isinstance(parsed, ParsedRequest)
+        self.keep_alive = parsed.keep_alive
+        path, _, query = parsed.target.partition("?")
+        return Request(
+            parsed.method,
+            unquote(path),
+            query,
+            parsed.headers,
+            parsed.body,
+            cookies=_parse_cookies(parsed.cookies),
+        )
+
+    def send(self, response: Response, *, head: bool = False) -> bool:
+        """Write a response; returns False when the connection must close afterwards."""
+        headers = [("content-type", response.content_type), *response.headers]
+        data = response_bytes(
+            response.status, headers, response.body, keep_alive=self.keep_alive, head=head
+        )
+        with self.lock:
+            if self.dead:
+                return False
+            try:
+                self.sock.sendall(data)
+            except OSError:
+                return False
+        return self.keep_alive
+
+    def send_raw(self, data: bytes) -> None:
+        with self.lock:
+            if not self.dead:
+                self.sock.sendall(data)
+
+    def accept_websocket(self, request: Request) -> bytes:
+        """Answer the handshake with 101 Switching Protocols; returns the bytes already
+        received after the handshake (the start of the WebSocket stream)."""
+        key = request.header("sec-websocket-key").encode("ascii")
+        accept = base64.b64encode(hashlib.sha1(key + _GUID).digest()).decode("ascii")
+        self.send_raw(
+            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+            + f"sec-websocket-accept: {accept}\r\n\r\n".encode("ascii")
+        )
+        trailing = bytes(self.parser.buffer)
+        self.parser.buffer.clear()
+        return trailing
+
+    def abort(self) -> None:
+        """Close the socket now (any thread); later sends are dropped."""
+        with self.lock:
+            self.dead = True
+        _shutdown(self.sock)
+
+
+def _shutdown(sock: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
+
+
+class WebSocketChannel:
+    """A server-side WebSocket on a blocking socket (see the module docstring).
+
+    :meth:`receive` runs in the connection's thread and blocks in ``recv`` without a timeout;
+    :meth:`keepalive`, called by one timer thread for every channel, pings idle peers and drops
+    those that stop answering (shutting the socket down wakes the blocked ``recv``).
+    :meth:`send_text`, :meth:`close` and :meth:`abort` may be called from any thread.
+    """
+
+    def __init__(
+        self,
+        sock: socket.socket,
+        trailing: bytes = b"",
+        *,
+        max_size: int | None = 100 * 1024 * 1024,
+        ping_interval: float | None = 20.0,
+        ping_timeout: float | None = 20.0,
+    ) -> None:
+        self.sock = sock
+        self.reader = FrameReader(max_size)
+        self.ping_interval = ping_interval
+        self.ping_timeout = ping_timeout
+        self.lock = threading.Lock()
+        self.dead = False
+        self.close_sent = False
+        self.close_reason = ""
+        self.last_rx = time.monotonic()
+        #: True while the connection works on a message: the peer is not pinged meanwhile
+        #: (its pongs could not be read), so a long env call never looks like a dead peer.
+        self.busy = False
+        self._messages: deque[str] = deque()
+        self._ping_sent: float | None = None
+        self._peer_closed = False
+        sock.settimeout(None)
+        self._pending = trailing
+        self._reader_thread = threading.current_thread()
+        #: Held by whoever reads the socket: the connection's thread in :meth:`receive`, or the
+        #: timer thread answering pings while the connection works on a request.
+        self._read_lock = threading.Lock()
+
+    def receive(self, wait: float | None = None) -> str | None:
+        """The next text (or UTF-8 binary) message; None once the connection is over, or
+        after ``wait`` seconds without one (the connection then stays open)."""
+        messages = self._messages
+        if wait is not None:
+            self.sock.settimeout(wait)
+        self._read_lock.acquire()
+        try:
+            while not messages:
+                if self.dead or self._peer_closed:
+                    return None
+                if self._pending:
+                    data, self._pending = self._pending, b""
+                else:
+                    try:
+                        data = self.sock.recv(_RECV)
+                    except TimeoutError:
+                        return None
+                    except OSError as exc:
+                        self.close_reason = self.close_reason or f"socket error: {exc}"
+                        self.abort()
+                        return None
+                    self.last_rx = time.monotonic()
+                    self._ping_sent = None  # any traffic shows the peer is alive
+                    if not data:
+                        self.close_reason = self.close_reason or "the peer went away"
+                        self.abort()
+                        return None
+                try:
+                    events = self.reader.feed(data)
+                except FrameError as exc:
+                    self.close_reason = f"protocol error: {exc.reason}"
+                    self.close(exc.code, exc.reason, linger=0.5)
+                    return None
+                for event in events:
+                    self._on_event(event)
+            self.busy = True
+            return messages.popleft()
+        finally:
+            self._read_lock.release()
+            if wait is not None and not self.dead:
+                with contextlib.suppress(OSError):
+                    self.sock.settimeout(None)
+
+    def _on_event(self, event: tuple[Any, ...]) -> None:
+        kind = event[0]
+        if kind == "text":
+            self._messages.append(event[1])
+        elif kind == "ping":
+            self._send(control_frame(PONG, event[1]))
+        elif kind == "close":
+            self._peer_closed = True
+            code, reason = event[1], event[2]
+            self.close_reason = self.close_reason or f"the client closed the connection ({code})"
+            if not self.close_sent:  # answer the closing handshake, then end the TCP stream
+                self._send(close_frame(code, reason))
+                self.close_sent = True
+            self.abort()
+
+    def _send(self, frame: bytes) -> bool:
+        with self.lock:
+            if self.dead:
+                return False
+            try:
+                self.sock.sendall(frame)
+            except OSError:
+                self.dead = True
+                return False
+        return True
+
+    def keepalive(self, now: float) -> None:
+        """Timer thread: while the connection works on a request, answer the peer's pings (and
+        notice a peer that left); otherwise ping a peer silent for ``ping_interval`` and drop
+        one that left a ping unanswered for ``ping_timeout``."""
+        if self.dead or self.close_sent:
+            return
+        if self.busy:
+            self._answer_while_busy(now)
+            return
+        if self.ping_interval is None:
+            return
+        sent = self._ping_sent
+        if sent is not None:
+            if self.ping_timeout is not None and now - sent >= self.ping_timeout:
+                self.close_reason = f"no answer to a ping within {self.ping_timeout:g} s"
+                self.abort()
+            return
+        if now - self.last_rx < self.ping_interval:
+            return
+        frame = control_frame(PING, os.urandom(4))
+        with self.lock:
+            if self.dead:
+                return
+            self._ping_sent = now
+            try:
+                # Never block the timer thread: a peer whose buffers are full is gone anyway.
+                sent_bytes = self.sock.send(frame, socket.MSG_DONTWAIT)
+            except OSError:
+                sent_bytes = -1
+        if sent_bytes != len(frame):
+            self.close_reason = "the peer stopped reading"
+            self.abort()
+
+    def _answer_while_busy(self, now: float) -> None:
+        """Read what the peer sent while the connection's thread is busy: pings get their
+        pongs at once (clients such as openenv-core's drop connections whose pongs are late),
+        requests queue for the connection's thread."""
+        if not self._read_lock.acquire(blocking=False):
+            return
+        try:
+            while not self.dead:
+                try:
+                    data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
+                except (BlockingIOError, InterruptedError):
+                    return
+                except OSError:
+                    self.abort()
+                    return
+                if not data:
+                    self.close_reason = self.close_reason or "the peer went away"
+                    self.abort()
+                    return
+                self.last_rx = now
+                try:
+                    events = self.reader.feed(data)
+                except FrameError as exc:
+                    self.close_reason = f"protocol error: {exc.reason}"
+                    self._send(close_frame(exc.code, exc.reason))
+                    self.abort()
+                    return
+                for event in events:
+                    self._on_event(event)
+        finally:
+            self._read_lock.release()
+
+    def send_text(self, text: str) -> bool:
+        """Send one text message; False if the connection is gone."""
+        frame = text_frame(text.encode("utf-8"))
+        with self.lock:
+            if self.dead or self.close_sent:
+                return False
+            try:
+                self.sock.sendall(frame)
+            except OSError:
+                self.dead = True
+                return False
+        self.last_rx = time.monotonic()  # the idle clock restarts once the reply is out
+        self.busy = False
+        return True
+
+    def close(self, code: int = 1000, reason: str = "", linger: float = 1.0) -> None:
+        """Send a close frame, wait up to ``linger`` s for the peer's, then close the socket
+        (idempotent)."""
+        with self.lock:
+            if self.dead:
+                return
+            first = not self.close_sent
+            self.close_sent = True
+        if first and not self._send(close_frame(code, reason[:120])):
+            self.abort()
+            return
+        if threading.current_thread() is not self._reader_thread:
+            # Another thread (watchdog, reaper) must not read the socket: the connection's
+            # thread answers the peer's close frame if it is reading; a timer ends it anyway.
+            timer = threading.Timer(linger, self.abort)
+            timer.daemon = True
+            timer.start()
+            return
+        deadline = time.monotonic() + linger
+        self.busy = False
+        while not self._peer_closed and time.monotonic() < deadline:
+            try:
+                self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
+                data = self.sock.recv(_RECV)
+            except OSError:
+                break
+            if not data:
+                break
+            try:
+                events = self.reader.feed(data)
+            except FrameError:
+                break
+            if any(event[0] == "close" for event in events):
+                break
+        self.abort()
+
+    def abort(self) -> None:
+        """Drop the connection now, without a closing handshake (any thread)."""
+        with self.lock:
+            if self.dead:
+                return
+            self.dead = True
+        _shutdown(self.sock)
