@@ -160,3 +160,23 @@ def test_launcher_context_manager_gives_a_gymnasium_env() -> None:
         assert isinstance(env, gymnasium.Env)
         obs, _ = env.reset(seed=1)
         assert obs.shape == (4,)
+
+
+def test_websocket_pipelining_keeps_order_and_isolates_errors(base: str) -> None:
+    import numpy as np
+
+    env = envwire.make(f"ws{base[4:]}/envs/CartPole-v1")
+    local = gymnasium.make("CartPole-v1")
+    try:
+        env.reset(seed=2)
+        local.reset(seed=2)
+        remote = env.unwrapped
+        for action in (1, 0, 7, 1):  # 7 is not in Discrete(2): its own reply is the error
+            remote.step_async(action)
+        for action in (1, 0):
+            np.testing.assert_array_equal(remote.step_wait()[0], local.step(action)[0])
+        with pytest.raises(InvalidActionError):
+            remote.step_wait()
+        np.testing.assert_array_equal(remote.step_wait()[0], local.step(1)[0])
+    finally:
+        env.close()

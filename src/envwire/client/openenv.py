@@ -140,12 +140,22 @@ class WebSocketConnection:
             raise TransportError(f"cannot connect to {self.url}/ws: {exc}") from exc
 
     def _call(self, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
+        self.send(kind, data)
+        return self.receive(kind)
+
+    def send(self, kind: str, data: dict[str, Any] | None = None) -> None:
+        """Send one message without waiting (pipelining: replies come back in order)."""
         from websockets.exceptions import ConnectionClosed
 
         payload = {"type": kind} if data is None else {"type": kind, "data": data}
         # If the send fails, an error the server sent before closing may still be waiting.
         with contextlib.suppress(ConnectionClosed):
             self._ws.send(dumps(payload))
+
+    def receive(self, kind: str) -> dict[str, Any]:
+        """The reply to the oldest message still unanswered (``kind`` names it in errors)."""
+        from websockets.exceptions import ConnectionClosed
+
         try:
             text = self._ws.recv(timeout=self.timeout)
         except TimeoutError:
@@ -311,22 +321,40 @@ class GymTransport:
         info = body.get("info") or {}
         return obs, dict(info)
 
+    def _step_reply(self, payload: Mapping[str, Any]) -> m.StepReply:
+        obs, info = self._observation(payload)
+        body = payload["observation"]
+        reward = payload.get("reward")
+        return m.StepReply(
+            obs,
+            0.0 if reward is None else float(reward),
+            bool(body.get("terminated")),
+            bool(body.get("truncated")),
+            info,
+        )
+
+    def send(self, request: m.Request) -> None:
+        """Send a Step without waiting for it (WebSocket only: replies come back in order).
+
+        Raises:
+            UnsupportedError: not a Step, or an HTTP connection (one request at a time).
+        """
+        if not isinstance(request, m.Step) or not isinstance(self.connection, WebSocketConnection):
+            raise UnsupportedError("pipelining over OpenEnv needs a ws:// URL and Step requests")
+        encoded = spacecodec.to_json(self.action_space, request.action, arrays="base64")
+        self.connection.send("step", {"action": encoded})
+
+    def receive(self) -> m.Reply:
+        """The reply to the oldest Step :meth:`send` sent."""
+        assert isinstance(self.connection, WebSocketConnection)
+        return self._step_reply(self.connection.receive("step"))
+
     def request(self, request: m.Request) -> m.Reply:
         """Carry out one request remotely."""
         match request:
             case m.Step(action=action):
                 encoded = spacecodec.to_json(self.action_space, action, arrays="base64")
-                payload = self.connection.step({"action": encoded})
-                obs, info = self._observation(payload)
-                body = payload["observation"]
-                reward = payload.get("reward")
-                return m.StepReply(
-                    obs,
-                    0.0 if reward is None else float(reward),
-                    bool(body.get("terminated")),
-                    bool(body.get("truncated")),
-                    info,
-                )
+                return self._step_reply(self.connection.step({"action": encoded}))
             case m.Reset(seed=seed, options=options):
                 data: dict[str, Any] = {} if seed is None else {"seed": seed}
                 if options:
