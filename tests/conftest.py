@@ -5,8 +5,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ServerProcess
+
+# These machines are shared and noisy: no per-example deadlines, no "too slow" health checks
+# (correctness is what the property tests check; speed is the benchmarks' business).
+settings.register_profile("envwire", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("envwire")
 
 
 @pytest.fixture(scope="session")

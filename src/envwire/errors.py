@@ -209,9 +209,9 @@ def _all_subclasses(cls: type[EnvwireError]) -> list[type[EnvwireError]]:
 
 
 def error_class_for_code(code: str) -> type[EnvwireError]:
-    """The error class whose ``code`` is ``code``, constructible from a message alone;
-    :class:`RemoteError` if none matches."""
+    """The error class that defines ``code`` (subclasses that only add data share their
+    parent's code), constructible from a message alone; :class:`RemoteError` if none matches."""
     for cls in _all_subclasses(EnvwireError):
-        if cls.code == code and cls.__init__ is EnvwireError.__init__:
+        if "code" in vars(cls) and cls.code == code and cls.__init__ is EnvwireError.__init__:
             return cls
     return RemoteError

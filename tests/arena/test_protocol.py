@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envwire.arena.errors import (
@@ -211,7 +211,7 @@ fields = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=150)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.dictionaries(
         fields, json_values | st.lists(st.dictionaries(fields, json_values, max_size=3), max_size=3)

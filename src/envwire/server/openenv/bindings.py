@@ -45,8 +45,6 @@ Arrays = Literal["list", "base64"]
 class ActionRejected(InvalidArgumentError):
     """A request's data failed validation; ``detail`` is the 422 list (``errors`` on WS)."""
 
-    code = "validation_error"
-
     def __init__(self, message: str, detail: list[dict[str, Any]]) -> None:
         super().__init__(message)
         self.detail = detail
