@@ -279,6 +279,9 @@ def main() -> int:
         default=["none", "split"],
         help="CPU placements to measure (default: both)",
     )
+    parser.add_argument(
+        "--quick", action="store_true", help="a smoke run: 200 steps, 1 round, no pinning"
+    )
     parser.add_argument("--serve-openenv", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-ceiling", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -289,6 +292,8 @@ def main() -> int:
         serve_ceiling(args.serve_ceiling)
         return 0
 
+    if args.quick:
+        args.steps, args.rounds, args.pin = 200, 1, ["none"]
     servers = {"openenv-core": start_openenv(), "envwire": start_envwire()}
     ceiling = start_ceiling()
     summary: dict[str, Any] = {"steps": args.steps, "rounds": args.rounds, "cpus": os.cpu_count()}
