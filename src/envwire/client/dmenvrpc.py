@@ -19,9 +19,7 @@ from __future__ import annotations
 
 import json
 import queue
-import threading
 import time
-import weakref
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -45,6 +43,7 @@ from envwire.errors import (
 )
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Layout
+from envwire.runtime.workers import Watchdog
 
 __all__ = ["CHANNEL_OPTIONS", "DmEnvRpcTransport", "connect"]
 
@@ -59,35 +58,8 @@ _SPACES = ("env.action_space", "env.observation_space")
 _Decoder = Callable[[], m.Reply]
 
 
-class _Deadlines:
-    """One thread for every transport: cancels a stream whose reply is overdue."""
-
-    interval = 0.25
-
-    def __init__(self) -> None:
-        self._watched: weakref.WeakSet[DmEnvRpcTransport] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, transport: DmEnvRpcTransport) -> None:
-        with self._lock:
-            self._watched.add(transport)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="envwire-grpc-deadlines")
-                self._thread.daemon = True
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self.interval)
-            now = time.monotonic()
-            with self._lock:
-                late = [t for t in self._watched if t.overdue(now)]
-            for transport in late:
-                transport.expire()
-
-
-_DEADLINES = _Deadlines()
+# One thread for every transport: cancels a stream whose reply is overdue.
+_DEADLINES = Watchdog(interval=0.25, name="envwire-grpc-deadlines")
 
 
 class DmEnvRpcTransport:

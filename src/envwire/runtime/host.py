@@ -18,10 +18,30 @@ from envwire.errors import EnvError, EnvwireError, InvalidArgumentError, Unsuppo
 from envwire.registry import EnvSpec
 from envwire.runtime.monitor import EpisodeMonitor
 
-__all__ = ["EnvHost", "HOST_METHODS"]
+__all__ = ["HOST_METHODS", "EnvHost", "dispatch"]
 
 #: The methods a worker may forward to its host; anything else is refused.
 HOST_METHODS = frozenset({"spaces", "reset", "step", "render", "monitor", "close", "extension"})
+
+
+def dispatch(
+    host: Any, methods: frozenset[str], env_id: str, method: str, args: tuple[Any, ...]
+) -> Any:
+    """Call ``host.method(*args)`` if ``methods`` allows it; foreign exceptions from the env
+    become :class:`EnvError` naming the env and the method.
+
+    Raises:
+        InvalidArgumentError: a method the host does not offer.
+        EnvwireError: what the call raised.
+    """
+    if method not in methods:
+        raise InvalidArgumentError(f"unknown host method {method!r}")
+    try:
+        return getattr(host, method)(*args)
+    except EnvwireError:
+        raise
+    except Exception as exc:
+        raise EnvError(f"{env_id}: {method} raised {type(exc).__name__}: {exc}") from exc
 
 
 class EnvHost:
@@ -44,14 +64,7 @@ class EnvHost:
         Raises:
             EnvwireError: the env failed, or the request was invalid.
         """
-        if method not in HOST_METHODS:
-            raise InvalidArgumentError(f"unknown host method {method!r}")
-        try:
-            return getattr(self, method)(*args)
-        except EnvwireError:
-            raise
-        except Exception as exc:
-            raise EnvError(f"{self.spec.id}: {method} raised {type(exc).__name__}: {exc}") from exc
+        return dispatch(self, HOST_METHODS, self.spec.id, method, args)
 
     def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
         """The env's action and observation spaces."""

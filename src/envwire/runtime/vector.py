@@ -18,6 +18,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
 from envwire.registry import EnvSpec
+from envwire.runtime.host import dispatch
 
 __all__ = ["AUTORESET_MODES", "VectorGroup", "VectorHost", "autoreset_mode", "split_sizes"]
 
@@ -64,14 +65,7 @@ class VectorHost:
 
     def call(self, method: str, args: tuple[Any, ...]) -> Any:
         """Run ``method(*args)``; env exceptions become :class:`EnvError` naming the env."""
-        if method not in self.METHODS:
-            raise InvalidArgumentError(f"unknown vector host method {method!r}")
-        try:
-            return getattr(self, method)(*args)
-        except EnvwireError:
-            raise
-        except Exception as exc:
-            raise EnvError(f"{self.spec.id}: {method} raised {type(exc).__name__}: {exc}") from exc
+        return dispatch(self, self.METHODS, self.spec.id, method, args)
 
     def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
         """The single (per-copy) action and observation spaces."""

@@ -41,26 +41,27 @@ class Worker(Protocol):
 
 
 class Watchdog:
-    """One thread that notices inline calls running past their deadline.
+    """One thread that notices calls running past their deadline.
 
-    A guarded object exposes ``deadline`` (a ``time.monotonic()`` value, or None when idle) and
-    ``expire()``. Arming a call is one attribute write; the thread scans the guarded objects a
-    few times a second, so no per-call bookkeeping can pile up.
+    A watched object has ``overdue(now) -> bool`` (``now`` from ``time.monotonic()``) and
+    ``expire()``. Arming a call is the object's own business (an attribute write); the thread
+    scans the watched objects every ``interval`` seconds, so no per-call bookkeeping piles up.
+    Objects are held weakly: garbage is not watched.
     """
 
-    interval = 0.1
-
-    def __init__(self) -> None:
-        self._guarded: weakref.WeakSet[InlineWorker] = weakref.WeakSet()
+    def __init__(self, interval: float = 0.1, name: str = "envwire-watchdog") -> None:
+        self.interval = interval
+        self.name = name
+        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def watch(self, worker: InlineWorker) -> None:
-        """Start watching ``worker`` (until it is garbage)."""
+    def watch(self, target: Any) -> None:
+        """Start watching ``target`` (until it is garbage)."""
         with self._lock:
-            self._guarded.add(worker)
+            self._watched.add(target)
             if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="envwire-watchdog")
+                self._thread = threading.Thread(target=self._run, name=self.name)
                 self._thread.daemon = True
                 self._thread.start()
 
@@ -69,12 +70,10 @@ class Watchdog:
             time.sleep(self.interval)
             now = time.monotonic()
             with self._lock:
-                late = [w for w in self._guarded if w.deadline is not None and w.deadline < now]
-            for worker in late:
-                with contextlib.suppress(
-                    Exception
-                ):  # a failing callback must not stop the watchdog
-                    worker.expire()
+                late = [t for t in self._watched if t.overdue(now)]
+            for target in late:
+                with contextlib.suppress(Exception):  # a failing callback must not stop us
+                    target.expire()
 
 
 WATCHDOG = Watchdog()
@@ -102,6 +101,10 @@ class InlineWorker:
             return self.host.call(method, args)
         finally:
             self.deadline = None
+
+    def overdue(self, now: float) -> bool:
+        """Whether the call in progress has run past its deadline."""
+        return self.deadline is not None and self.deadline < now
 
     def expire(self) -> None:
         """Called by the watchdog when the current call is late: abandon the env."""

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from envwire import spacecodec
 from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
-from envwire.server._sockets import configure_stream
+from envwire.server._sockets import ThreadedListener, configure_stream
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 
@@ -29,7 +29,7 @@ log = logging.getLogger("envwire.gym-socket")
 _RECV = 256 * 1024
 
 
-class GymSocketFrontEnd:
+class GymSocketFrontEnd(ThreadedListener):
     """Serves the session table over gym-socket on ``host:port`` (port 0 picks one).
 
     The server's config sets ``legacy_monitor_reply`` (flags-0 clients use the Go client's
@@ -38,6 +38,7 @@ class GymSocketFrontEnd:
     """
 
     name = "gym-socket"
+    thread_name = "envwire-gym-socket"
 
     def __init__(
         self,
@@ -52,48 +53,18 @@ class GymSocketFrontEnd:
         self.legacy_monitor_reply = server.config.legacy_monitor_reply
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = server.config.idle_timeout
-        self._listener: socket.socket | None = None
-        self._connections: set[_Connection] = set()
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
+        super().__init__()
 
     def start(self) -> tuple[str, int]:
         """Bind, listen and start accepting; returns the bound address."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.host, self.port))
-        listener.listen(512)
-        self._listener = listener
-        self.port = listener.getsockname()[1]
-        thread = threading.Thread(target=self._accept_loop, name="envwire-gym-socket", daemon=True)
-        thread.start()
-        return self.host, self.port
+        return self.listen(512)
 
-    def _accept_loop(self) -> None:
-        assert self._listener is not None
-        while not self._stopping.is_set():
-            try:
-                sock, peer = self._listener.accept()
-            except OSError:
-                return
-            conn = _Connection(self, sock, peer)
-            with self._lock:
-                self._connections.add(conn)
-            threading.Thread(target=conn.run, name=f"envwire-conn-{peer}", daemon=True).start()
-
-    def forget(self, conn: _Connection) -> None:
-        with self._lock:
-            self._connections.discard(conn)
+    def connection(self, sock: socket.socket, peer: Any) -> _Connection:
+        return _Connection(self, sock, peer)
 
     def stop(self) -> None:
         """Stop accepting, drop every connection and free their sessions."""
-        self._stopping.set()
-        if self._listener is not None:
-            self._listener.close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
+        for conn in self.stop_listening():
             conn.drop()
 
 

@@ -48,6 +48,7 @@ from envwire.protocols.openenv import (
     parse_client_message,
     parse_rpc,
 )
+from envwire.server._sockets import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
@@ -88,12 +89,14 @@ def _seconds(options: dict[str, Any], key: str) -> float | None:
     return number if number > 0 else None
 
 
-class HttpFrontEnd:
+class HttpFrontEnd(ThreadedListener):
     """Serves every env over OpenEnv's HTTP and WebSocket protocol on ``host:port``."""
 
     name = "http"
+    thread_name = "envwire-http"
 
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 8000) -> None:
+        super().__init__()
         self.server = server
         self.host, self.port = host, port
         options = server.config.options
@@ -107,42 +110,18 @@ class HttpFrontEnd:
         from envwire.arena.frontend import arena_router  # seed 003's routes, with --arena-db
 
         self.router = arena_router(server, Router(self.service, self.status))
-        self._listener: socket.socket | None = None
-        self._connections: set[_Connection] = set()
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
 
     def start(self) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), then start accepting."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.host, self.port))
-        listener.listen(1024)
-        self._listener = listener
-        self.port = listener.getsockname()[1]
-        threading.Thread(target=self._accept_loop, name="envwire-http", daemon=True).start()
+        address = self.listen(1024)
         threading.Thread(target=self._reap_loop, name="envwire-http-reaper", daemon=True).start()
         threading.Thread(
             target=self._keepalive_loop, name="envwire-http-keepalive", daemon=True
         ).start()
-        return self.host, self.port
+        return address
 
-    def _accept_loop(self) -> None:
-        assert self._listener is not None
-        while not self._stopping.is_set():
-            try:
-                sock, peer = self._listener.accept()
-            except OSError:
-                return
-            conn = _Connection(self, sock, peer)
-            with self._lock:
-                self._connections.add(conn)
-            threading.Thread(target=conn.run, name=f"envwire-http-{peer}", daemon=True).start()
-
-    def forget(self, conn: _Connection) -> None:
-        with self._lock:
-            self._connections.discard(conn)
+    def connection(self, sock: socket.socket, peer: Any) -> _Connection:
+        return _Connection(self, sock, peer)
 
     def _reap_loop(self) -> None:
         while not self._stopping.wait(self.reap_interval):
@@ -179,12 +158,7 @@ class HttpFrontEnd:
 
     def stop(self) -> None:
         """Stop accepting, drop every connection and free the front end's sessions."""
-        self._stopping.set()
-        if self._listener is not None:
-            self._listener.close()
-        with self._lock:
-            connections = list(self._connections)
-        for conn in connections:
+        for conn in self.stop_listening():
             conn.abort()
         self.service.close_all()
 
