@@ -62,6 +62,7 @@ class Result:
 #: returning a list of Results.
 EXTRA_CASES: dict[str, str] = {
     "dm_env_rpc": "envwire.client.dmenvrpc_bench:bench_grpc_cases",
+    "openenv": "envwire.server.openenv.bench:bench_openenv_cases",
 }
 
 
