@@ -33,6 +33,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+__all__ = ["bench_openenv_cases", "main"]
+
 MESSAGE = {"message": "hello"}
 
 
