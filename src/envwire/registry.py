@@ -124,6 +124,37 @@ class EnvSpec:
             return f"{str(target).partition(':')[0]}."
         return f"{self.entry_point.partition(':')[0]}."
 
+    def target(self) -> Any:
+        """The class (or factory) envs are made with, loaded without making one.
+
+        Raises:
+            ConfigError: the entry point cannot be loaded.
+        """
+        if not self.entry_point.startswith("gym:"):
+            return load_entry_point(self.entry_point)
+        try:
+            target: Any = gymnasium.spec(self.entry_point[4:]).entry_point
+        except gymnasium.error.Error as exc:
+            raise ConfigError(f"{self.id}: {exc}") from exc
+        return load_entry_point(target) if isinstance(target, str) else target
+
+    def metadata(self) -> dict[str, Any]:
+        """The ``metadata`` the env's class declares ({} for factories, or when the entry point
+        cannot be loaded here)."""
+        try:
+            metadata = getattr(self.target(), "metadata", None)
+        except ConfigError:
+            return {}
+        return dict(metadata) if isinstance(metadata, dict) else {}
+
+    def render_mode(self) -> str | None:
+        """The render mode envs are made with: the catalog entry's choice, else
+        ``rgb_array`` when the env offers it (so Render and monitor videos work without
+        re-making the env; frames are only drawn when asked for)."""
+        if "render_mode" in self.kwargs:
+            return self.kwargs["render_mode"]  # type: ignore[no-any-return]
+        return "rgb_array" if "rgb_array" in self.metadata().get("render_modes", ()) else None
+
     def make(self, **overrides: Any) -> gymnasium.Env[Any, Any]:
         """Construct the env.
 

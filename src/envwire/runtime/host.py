@@ -121,27 +121,8 @@ class EnvHost:
 
 
 def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:
-    """Make the env with ``render_mode="rgb_array"`` when it offers it, so Render and the
-    monitor's videos work without re-making the env; rendering only happens when asked."""
-    probe_modes = _declared_render_modes(spec)
-    if "rgb_array" in probe_modes and "render_mode" not in spec.kwargs:
-        return spec.make(render_mode="rgb_array")
+    """Make the env in the render mode its spec decides (``EnvSpec.render_mode``)."""
+    mode = spec.render_mode()
+    if mode is not None and "render_mode" not in spec.kwargs:
+        return spec.make(render_mode=mode)
     return spec.make()
-
-
-def _declared_render_modes(spec: EnvSpec) -> list[str]:
-    if spec.entry_point.startswith("gym:"):
-        try:
-            gym_spec = gymnasium.spec(spec.entry_point[4:])
-        except gymnasium.error.Error:
-            return []
-        target = gym_spec.entry_point
-        if isinstance(target, str):
-            from envwire.registry import load_entry_point
-
-            target = load_entry_point(target)
-        return list(getattr(target, "metadata", {}).get("render_modes", []))
-    from envwire.registry import load_entry_point
-
-    target = load_entry_point(spec.entry_point)
-    return list(getattr(target, "metadata", {}).get("render_modes", []))

@@ -40,7 +40,6 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import gymnasium
 from dm_env_rpc.v1.extensions import properties_pb2
 from google.protobuf import any_pb2
 
@@ -52,10 +51,10 @@ from envwire.protocols.dmenvrpc import (
     PropertyPermissionError,
     UnknownPropertyError,
 )
-from envwire.registry import Catalog, EnvSpec, load_entry_point
+from envwire.registry import Catalog
 from envwire.server.grpc_worlds import Connection, World, WorldTable
 
-__all__ = ["PROPERTIES", "Properties", "Property", "env_metadata", "render_mode"]
+__all__ = ["PROPERTIES", "Properties", "Property"]
 
 _STRING, _INT64 = dmenvrpc.STRING, dmenvrpc.INT64
 _DOUBLE = dmenvrpc.DOUBLE
@@ -123,32 +122,6 @@ PROPERTIES: tuple[Property, ...] = (
 _BY_KEY = {p.key: p for p in PROPERTIES}
 
 
-def _env_class(spec: EnvSpec) -> Any:
-    """The class (or factory) ``spec`` makes envs with, without making one."""
-    if spec.entry_point.startswith("gym:"):
-        target: Any = gymnasium.spec(spec.entry_point[4:]).entry_point
-        return load_entry_point(target) if isinstance(target, str) else target
-    return load_entry_point(spec.entry_point)
-
-
-def env_metadata(spec: EnvSpec) -> dict[str, Any]:
-    """The ``metadata`` the env's class declares ({} for factories, or when it cannot be
-    loaded here)."""
-    try:
-        metadata = getattr(_env_class(spec), "metadata", None)
-    except (ConfigError, gymnasium.error.Error):
-        return {}
-    return dict(metadata) if isinstance(metadata, dict) else {}
-
-
-def render_mode(spec: EnvSpec, metadata: dict[str, Any]) -> str:
-    """The render mode the env host makes the env with: ``rgb_array`` when the env offers it
-    and the catalog entry does not choose (see ``envwire.runtime.host``)."""
-    if "render_mode" in spec.kwargs:
-        return str(spec.kwargs["render_mode"] or "")
-    return "rgb_array" if "rgb_array" in metadata.get("render_modes", ()) else ""
-
-
 class Properties:
     """Answers property requests for one front end."""
 
@@ -158,7 +131,7 @@ class Properties:
         self._readers: dict[str, Callable[[World], Any]] = {
             "env.id": lambda w: w.session.env_id,
             "env.metadata": self._metadata,
-            "env.render_mode": lambda w: render_mode(w.spec, env_metadata(w.spec)),
+            "env.render_mode": lambda w: w.spec.render_mode() or "",
             "env.action_space": lambda w: _space_json(w.session.action_space),
             "env.observation_space": lambda w: _space_json(w.session.observation_space),
             "episode.seed": _seed,
@@ -264,7 +237,7 @@ class Properties:
 
     @staticmethod
     def _metadata(world: World) -> str:
-        metadata: dict[str, Any] = dict(env_metadata(world.spec))
+        metadata: dict[str, Any] = world.spec.metadata()
         about = getattr(world.session.observation_space, "about", None)
         if about is not None and hasattr(about, "model_dump"):
             metadata["about"] = about.model_dump(mode="json")
