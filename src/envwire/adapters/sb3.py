@@ -63,7 +63,7 @@ def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
     return split
 
 
-class SB3VecEnv(VecEnv):
+class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the sb3 extra
     """A remote vector env (``envwire.make_vec``, ``SameStep`` mode) as an SB3 ``VecEnv``.
 
     Args:
