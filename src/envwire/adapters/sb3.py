@@ -103,7 +103,7 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         self.reset_infos = unbatch_infos(infos, self.num_envs)
         self._reset_seeds()
         self._reset_options()
-        return observations  # type: ignore[no-any-return]
+        return observations  # type: ignore[no-any-return,unused-ignore]
 
     def _shared_options(self) -> dict[str, Any] | None:
         first = self._options[0]
