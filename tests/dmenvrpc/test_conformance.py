@@ -15,7 +15,8 @@ class TestGrpcConformance(ConformanceTests):
     server: ServerProcess
 
     @pytest.fixture(autouse=True, scope="class")
-    def _server(self, request: pytest.FixtureRequest) -> Iterator[None]:
+    @classmethod
+    def _server(cls, request: pytest.FixtureRequest) -> Iterator[None]:
         with ServerProcess(args=SERVER_ARGS, front_ends=("grpc",)) as server:
             request.cls.server = server
             yield

@@ -130,9 +130,10 @@ def test_vector_options_are_checked(server: ServerProcess) -> None:
         envwire.make_vec(server.url("gym-socket", "CartPole-v1"), 0)
 
 
-def test_reset_mask_in_a_split_group(server: ServerProcess) -> None:
+@pytest.mark.parametrize("workers", [1, 2])
+def test_reset_mask_in_a_split_group(server: ServerProcess, workers: int) -> None:
     remote = envwire.make_vec(
-        server.url("gym-socket", "CartPole-v1"), 4, autoreset_mode="Disabled", workers=2
+        server.url("gym-socket", "CartPole-v1"), 4, autoreset_mode="Disabled", workers=workers
     )
     local = local_vector("CartPole-v1", 4, "Disabled")
     try:

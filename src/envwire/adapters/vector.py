@@ -31,6 +31,8 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         self.action_space = batch_space(self.single_action_space, num_envs)
         self.observation_space = batch_space(self.single_observation_space, num_envs)
         self.metadata = {"autoreset_mode": AutoresetMode(autoreset_mode)}
+        # Gymnasium's own vector envs expose it as an attribute too (TorchRL reads that)
+        self.autoreset_mode = AutoresetMode(autoreset_mode)
         self._waiting = False
         self._closed = False
 

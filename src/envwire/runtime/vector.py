@@ -75,6 +75,9 @@ class VectorHost:
         self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
     ) -> tuple[Any, dict[str, Any]]:
         """Reset every copy (copy ``i`` gets ``seed + i`` for an int seed)."""
+        if options and isinstance(options.get("reset_mask"), list):
+            # JSON transports carry the mask as a list; Gymnasium takes only a bool array
+            options = {**options, "reset_mask": np.asarray(options["reset_mask"], np.bool_)}
         return self.vector.reset(seed=seed, options=options)  # type: ignore[arg-type]
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:

@@ -6,7 +6,8 @@ server under test with :data:`~envwire.testing.server.CONFORMANCE_ENVS`, ``--ste
 
     class TestGymSocket(ConformanceTests):
         @pytest.fixture(autouse=True, scope="class")
-        def _server(self, request):
+        @classmethod
+        def _server(cls, request):
             with ServerProcess(args=SERVER_ARGS) as server:
                 request.cls.server = server
                 yield

@@ -1,0 +1,68 @@
+"""SB3's VecEnv interface over the wire: envwire's ``SB3VecEnv`` beside SB3's ``DummyVecEnv``.
+
+Run: ``python benchmarks/bench_sb3.py [--seconds S] [--runs R] [--quick]``. CartPole env steps/s
+through SB3's ``step()`` with fixed actions (no policy), for N = 8 and 64 copies: a local
+``DummyVecEnv`` (the baseline) and ``envwire.adapters.sb3.make_vec_env`` over gym-socket and
+dm_env_rpc against a real ``envwire serve`` process. Needs the ``sb3`` extra (skips without).
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from typing import Any
+
+import gymnasium
+import numpy as np
+
+from envwire.bench import Result, Settings, machine, print_table, rate
+from envwire.testing import ServerProcess
+
+SIZES = (8, 64)
+
+
+def steps_per_second(env: Any, settings: Settings) -> float:
+    """Env steps/s (vector steps x copies) of ``env.step`` over ``settings``, median of runs."""
+    env.seed(0)
+    env.reset()
+    actions = np.arange(env.num_envs) % 2
+
+    def measure() -> float:
+        return rate(lambda: env.step(actions), settings.seconds) * env.num_envs
+
+    try:
+        return statistics.median(measure() for _ in range(settings.runs))
+    finally:
+        env.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run)")
+    args = parser.parse_args()
+    try:
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        from envwire.adapters.sb3 import make_vec_env
+    except ImportError as exc:
+        print(f"bench_sb3: skipped, the sb3 extra is not installed ({exc})")
+        return
+    settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
+    results = []
+    with ServerProcess(["CartPole-v1"], front_ends=("gym-socket", "grpc")) as server:
+        for n in SIZES:
+            local = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+            baseline = steps_per_second(local, settings)
+            results.append(Result(f"SB3 DummyVecEnv, local, N={n}", baseline))
+            for scheme in ("gym-socket", "grpc"):
+                remote = make_vec_env(server.url(scheme, "CartPole-v1"), n, monitor=False)
+                value = steps_per_second(remote, settings)
+                name = f"SB3VecEnv over {scheme}, N={n}"
+                results.append(Result(name, value, baseline="DummyVecEnv", ratio=value / baseline))
+    print_table({"results": [vars(r) for r in results], "machine": machine()})
+
+
+if __name__ == "__main__":
+    main()
