@@ -20,10 +20,11 @@ from typing import Any, Literal
 
 import gymnasium
 
-from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError
+from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError, clip
 
 __all__ = [
     "DEFAULT_IDS",
+    "MAX_ENV_ID",
     "Catalog",
     "EnvSpec",
     "Isolation",
@@ -53,6 +54,9 @@ BUILTIN_IDS = (
 )
 
 DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
+
+#: The longest env id a client may name: longer ids are unknown without a did-you-mean search.
+MAX_ENV_ID = 256
 
 # Entry points from these packages are trusted and cheap: they run inline by default.
 _TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.", "envwire.godot.")
@@ -284,12 +288,17 @@ class Catalog(Mapping[str, EnvSpec]):
 
         Raises:
             UnknownEnvError: not served here; the message suggests close ids, and says so when
-                Gymnasium knows the id but this server was not started with it.
+                Gymnasium knows the id but this server was not started with it. An id longer
+                than :data:`MAX_ENV_ID` gets no suggestions, and is never echoed whole.
         """
         try:
             return self._specs[env_id]
         except KeyError:
             pass
+        if len(env_id) > MAX_ENV_ID:  # did-you-mean costs memory and time in the id's length
+            raise UnknownEnvError(
+                f"unknown env {clip(env_id)}: ids served here are at most {MAX_ENV_ID} characters"
+            )
         hint = _did_you_mean(env_id, self._specs)
         if not hint and env_id in gymnasium.registry:
             hint = (
@@ -297,7 +306,7 @@ class Catalog(Mapping[str, EnvSpec]):
                 f"(envwire serve {env_id})"
             )
         served = ", ".join(list(self._specs)[:12]) + (", ..." if len(self._specs) > 12 else "")
-        raise UnknownEnvError(f"unknown env {env_id!r}{hint} (served here: {served})")
+        raise UnknownEnvError(f"unknown env {clip(env_id)}{hint} (served here: {served})")
 
     def with_overrides(self, **changes: Any) -> Catalog:
         """A copy with ``changes`` (e.g. ``step_timeout=5``) applied to every spec."""

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 from pathlib import Path
 
 import pytest
 
 from envwire.errors import ConfigError
-from envwire.server.security.tokens import TokenSet, bearer_token
+from envwire.server.security.tokens import TokenSet, presented_token
 
 GOOD = "tok-0123456789abcdef"
 OTHER = "tok-fedcba9876543210"
@@ -84,14 +85,23 @@ def test_tokens_are_never_logged(tmp_path: Path, caplog: pytest.LogCaptureFixtur
     assert GOOD not in caplog.text and OTHER not in caplog.text
 
 
-def test_of_and_bearer_headers() -> None:
+def basic(user: str, password: str) -> str:
+    return "Basic " + base64.b64encode(f"{user}:{password}".encode()).decode()
+
+
+def test_of_and_authorization_headers() -> None:
     tokens = TokenSet.of([GOOD, OTHER])
-    assert tokens.check_bearer(f"Bearer {GOOD}")
-    assert tokens.check_bearer(f"bearer   {OTHER} ")
-    assert not tokens.check_bearer(f"Basic {GOOD}")
-    assert not tokens.check_bearer(GOOD)
-    assert not tokens.check_bearer(None)
-    assert bearer_token("Bearer ") is None
+    assert tokens.check_header(f"Bearer {GOOD}")
+    assert tokens.check_header(f"bearer   {OTHER} ")
+    assert tokens.check_header(basic("envwire", GOOD))  # credentials from a URL
+    assert tokens.check_header(basic("", OTHER))
+    assert not tokens.check_header(basic(GOOD, "x"))  # the token is the password
+    assert not tokens.check_header(f"Basic {GOOD}")  # not base64 of user:password
+    assert not tokens.check_header(f"Digest {GOOD}")
+    assert not tokens.check_header(GOOD)
+    assert not tokens.check_header(None)
+    assert presented_token("Bearer ") is None
+    assert presented_token("Basic !!!") is None
     with pytest.raises(ConfigError):
         TokenSet.of([])
     with pytest.raises(ConfigError):

@@ -14,6 +14,7 @@ the file and line, never the token.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import hmac
 import logging
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from envwire.errors import ConfigError
 
-__all__ = ["MAX_TOKEN", "MIN_TOKEN", "TokenSet", "bearer_token"]
+__all__ = ["MAX_TOKEN", "MIN_TOKEN", "TokenSet", "presented_token"]
 
 log = logging.getLogger("envwire.security")
 
@@ -43,15 +44,27 @@ def _valid(token: str) -> bool:
     return MIN_TOKEN <= len(token) <= MAX_TOKEN and all(33 <= ord(c) <= 126 for c in token)
 
 
-def bearer_token(header: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` value (None for any other form)."""
+def presented_token(header: str | None) -> str | None:
+    """The token an ``Authorization`` header value carries: ``Bearer <token>``, or ``Basic``
+    with the token as the password (any user name), for clients that can only carry
+    credentials in a URL (``ws://envwire:<token>@host:8000``). None for anything else."""
     if not header:
         return None
-    scheme, _, token = header.strip().partition(" ")
-    token = token.strip()
-    if scheme.lower() != "bearer" or not token:
+    scheme, _, value = header.strip().partition(" ")
+    value = value.strip()
+    if not value:
         return None
-    return token
+    match scheme.lower():
+        case "bearer":
+            return value
+        case "basic":
+            try:
+                decoded = base64.b64decode(value, validate=True).decode("utf-8")
+            except (ValueError, UnicodeDecodeError):
+                return None
+            _, sep, password = decoded.partition(":")
+            return password if sep and password else None
+    return None
 
 
 class TokenSet:
@@ -143,6 +156,6 @@ class TokenSet:
             found |= hmac.compare_digest(presented, stored)
         return found
 
-    def check_bearer(self, header: str | None) -> bool:
-        """Whether an ``Authorization`` header value carries an accepted bearer token."""
-        return self.check(bearer_token(header))
+    def check_header(self, header: str | None) -> bool:
+        """Whether an ``Authorization`` header value carries an accepted token."""
+        return self.check(presented_token(header))
