@@ -42,21 +42,23 @@ def play(conn: connection.Connection) -> None:
 
 
 def test_the_official_connection_with_metadata(token_server: ServerProcess) -> None:
-    with grpc.insecure_channel(target(token_server)) as channel:
-        with connection.Connection(channel, metadata=METADATA) as conn:
-            play(conn)
+    with (
+        grpc.insecure_channel(target(token_server)) as channel,
+        connection.Connection(channel, metadata=METADATA) as conn,
+    ):
+        play(conn)
 
 
 @pytest.mark.parametrize("metadata", [None, [("authorization", f"Bearer {OTHER_TOKEN}")]])
 def test_streams_without_the_token_end_unauthenticated(
     token_server: ServerProcess, metadata: list[tuple[str, str]] | None
 ) -> None:
-    with grpc.insecure_channel(target(token_server)) as channel:
-        with (
-            pytest.raises(grpc.RpcError) as info,
-            connection.Connection(channel, metadata=metadata) as conn,
-        ):
-            play(conn)
+    with (
+        grpc.insecure_channel(target(token_server)) as channel,
+        pytest.raises(grpc.RpcError) as info,
+        connection.Connection(channel, metadata=metadata) as conn,
+    ):
+        play(conn)
     assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
     assert OTHER_TOKEN not in str(info.value)
 
@@ -82,12 +84,12 @@ def test_streams_per_address_are_capped(token_server: ServerProcess) -> None:
     url = f"grpc://{target(token_server)}/CartPole-v1"
     held = [envwire.make(url, token=TOKEN) for _ in range(3)]
     try:
-        with grpc.insecure_channel(target(token_server)) as channel:
-            with (
-                pytest.raises(grpc.RpcError) as info,
-                connection.Connection(channel, metadata=METADATA) as conn,
-            ):
-                play(conn)
+        with (
+            grpc.insecure_channel(target(token_server)) as channel,
+            pytest.raises(grpc.RpcError) as info,
+            connection.Connection(channel, metadata=METADATA) as conn,
+        ):
+            play(conn)
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
         assert "holds 3 streams" in info.value.details()  # type: ignore[attr-defined]
     finally:
@@ -119,9 +121,13 @@ def test_the_official_connection_over_tls(secrets: Secrets, tmp_path: Path) -> N
             grpc.ssl_channel_credentials(root_certificates=ca),
             grpc.access_token_call_credentials(TOKEN),
         )
-        with grpc.secure_channel(target(server), credentials) as channel:
-            with connection.Connection(channel) as conn:
-                play(conn)
-        with grpc.insecure_channel(target(server)) as channel:  # plaintext to a TLS port
-            with pytest.raises(grpc.FutureTimeoutError):
-                grpc.channel_ready_future(channel).result(timeout=3)
+        with (
+            grpc.secure_channel(target(server), credentials) as channel,
+            connection.Connection(channel) as conn,
+        ):
+            play(conn)
+        with (
+            grpc.insecure_channel(target(server)) as channel,  # plaintext to a TLS port
+            pytest.raises(grpc.FutureTimeoutError),
+        ):
+            grpc.channel_ready_future(channel).result(timeout=3)
