@@ -21,7 +21,8 @@ from typing import Any
 from envwire.arena.core import Arena
 from envwire.arena.errors import BodyTooLargeError, NotFoundError
 from envwire.arena.protocol import error_reply
-from envwire.arena.web import ArenaOptions, ArenaWeb, WebRequest, WebResponse, open_arena
+from envwire.arena.web import ArenaOptions, ArenaWeb, open_arena
+from envwire.protocols.http11 import Request, Response
 from envwire.registry import Catalog
 
 __all__ = ["create_app"]
@@ -56,20 +57,20 @@ def create_app(
         body, too_big = await _read(receive, limit)
         if too_big:
             error = BodyTooLargeError(f"request body is over the {limit}-byte limit")
-            await _send(send, WebResponse(*error_reply(error)))
+            await _send(send, Response(*error_reply(error)))
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        host = headers.get("host") or "127.0.0.1"
-        request = WebRequest(
+        request = Request(
             scope["method"],
             scope["path"],
+            scope.get("query_string", b"").decode("latin-1"),
             headers,
             body,
-            f"{scope.get('scheme', 'http')}://{host}/",
+            scheme=scope.get("scheme", "http"),
         )
         response = await asyncio.to_thread(web.handle, request)
         if response is None:
-            response = WebResponse(*error_reply(NotFoundError(f"no arena page {request.path}")))
+            response = Response(*error_reply(NotFoundError(f"no arena page {request.path}")))
         await _send(send, response, head=scope["method"] == "HEAD")
 
     return app
@@ -102,7 +103,7 @@ async def _read(receive: Receive, limit: int) -> tuple[bytes, bool]:
             return b"".join(chunks), too_big
 
 
-async def _send(send: Send, response: WebResponse, *, head: bool = False) -> None:
+async def _send(send: Send, response: Response, *, head: bool = False) -> None:
     headers = [
         (b"content-type", response.content_type.encode()),
         (b"content-length", str(len(response.body)).encode()),

@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from envwire.arena.web import ArenaWeb, WebRequest, web_for
+from envwire.arena.web import ArenaWeb, web_for
+from envwire.protocols.http11 import Request, Response
 
 if TYPE_CHECKING:
     from envwire.errors import EnvTimeoutError
-    from envwire.server.openenv.wire import Request, Response
 
 __all__ = ["ArenaRouter", "arena_router"]
 
@@ -39,15 +39,8 @@ class ArenaRouter:
         self, request: Request, on_hang: Callable[[EnvTimeoutError], None] | None = None
     ) -> Response:
         """The response to one request (never raises)."""
-        from envwire.server.openenv.wire import Response
-
-        base = f"http://{request.header('host') or '127.0.0.1'}/"
-        reply = self.web.handle(
-            WebRequest(request.method, request.path, request.headers, request.body, base)
-        )
-        if reply is None:
-            return self.fallback.handle(request, on_hang)
-        return Response(reply.status, reply.body, reply.content_type, reply.headers)
+        reply = self.web.handle(request)
+        return self.fallback.handle(request, on_hang) if reply is None else reply
 
 
 def arena_router(server: Any, router: R) -> R | ArenaRouter:

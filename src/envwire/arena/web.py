@@ -1,11 +1,11 @@
 """The arena's HTTP endpoints, framework-free: a request in, a response out.
 
-:class:`ArenaWeb` answers :class:`WebRequest` objects (method, path, headers, body) with
-:class:`WebResponse` objects, and returns None for paths that are not the arena's, so any HTTP
-server can put it in front of its own routes. Two servers use it: envwire's own HTTP front end
-(``envwire serve --http PORT --arena-db FILE``, see :func:`arena_router`) and any ASGI server
-(:func:`envwire.arena.asgi.create_app`). Handlers block (database, envs): servers call them from
-a worker thread.
+:class:`ArenaWeb` answers each :class:`~envwire.protocols.http11.Request` with a
+:class:`~envwire.protocols.http11.Response`, and returns None for paths that are not the
+arena's, so any HTTP server can put it in front of its own routes. Two servers use it:
+envwire's own HTTP front end (``envwire serve --http PORT --arena-db FILE``, see
+:func:`arena_router`) and any ASGI server (:func:`envwire.arena.asgi.create_app`). Handlers block
+(database, envs): servers call them from a worker thread.
 
 ==========================================  =================================================
 ``PUT``/``GET /act/{env}``, ``//act/{env}``  the act protocol (v0 and v1)
@@ -26,7 +26,7 @@ import json
 import logging
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
@@ -36,14 +36,13 @@ from envwire.arena.errors import MalformedRequestError, NotFoundError
 from envwire.arena.protocol import decode_body, error_body, error_reply
 from envwire.arena.store import RunRow, Store, Sync
 from envwire.errors import ConfigError, EnvError, EnvwireError
+from envwire.protocols.http11 import Request, Response
 from envwire.registry import Catalog
 
 __all__ = [
     "ArenaOptions",
     "ArenaRoute",
     "ArenaWeb",
-    "WebRequest",
-    "WebResponse",
     "open_arena",
     "routes",
 ]
@@ -93,29 +92,7 @@ def open_arena(options: ArenaOptions, catalog: Catalog | None = None) -> Arena:
     return Arena(store, catalog, max_body=options.max_body, live_runs=options.live_runs)
 
 
-@dataclass(frozen=True, slots=True)
-class WebRequest:
-    """An HTTP request, read whole. ``headers`` has lower-case names; ``base_url`` is where the
-    server is reached (``http://host:port/``)."""
-
-    method: str
-    path: str
-    headers: Mapping[str, str]
-    body: bytes = b""
-    base_url: str = ""
-
-
-@dataclass(slots=True)
-class WebResponse:
-    """An HTTP response."""
-
-    status: int
-    body: bytes = b""
-    content_type: str = _JSON
-    headers: list[tuple[str, str]] = field(default_factory=list)
-
-
-Handler = Callable[[WebRequest, dict[str, str]], WebResponse]
+Handler = Callable[[Request, dict[str, str]], Response]
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,19 +114,19 @@ def _route(path: str, methods: tuple[str, ...], handler: Handler) -> ArenaRoute:
     return ArenaRoute(re.compile(f"^{regex}$"), methods, handler)
 
 
-def _json(status: int, value: Any) -> WebResponse:
-    return WebResponse(status, json.dumps(value).encode())
+def _json(status: int, value: Any) -> Response:
+    return Response(status, json.dumps(value).encode())
 
 
-def _error(exc: EnvwireError) -> WebResponse:
+def _error(exc: EnvwireError) -> Response:
     status, body = error_reply(exc)
-    return WebResponse(status, body)
+    return Response(status, body)
 
 
-def _html_error(exc: EnvwireError) -> WebResponse:
+def _html_error(exc: EnvwireError) -> Response:
     phrase = HTTPStatus(exc.http_status).phrase
     page = pages.error_page(exc.http_status, phrase, exc.message)
-    return WebResponse(exc.http_status, page.encode(), _HTML)
+    return Response(exc.http_status, page.encode(), _HTML)
 
 
 class ArenaWeb:
@@ -184,7 +161,7 @@ class ArenaWeb:
             _route(admin + "/{env}/agents/{agent}/{op}", ("POST",), self.admin_agent_op),
         ]
 
-    def handle(self, request: WebRequest) -> WebResponse | None:
+    def handle(self, request: Request) -> Response | None:
         """The response to ``request``, or None when the path is not the arena's. Never raises."""
         for route in self.routes:
             params = route.match(request.path)
@@ -199,24 +176,24 @@ class ArenaWeb:
                 return route.handler(request, params)
             except Exception:
                 log.exception("arena: %s %s failed", request.method, request.path)
-                return WebResponse(500, error_body(500, "internal server error; see the log"))
+                return Response(500, error_body(500, "internal server error; see the log"))
         return None
 
     # -- act -------------------------------------------------------------------------------
 
-    def act(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def act(self, request: Request, params: dict[str, str]) -> Response:
         """The act endpoint."""
         status, body = self.arena.handle_act(
             params["env"], request.body, request.headers.get("content-type")
         )
-        return WebResponse(status, body)
+        return Response(status, body)
 
     # -- pages -----------------------------------------------------------------------------
 
     @staticmethod
-    def _page(render: Callable[[], str]) -> WebResponse:
+    def _page(render: Callable[[], str]) -> Response:
         try:
-            return WebResponse(200, render().encode(), _HTML)
+            return Response(200, render().encode(), _HTML)
         except EnvwireError as exc:
             return _html_error(exc)
 
@@ -226,7 +203,7 @@ class ArenaWeb:
             raise NotFoundError(f"no run {text!r} in arena env {env!r}")
         return row
 
-    def index(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def index(self, request: Request, params: dict[str, str]) -> Response:
         """The arena envs."""
         store = self.arena.store
 
@@ -239,7 +216,7 @@ class ArenaWeb:
 
         return self._page(render)
 
-    def env_page(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def env_page(self, request: Request, params: dict[str, str]) -> Response:
         """An env's leaderboard."""
         name, store = params["env"], self.arena.store
 
@@ -249,7 +226,7 @@ class ArenaWeb:
 
         return self._page(render)
 
-    def agent_page(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def agent_page(self, request: Request, params: dict[str, str]) -> Response:
         """An agent's page."""
         name, agent = params["env"], params["agent"]
 
@@ -259,7 +236,7 @@ class ArenaWeb:
 
         return self._page(render)
 
-    def run_page(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def run_page(self, request: Request, params: dict[str, str]) -> Response:
         """A run's history."""
         name, store = params["env"], self.arena.store
 
@@ -269,32 +246,32 @@ class ArenaWeb:
 
         return self._page(render)
 
-    def run_redirect(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def run_redirect(self, request: Request, params: dict[str, str]) -> Response:
         """The original clients print ``<url>/run/<env>/<run>``: send them to the run page."""
         target = f"/arena/run/{params['env']}/{params['run']}"
-        return WebResponse(308, b"", _HTML, [("location", target)])
+        return Response(308, b"", _HTML, [("location", target)])
 
     # -- public JSON -----------------------------------------------------------------------
 
     @staticmethod
-    def _json(produce: Callable[[], Any]) -> WebResponse:
+    def _json(produce: Callable[[], Any]) -> Response:
         try:
             return _json(200, produce())
         except EnvwireError as exc:
             return _error(exc)
 
-    def api_envs(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def api_envs(self, request: Request, params: dict[str, str]) -> Response:
         """The arena envs as JSON."""
         return self._json(self.arena.admin.list_envs)
 
-    def api_results(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def api_results(self, request: Request, params: dict[str, str]) -> Response:
         """An env's agents and ratings as JSON."""
         agents = self.arena.admin.list_agents
         return self._json(
             lambda: [{k: v for k, v in a.items() if k != "blocked"} for a in agents(params["env"])]
         )
 
-    def api_run(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def api_run(self, request: Request, params: dict[str, str]) -> Response:
         """A run's history as JSON (percepts, actions and outcomes as the agent saw them)."""
         store = self.arena.store
 
@@ -330,9 +307,7 @@ class ArenaWeb:
 
     # -- admin API ---------------------------------------------------------------------------
 
-    def _admin(
-        self, request: WebRequest, operation: Callable[[dict[str, Any]], Any]
-    ) -> WebResponse:
+    def _admin(self, request: Request, operation: Callable[[dict[str, Any]], Any]) -> Response:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         try:
             self.arena.admin.check_admin_token(
@@ -347,22 +322,22 @@ class ArenaWeb:
                     raise MalformedRequestError("body", "expected a JSON object")
             return _json(200, operation(data))
         except (ConfigError, EnvError) as exc:  # the admin named an env that cannot be made
-            return WebResponse(400, error_body(400, exc.message))
+            return Response(400, error_body(400, exc.message))
         except EnvwireError as exc:
             return _error(exc)
 
-    def _url(self, request: WebRequest, data: Mapping[str, Any]) -> str:
+    def _url(self, request: Request, data: Mapping[str, Any]) -> str:
         given = data.get("url")
         if isinstance(given, str) and given:
             return given
         stored = self.arena.store.meta("public_url")
         return self.public_url or stored or request.base_url or "http://127.0.0.1:8000/"
 
-    def admin_envs(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def admin_envs(self, request: Request, params: dict[str, str]) -> Response:
         """Admin: every arena env."""
         return self._admin(request, lambda _: self.arena.admin.list_envs())
 
-    def admin_create_env(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def admin_create_env(self, request: Request, params: dict[str, str]) -> Response:
         """Admin: create an arena env from ``{"env_id", "settings", "display_name",
         "description", "replace"}``."""
 
@@ -385,11 +360,11 @@ class ArenaWeb:
 
         return self._admin(request, create)
 
-    def admin_agents(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def admin_agents(self, request: Request, params: dict[str, str]) -> Response:
         """Admin: the agents of an env."""
         return self._admin(request, lambda _: self.arena.admin.list_agents(params["env"]))
 
-    def admin_add_agent(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def admin_add_agent(self, request: Request, params: dict[str, str]) -> Response:
         """Admin: add an agent (``{"replace": bool, "url": str}``); its config file."""
 
         def add(data: dict[str, Any]) -> Any:
@@ -401,7 +376,7 @@ class ArenaWeb:
 
         return self._admin(request, add)
 
-    def admin_agent_op(self, request: WebRequest, params: dict[str, str]) -> WebResponse:
+    def admin_agent_op(self, request: Request, params: dict[str, str]) -> Response:
         """Admin: ``block``, ``unblock`` or ``password`` (a new password; the config file)."""
         env, agent, op = params["env"], params["agent"], params["op"]
         admin = self.arena.admin

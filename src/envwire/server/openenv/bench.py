@@ -154,7 +154,7 @@ def serve_ceiling(port: int) -> None:
     import hashlib
     import threading
 
-    from envwire.server.openenv.frames import FrameReader, text_frame
+    from envwire.protocols.websocket import FrameReader, text_frame
 
     reply = text_frame(
         b'{"type":"observation","data":{"observation":{"echoed_message":"hello",'

@@ -31,6 +31,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
+from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     ErrorCode,
     WsClose,
@@ -48,18 +49,12 @@ from envwire.protocols.openenv import (
     parse_client_message,
     parse_rpc,
 )
+from envwire.protocols.websocket import handshake_problem
 from envwire.server._sockets import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
-from envwire.server.openenv.wire import (
-    HttpConnection,
-    Request,
-    Response,
-    WebSocketChannel,
-    json_response,
-    websocket_problem,
-)
+from envwire.server.openenv.wire import HttpConnection, WebSocketChannel
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -218,7 +213,7 @@ class _Connection:
     def _websocket(self, request: Request) -> None:
         service = self.front.service
         env_id, endpoint, _ = split_path(request.path, service.served, service.default_env)
-        problem = websocket_problem(request)
+        problem = handshake_problem(request)
         if endpoint not in ("ws", "mcp"):
             self.http.send(json_response(404, '{"detail":"Not Found"}'))
             return

@@ -30,11 +30,11 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
+from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import BodyError, dumps, parse_rpc, parse_step_body
 from envwire.server.openenv import openapi
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.service import OpenEnvService, Record
-from envwire.server.openenv.wire import Request, Response, json_response
 
 __all__ = ["ENDPOINTS", "HEADER", "COOKIE", "Router", "error_response", "split_path"]
 

@@ -1,4 +1,5 @@
-"""The server-side WebSocket frame codec, against frames that websockets' client side writes."""
+"""The server side of WebSocket: the frame codec against frames that websockets' client side
+writes, and the opening handshake."""
 
 from __future__ import annotations
 
@@ -8,14 +9,19 @@ import struct
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
+from websockets.client import ClientProtocol
 from websockets.frames import Close, Frame, Opcode
-from websockets.protocol import Protocol, Side
+from websockets.protocol import Protocol, Side, State
+from websockets.uri import parse_uri
 
-from envwire.server.openenv.frames import (
+from envwire.protocols.http11 import Request, RequestParser
+from envwire.protocols.websocket import (
     FrameError,
     FrameReader,
+    accept_bytes,
     close_frame,
     control_frame,
+    handshake_problem,
     text_frame,
 )
 
@@ -132,3 +138,41 @@ def test_server_frames_parse_as_websockets_reads_them() -> None:
         close_frame(1011, "env hung") == bytes([0x88, 10]) + struct.pack("!H", 1011) + b"env hung"
     )
     assert close_frame(1005) == bytes([0x88, 0])
+
+
+def handshake_request() -> tuple[ClientProtocol, Request]:
+    """A real client's opening handshake, as our HTTP parser reads it."""
+    peer = ClientProtocol(parse_uri("ws://example.org:8000/envs/x/ws"))
+    peer.send_request(peer.connect())
+    parser = RequestParser()
+    parser.receive_data(b"".join(peer.data_to_send()))
+    request = parser.next_request()
+    assert isinstance(request, Request)
+    return peer, request
+
+
+def test_handshake_accepted_by_websockets_client() -> None:
+    peer, request = handshake_request()
+    assert handshake_problem(request) is None
+    peer.receive_data(accept_bytes(request))
+    [response] = peer.events_received()
+    assert response.status_code == 101 and peer.state is State.OPEN
+
+
+@pytest.mark.parametrize(
+    ("change", "problem"),
+    [
+        ({"method": "POST"}, "must be a GET"),
+        ({"upgrade": "h2c"}, "Upgrade: websocket"),
+        ({"connection": "keep-alive"}, "Connection: Upgrade"),
+        ({"sec-websocket-version": "8"}, "Sec-WebSocket-Version"),
+        ({"sec-websocket-key": "short"}, "Sec-WebSocket-Key"),
+    ],
+)
+def test_handshake_problems_are_named(change: dict[str, str], problem: str) -> None:
+    _, request = handshake_request()
+    if "method" in change:
+        request.method = change["method"]
+    else:
+        request.headers.update(change)
+    assert problem in (handshake_problem(request) or "")

@@ -6,11 +6,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envwire.server.openenv.http11 import (
+from envwire.protocols.http11 import (
     NEED_DATA,
     HttpError,
-    ParsedRequest,
+    Request,
     RequestParser,
+    Response,
     response_bytes,
 )
 
@@ -20,7 +21,7 @@ POST = (
 )
 
 
-def parse_all(data: bytes, step: int | None = None) -> list[ParsedRequest]:
+def parse_all(data: bytes, step: int | None = None) -> list[Request]:
     parser = RequestParser(max_body=1000)
     chunks = [data] if step is None else [data[i : i + step] for i in range(0, len(data), step)]
     out = []
@@ -30,7 +31,7 @@ def parse_all(data: bytes, step: int | None = None) -> list[ParsedRequest]:
             request = parser.next_request()
             if request is NEED_DATA or request is None:
                 break
-            assert isinstance(request, ParsedRequest)
+            assert isinstance(request, Request)
             out.append(request)
     return out
 
@@ -38,11 +39,19 @@ def parse_all(data: bytes, step: int | None = None) -> list[ParsedRequest]:
 def test_whole_and_byte_by_byte() -> None:
     for step in (None, 1, 5):
         [request] = parse_all(POST, step)
-        assert (request.method, request.target) == ("POST", "/envs/a/step?x=1")
+        assert (request.method, request.path, request.query) == ("POST", "/envs/a/step", "x=1")
         assert request.version == "HTTP/1.1"
         assert request.headers["content-type"] == "application/json"
-        assert request.cookies == ["a=1", "b=2"] and request.body == b'{"a":1}'
+        assert request.cookies == [("a", "1"), ("b", "2")] and request.body == b'{"a":1}'
+        assert request.cookie_values("b") == ["2"] and request.base_url == "http://h/"
         assert request.keep_alive
+
+
+def test_paths_are_percent_decoded_and_cookies_split() -> None:
+    [request] = parse_all(b'GET /envs/my%2FEnv-v0/state HTTP/1.1\r\nCookie: s="x"; t=2\r\n\r\n')
+    assert request.path == "/envs/my/Env-v0/state" and request.query == ""
+    assert request.cookies == [("s", "x"), ("t", "2")]
+    assert request.base_url == "http://127.0.0.1/"  # no Host header
 
 
 def test_pipelined_and_trailing_bytes() -> None:
@@ -51,7 +60,7 @@ def test_pipelined_and_trailing_bytes() -> None:
     assert [r.method for r in requests] == ["POST", "GET", "POST"]
     parser = RequestParser()
     parser.receive_data(b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\x81\x05hello")
-    assert isinstance(parser.next_request(), ParsedRequest)
+    assert isinstance(parser.next_request(), Request)
     assert bytes(parser.buffer) == b"\x81\x05hello"  # the WebSocket stream, untouched
 
 
@@ -75,6 +84,11 @@ def test_connection_semantics() -> None:
     parser = RequestParser()
     parser.receive_data(b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
     assert parser.next_request() is NEED_DATA and parser.needs_continue()
+    parser.continue_sent()
+    assert not parser.needs_continue()
+    parser.receive_data(b"{}")
+    request = parser.next_request()
+    assert isinstance(request, Request) and request.body == b"{}"
 
 
 @pytest.mark.parametrize(
@@ -117,8 +131,13 @@ def test_garbage_only_ever_raises_http_error(data: bytes) -> None:
 
 
 def test_response_bytes() -> None:
-    data = response_bytes(200, [("content-type", "application/json")], b"{}")
-    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 2\r\n\r\n"
+    data = response_bytes(Response(200, b"{}", headers=[("x-a", "1")]))
+    head = (
+        b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\nx-a: 1\r\ncontent-length: 2\r\n\r\n"
+    )
     assert data == head + b"{}"
-    closing = response_bytes(404, [], b"x", keep_alive=False, head=True)
-    assert closing == b"HTTP/1.1 404 Not Found\r\ncontent-length: 1\r\nconnection: close\r\n\r\n"
+    closing = response_bytes(Response(404, b"x", "text/plain"), keep_alive=False, head=True)
+    assert closing == (
+        b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 1\r\n"
+        b"connection: close\r\n\r\n"
+    )

@@ -1,4 +1,8 @@
-"""A sans-IO WebSocket frame codec for the server side (RFC 6455 section 5), no extensions.
+"""The server side of WebSocket, sans-IO: the opening handshake (RFC 6455 section 4.2) and a
+frame codec (section 5), no extensions.
+
+:func:`handshake_problem` says why a :class:`~envwire.protocols.http11.Request` is not a valid
+opening handshake, and :func:`accept_bytes` is the ``101 Switching Protocols`` answer to one.
 
 :class:`FrameReader` turns received bytes into events: ``("text", str)`` for each complete data
 message (binary messages are decoded as UTF-8 too: OpenEnv's messages are JSON), ``("ping",
@@ -12,8 +16,12 @@ generator-based parser cost about 12 µs per message; the client side still uses
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import struct
 from typing import Final
+
+from envwire.protocols.http11 import Request
 
 __all__ = [
     "CLOSE",
@@ -22,8 +30,10 @@ __all__ = [
     "TEXT",
     "FrameError",
     "FrameReader",
+    "accept_bytes",
     "close_frame",
     "control_frame",
+    "handshake_problem",
     "text_frame",
 ]
 
@@ -34,6 +44,41 @@ _NO_STATUS: Final = 1005
 _VALID_CLOSE_CODES: Final = frozenset({1000, 1001, 1002, 1003, 1007, 1008, 1009, 1010, 1011})
 
 Event = tuple[str, str] | tuple[str, bytes] | tuple[str, int, str]
+
+_GUID: Final = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
+
+
+def _tokens(value: str) -> list[str]:
+    return [token.strip().lower() for token in value.split(",")]
+
+
+def handshake_problem(request: Request) -> str | None:
+    """Why ``request`` is not a valid WebSocket opening handshake (None when it is)."""
+    if request.method != "GET":
+        return "a WebSocket handshake must be a GET request"
+    if "websocket" not in _tokens(request.header("upgrade")):
+        return "missing 'Upgrade: websocket'"
+    if "upgrade" not in _tokens(request.header("connection")):
+        return "missing 'Connection: Upgrade'"
+    if request.header("sec-websocket-version") != "13":
+        return "unsupported Sec-WebSocket-Version (13 is required)"
+    try:
+        if len(base64.b64decode(request.header("sec-websocket-key"), validate=True)) != 16:
+            raise ValueError
+    except ValueError:
+        return "missing or invalid Sec-WebSocket-Key"
+    return None
+
+
+def accept_bytes(request: Request) -> bytes:
+    """The ``101 Switching Protocols`` answer to a valid handshake (no extensions, no
+    subprotocol)."""
+    key = request.header("sec-websocket-key").encode("ascii")
+    accept = base64.b64encode(hashlib.sha1(key + _GUID).digest()).decode("ascii")
+    return (
+        b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
+        + f"sec-websocket-accept: {accept}\r\n\r\n".encode("ascii")
+    )
 
 
 class FrameError(Exception):

@@ -1,11 +1,12 @@
-"""A small sans-IO HTTP/1.1 server parser: requests in, response bytes out.
+"""A small sans-IO HTTP/1.1 server parser, and the one request and response type of envwire's
+HTTP front ends (OpenEnv, the arena, the arena's ASGI app).
 
 Feed received bytes to :meth:`RequestParser.receive_data` (``b""`` means EOF) and take requests
-with :meth:`RequestParser.next_request`, which returns a :class:`ParsedRequest`, ``NEED_DATA``,
-or raises :class:`HttpError` (with the status to answer: 400, 413, 431, 501, 505). Bodies are
-read by ``Content-Length`` or ``Transfer-Encoding: chunked``; pipelined requests queue in the
+with :meth:`RequestParser.next_request`, which returns a :class:`Request`, ``NEED_DATA``, or
+raises :class:`HttpError` (with the status to answer: 400, 413, 431, 501, 505). Bodies are read
+by ``Content-Length`` or ``Transfer-Encoding: chunked``; pipelined requests queue in the
 buffer; after a WebSocket upgrade, :attr:`RequestParser.buffer` holds the bytes that followed the
-handshake. :func:`response_bytes` writes a response.
+handshake. :func:`response_bytes` writes a :class:`Response`.
 
 It covers what HTTP clients of an API send (it is not a proxy): no ``obs-fold``, no trailers
 beyond skipping them, no request targets other than origin-form. It replaces h11 on this hot
@@ -17,8 +18,18 @@ from __future__ import annotations
 import http
 from dataclasses import dataclass, field
 from typing import Final
+from urllib.parse import unquote
 
-__all__ = ["NEED_DATA", "HttpError", "ParsedRequest", "RequestParser", "response_bytes"]
+__all__ = [
+    "NEED_DATA",
+    "HttpError",
+    "Request",
+    "RequestParser",
+    "Response",
+    "json_response",
+    "parse_cookies",
+    "response_bytes",
+]
 
 
 class _NeedData:
@@ -43,17 +54,64 @@ class HttpError(Exception):
 
 
 @dataclass
-class ParsedRequest:
-    """One request: method, target, version, lowercased headers (repeats joined), body."""
+class Request:
+    """One HTTP request, read whole.
+
+    ``path`` is percent-decoded and has no query; ``headers`` has lower-case names (repeated
+    headers joined with ", "); ``cookies`` are the (name, value) pairs of every ``Cookie``
+    header; ``scheme`` is how the client reached the server (``http`` unless a front end
+    knows better).
+    """
 
     method: str
-    target: str
-    version: str
-    headers: dict[str, str]
+    path: str
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
     body: bytes = b""
-    cookies: list[str] = field(default_factory=list)
+    cookies: list[tuple[str, str]] = field(default_factory=list)
+    version: str = "HTTP/1.1"
     keep_alive: bool = True
     expects_continue: bool = False
+    scheme: str = "http"
+
+    def header(self, name: str, default: str = "") -> str:
+        """The value of the (lower-case) header ``name``."""
+        return self.headers.get(name, default)
+
+    def cookie_values(self, name: str) -> list[str]:
+        """Every value sent for the cookie ``name``."""
+        return [value for key, value in self.cookies if key == name]
+
+    @property
+    def base_url(self) -> str:
+        """Where the client reached the server: ``scheme://host[:port]/``."""
+        return f"{self.scheme}://{self.header('host') or '127.0.0.1'}/"
+
+
+@dataclass
+class Response:
+    """One HTTP response (``Content-Length`` framed)."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def json_response(status: int, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
+    """A JSON response from already-encoded JSON text."""
+    return Response(status, text.encode(), "application/json", headers or [])
+
+
+def parse_cookies(values: list[str]) -> list[tuple[str, str]]:
+    """The (name, value) pairs of ``Cookie`` header values (quotes around values dropped)."""
+    out = []
+    for value in values:
+        for part in value.split(";"):
+            key, sep, val = part.strip().partition("=")
+            if sep and key:
+                out.append((key, val.strip().strip('"')))
+    return out
 
 
 class RequestParser:
@@ -69,7 +127,7 @@ class RequestParser:
         self.max_body = max_body
         self.buffer = bytearray()
         self.eof = False
-        self._pending: ParsedRequest | None = None  # headers read, body not yet
+        self._pending: Request | None = None  # headers read, body not yet
         self._chunked = False
         self._length = 0
 
@@ -80,7 +138,7 @@ class RequestParser:
         else:
             self.eof = True
 
-    def next_request(self) -> ParsedRequest | _NeedData | None:
+    def next_request(self) -> Request | _NeedData | None:
         """The next complete request; NEED_DATA; or None at a clean EOF between requests.
 
         Raises:
@@ -119,12 +177,17 @@ class RequestParser:
         """True when a request waits for ``100 Continue`` before sending its body."""
         return self._pending is not None and self._pending.expects_continue and not self.buffer
 
+    def continue_sent(self) -> None:
+        """The front end answered ``100 Continue``: the body may come now."""
+        if self._pending is not None:
+            self._pending.expects_continue = False
+
     def _more(self) -> _NeedData:
         if self.eof:
             raise HttpError(400, "the request body ended early")
         return NEED_DATA
 
-    def _head(self, head: bytes) -> ParsedRequest:
+    def _head(self, head: bytes) -> Request:
         lines = head.split(b"\r\n")
         while lines and not lines[0]:  # tolerate blank lines before a request (RFC 9112 2.2)
             lines.pop(0)
@@ -149,12 +212,14 @@ class RequestParser:
             if key == "cookie":
                 cookies.append(text)
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
-        request = ParsedRequest(
+        path, _, query = target.decode("latin-1").partition("?")
+        request = Request(
             method.decode("ascii"),
-            target.decode("latin-1"),
-            version.decode("ascii"),
+            unquote(path),
+            query,
             headers,
-            cookies=cookies,
+            cookies=parse_cookies(cookies),
+            version=version.decode("ascii"),
         )
         tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
         request.keep_alive = "close" not in tokens and (
@@ -213,19 +278,13 @@ class RequestParser:
             at += size + 2
 
 
-def response_bytes(
-    status: int,
-    headers: list[tuple[str, str]],
-    body: bytes,
-    *,
-    keep_alive: bool = True,
-    head: bool = False,
-) -> bytes:
-    """A complete HTTP/1.1 response (``Content-Length`` framing)."""
-    lines = [f"HTTP/1.1 {status} {_REASONS.get(status, '')}"]
-    lines += [f"{name}: {value}" for name, value in headers]
-    lines.append(f"content-length: {len(body)}")
+def response_bytes(response: Response, *, keep_alive: bool = True, head: bool = False) -> bytes:
+    """The bytes of a complete HTTP/1.1 response; ``head`` leaves the body out (HEAD)."""
+    lines = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, '')}"]
+    lines.append(f"content-type: {response.content_type}")
+    lines += [f"{name}: {value}" for name, value in response.headers]
+    lines.append(f"content-length: {len(response.body)}")
     if not keep_alive:
         lines.append("connection: close")
     data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
-    return data if head else data + body
+    return data if head else data + response.body
