@@ -13,9 +13,9 @@ import requests
 
 import envwire.arena
 from envwire.arena.admin import ArenaAdmin
-from envwire.arena.asgi import create_app
 from envwire.arena.store import Store
 from envwire.envs.nim import strong_move
+from envwire.server.arena.asgi import create_app
 
 uvicorn = pytest.importorskip("uvicorn", reason="uvicorn serves the ASGI app in this test")
 

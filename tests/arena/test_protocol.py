@@ -16,7 +16,8 @@ from envwire.arena.errors import (
     NotJSONError,
     UnsupportedVersionError,
 )
-from envwire.arena.protocol import (
+from envwire.errors import error_class_for_code
+from envwire.protocols.arena import (
     ActionIn,
     ActionRequest,
     ActReply,
@@ -28,7 +29,6 @@ from envwire.arena.protocol import (
     error_reply,
     parse_act_request,
 )
-from envwire.errors import error_class_for_code
 
 BASE = {"agent": "a", "pwd": "p"}
 

@@ -3,7 +3,7 @@
 :meth:`Arena.handle_act` is the whole act endpoint as a function from (env name, body bytes,
 content type) to (status, body bytes); a web layer only moves bytes. Each act request:
 
-1. is decoded and validated (:mod:`envwire.arena.protocol`): 413, 415, 400 naming the field;
+1. is decoded and validated (:mod:`envwire.protocols.arena`): 413, 415, 400 naming the field;
 2. names an arena env (400 if unknown) and an agent with its password (401 if unknown, wrong or
    blocked);
 3. abandons runs (v1 ``to_abandon``; 400 if the env does not allow it), then applies each
@@ -38,7 +38,11 @@ from envwire.arena.errors import (
     UnknownArenaEnvError,
 )
 from envwire.arena.games import Accepted, Game
-from envwire.arena.protocol import (
+from envwire.arena.rules import RunSlot, request_limit, schedule
+from envwire.arena.settings import ArenaSettings
+from envwire.arena.store import Batch, EnvRow, Finish, MessageRow, NewRun, RunRow, StepRow, Store
+from envwire.errors import EnvwireError
+from envwire.protocols.arena import (
     ActionRequest,
     ActReply,
     ActRequest,
@@ -52,10 +56,6 @@ from envwire.arena.protocol import (
     error_reply,
     parse_act_request,
 )
-from envwire.arena.rules import RunSlot, request_limit, schedule
-from envwire.arena.settings import ArenaSettings
-from envwire.arena.store import Batch, EnvRow, Finish, MessageRow, NewRun, RunRow, StepRow, Store
-from envwire.errors import EnvwireError
 from envwire.registry import Catalog
 
 __all__ = ["DEFAULT_MAX_BODY", "Arena"]

@@ -30,9 +30,9 @@ import numpy as np
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.arena.protocol import RawJSON, dumps
 from envwire.arena.settings import ArenaSettings
 from envwire.errors import EnvwireError, InvalidActionError, InvalidArgumentError
+from envwire.protocols.arena import RawJSON, dumps
 from envwire.registry import EnvSpec
 from envwire.session import Session, State
 

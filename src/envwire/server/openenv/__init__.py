@@ -9,6 +9,6 @@
 - :mod:`.frontend`: the listener, the connection threads, the reaper and keepalive timers.
 """
 
-from envwire.server.openenv.frontend import HttpFrontEnd
+from envwire.server.openenv.frontend import Mount, OpenEnvFrontEnd
 
-__all__ = ["HttpFrontEnd"]
+__all__ = ["Mount", "OpenEnvFrontEnd"]

@@ -1,13 +1,13 @@
 """The arena as an ASGI application, for deployments behind uvicorn, hypercorn or gunicorn::
 
     # app.py
-    from envwire.arena.asgi import create_app
+    from envwire.server.arena.asgi import create_app
     app = create_app("arena.sqlite3", public_url="https://arena.example.org/")
 
     $ uvicorn app:app --port 8000
 
 No framework: the app reads the body (refusing it past the arena's size limit), runs
-:meth:`ArenaWeb.handle <envwire.arena.web.ArenaWeb.handle>` in a worker thread and writes the
+:meth:`ArenaWeb.handle <envwire.server.arena.web.ArenaWeb.handle>` in a worker thread and writes the
 response. Paths that are not the arena's get 404. The database is closed at lifespan shutdown.
 """
 
@@ -20,10 +20,11 @@ from typing import Any
 
 from envwire.arena.core import Arena
 from envwire.arena.errors import BodyTooLargeError, NotFoundError
-from envwire.arena.protocol import error_reply
-from envwire.arena.web import ArenaOptions, ArenaWeb, open_arena
+from envwire.arena.options import ArenaOptions, open_arena
+from envwire.protocols.arena import error_reply
 from envwire.protocols.http11 import Request, Response
 from envwire.registry import Catalog
+from envwire.server.arena.web import ArenaWeb
 
 __all__ = ["create_app"]
 

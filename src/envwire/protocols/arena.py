@@ -11,9 +11,9 @@ vocabulary:
   ``active_runs``, ``finished_runs`` and typed ``messages``.
 
 Both parse into :class:`ActRequest`; a :class:`ActReply` encodes into either. Malformed bodies
-raise the errors of :mod:`envwire.arena.errors`, each naming the field at fault. Percepts and
-outcomes travel inside replies as JSON text (:class:`RawJSON`), so a percept stored in the
-database is sent without being decoded and encoded again.
+raise the errors defined here (``ProtocolError`` subclasses), each naming the field at fault.
+Percepts and outcomes travel inside replies as JSON text (:class:`RawJSON`), so a percept stored
+in the database is sent without being decoded and encoded again.
 """
 
 from __future__ import annotations
@@ -25,13 +25,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
-from envwire.arena.errors import (
-    BodyTooLargeError,
-    MalformedRequestError,
-    NotJSONError,
-    UnsupportedVersionError,
-)
-from envwire.errors import EnvwireError
+from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -39,9 +33,13 @@ __all__ = [
     "ActRequest",
     "ActionIn",
     "ActionRequest",
+    "BodyTooLargeError",
+    "MalformedRequestError",
     "Message",
     "MessageType",
+    "NotJSONError",
     "RawJSON",
+    "UnsupportedVersionError",
     "decode_body",
     "dumps",
     "encode_reply",
@@ -54,6 +52,40 @@ SUPPORTED_VERSIONS = (0, 1)
 MessageType = Literal["info", "warning", "error"]
 _V0_RUN = re.compile(r"^([0-9]{1,18})#([0-9]{1,9})$")
 _JSON_TYPES = ("application/json",)
+
+
+class MalformedRequestError(ProtocolError):
+    """A request field is missing, of the wrong type or out of range.
+
+    Attributes:
+        field: the field's path in the body, e.g. ``actions[2].act_no``.
+    """
+
+    code = "malformed_request"
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class UnsupportedVersionError(ProtocolError):
+    """``protocol_version`` names a version this server does not speak."""
+
+    code = "unsupported_version"
+
+
+class BodyTooLargeError(ProtocolError):
+    """The request body is larger than the server accepts."""
+
+    code = "body_too_large"
+    http_status = 413
+
+
+class NotJSONError(ProtocolError):
+    """The request body is not declared as JSON (``Content-Type: application/json``)."""
+
+    code = "not_json"
+    http_status = 415
 
 
 class RawJSON(str):

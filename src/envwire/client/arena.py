@@ -49,7 +49,7 @@ __all__ = [
     "run",
 ]
 
-log = logging.getLogger("envwire.arena.client")
+log = logging.getLogger("envwire.client.arena")
 
 CLIENT_NAME = "envwire-arena-client"
 

@@ -4,8 +4,8 @@
 :class:`~envwire.protocols.http11.Response`, and returns None for paths that are not the
 arena's, so any HTTP server can put it in front of its own routes. Two servers use it:
 envwire's own HTTP front end (``envwire serve --http PORT --arena-db FILE``, see
-:func:`arena_router`) and any ASGI server (:func:`envwire.arena.asgi.create_app`). Handlers block
-(database, envs): servers call them from a worker thread.
+:mod:`envwire.server.http`) and any ASGI server (:func:`envwire.server.arena.asgi.create_app`).
+Handlers block (database, envs): servers call them from a worker thread.
 
 ==========================================  =================================================
 ``PUT``/``GET /act/{env}``, ``//act/{env}``  the act protocol (v0 and v1)
@@ -30,66 +30,21 @@ from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
 
-from envwire.arena import pages
-from envwire.arena.core import DEFAULT_MAX_BODY, Arena
+from envwire.arena.core import Arena
 from envwire.arena.errors import MalformedRequestError, NotFoundError
-from envwire.arena.protocol import decode_body, error_body, error_reply
-from envwire.arena.store import RunRow, Store, Sync
+from envwire.arena.store import RunRow
 from envwire.errors import ConfigError, EnvError, EnvwireError
+from envwire.protocols.arena import decode_body, error_body, error_reply
 from envwire.protocols.http11 import Request, Response
-from envwire.registry import Catalog
+from envwire.server.arena import pages
 
-__all__ = [
-    "ArenaOptions",
-    "ArenaRoute",
-    "ArenaWeb",
-    "open_arena",
-    "routes",
-]
+__all__ = ["ArenaRoute", "ArenaWeb"]
 
 log = logging.getLogger("envwire.arena")
 
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _NAME = r"(?P<{}>[^/]+)"
-
-
-@dataclass(frozen=True, slots=True)
-class ArenaOptions:
-    """Server options of the arena (``envwire serve --arena-db ...`` or ``[server]`` keys)."""
-
-    db: str
-    sync: Sync = "full"
-    max_body: int = DEFAULT_MAX_BODY
-    live_runs: int = 1024
-    public_url: str | None = None
-
-    @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> ArenaOptions | None:
-        """The arena's options among a server's options; None when the arena is off.
-
-        Raises:
-            ConfigError: a value has the wrong type.
-        """
-        db = options.get("arena_db")
-        if not db:
-            return None
-        sync = options.get("arena_sync") or "full"
-        if sync not in ("full", "normal"):
-            raise ConfigError(f"arena_sync must be 'full' or 'normal', got {sync!r}")
-        try:
-            max_body = int(options.get("arena_max_body") or DEFAULT_MAX_BODY)
-            live_runs = int(options.get("arena_live_runs") or 1024)
-        except (TypeError, ValueError) as exc:
-            raise ConfigError(f"arena options: {exc}") from exc
-        url = options.get("arena_url") or None
-        return cls(str(db), "normal" if sync == "normal" else "full", max_body, live_runs, url)
-
-
-def open_arena(options: ArenaOptions, catalog: Catalog | None = None) -> Arena:
-    """An :class:`Arena` over the database the options name."""
-    store = Store(options.db, sync=options.sync)
-    return Arena(store, catalog, max_body=options.max_body, live_runs=options.live_runs)
 
 
 Handler = Callable[[Request, dict[str, str]], Response]
@@ -405,28 +360,3 @@ class _NotAllowed(EnvwireError):
     code = "method_not_allowed"
     http_status = 405
     remote = True
-
-
-def routes(server: Any) -> list[ArenaRoute]:
-    """The arena's routes for an envwire server; none unless its options enable the arena.
-
-    Reads ``server.config.options`` (``arena_db``, ``arena_sync``, ``arena_max_body``,
-    ``arena_live_runs``, ``arena_url``) and ``server.catalog``. The arena is kept on the server
-    as ``server.arena``.
-    """
-    web = web_for(server)
-    return [] if web is None else web.routes
-
-
-def web_for(server: Any) -> ArenaWeb | None:
-    """The :class:`ArenaWeb` of an envwire server (made once), or None when the arena is off."""
-    existing = getattr(server, "arena_web", None)
-    if isinstance(existing, ArenaWeb):
-        return existing
-    options = ArenaOptions.from_options(server.config.options)
-    if options is None:
-        return None
-    arena = open_arena(options, server.catalog)
-    web = ArenaWeb(arena, public_url=options.public_url)
-    server.arena, server.arena_web = arena, web
-    return web
