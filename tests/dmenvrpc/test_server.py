@@ -23,7 +23,7 @@ from envwire import messages as m
 from envwire import spacecodec
 from envwire.client.dmenvrpc import CHANNEL_OPTIONS, DmEnvRpcTransport
 from envwire.errors import InvalidActionError, TransportError
-from envwire.server.grpc import SERVICE
+from envwire.server.dmenvrpc import SERVICE
 from envwire.testing import ServerProcess
 
 from .conftest import ENVS

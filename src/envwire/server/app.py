@@ -47,7 +47,7 @@ class FrontEndSpec:
 FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.server.gymsocket:GymSocketFrontEnd"),
     FrontEndSpec("http", "http", 8000, "envwire.server.http:HttpFrontEnd"),
-    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.grpc:GrpcFrontEnd"),
+    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
 

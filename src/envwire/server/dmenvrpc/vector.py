@@ -32,7 +32,7 @@ from envwire import messages as m
 from envwire.errors import InvalidArgumentError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import VECTOR_OBSERVATIONS, Layout, Phase
-from envwire.server.grpc_worlds import Connection, World
+from envwire.server.dmenvrpc.world import Connection, World
 
 __all__ = ["VectorWorld"]
 

@@ -6,9 +6,9 @@ failure is answered in-band, as a ``google.rpc.Status`` in the response's ``erro
 the stream goes on. Requests arrive as raw bytes and are parsed here, so that even bytes that
 are not an ``EnvironmentRequest`` get an in-band error instead of a broken stream.
 
-Worlds, seats and lifetimes are in :mod:`envwire.server.grpc_worlds`, the properties extension
-in :mod:`envwire.server.grpc_properties`, the tensors, specs and state table in
-:mod:`envwire.protocols.dmenvrpc`.
+Worlds and seats are in :mod:`.world` (vector worlds in :mod:`.vector`), their table and
+lifetimes in :mod:`.worlds`, the properties extension in :mod:`.properties`, the tensors, specs
+and state table in :mod:`envwire.protocols.dmenvrpc`.
 
 Server settings (``[server]`` table of the config file): ``grpc_max_connections`` (streams at
 once, default 512; each holds a thread while open), ``grpc_max_num_envs`` (the most copies a
@@ -32,8 +32,9 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from envwire.errors import EnvError, EnvwireError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
-from envwire.server.grpc_properties import Properties
-from envwire.server.grpc_worlds import Connection, WorldTable
+from envwire.server.dmenvrpc.properties import Properties
+from envwire.server.dmenvrpc.world import Connection
+from envwire.server.dmenvrpc.worlds import WorldTable
 
 if TYPE_CHECKING:
     from envwire.server.app import Server

@@ -52,7 +52,8 @@ from envwire.protocols.dmenvrpc import (
     UnknownPropertyError,
 )
 from envwire.registry import Catalog
-from envwire.server.grpc_worlds import Connection, World, WorldTable
+from envwire.server.dmenvrpc.world import Connection, World
+from envwire.server.dmenvrpc.worlds import WorldTable
 
 __all__ = ["PROPERTIES", "Properties", "Property"]
 
