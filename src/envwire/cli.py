@@ -212,12 +212,6 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
 
-    from envwire import bench
-
-    benchmark = commands.add_parser("bench", help="run the speed suite against the baselines")
-    bench.add_arguments(benchmark)
-    benchmark.set_defaults(run=bench.run_from_args)
-
     arena_cli.add_parser(commands)
     return parser
 
