@@ -32,7 +32,9 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import quote
 
+from envwire.adapters.connect import make
 from envwire.errors import ConfigError, TransportError
+from envwire.server.app import FRONT_ENDS
 
 __all__ = ["Launched", "docker_available", "launch"]
 
@@ -149,8 +151,6 @@ def launch(
 
 
 def _connect(url: str, connect_kwargs: dict[str, Any]) -> Any:
-    from envwire.client import make
-
     return make(url, **connect_kwargs)
 
 
@@ -164,8 +164,6 @@ def _launch_local(
     start_timeout: float,
     connect_kwargs: dict[str, Any],
 ) -> Launched:
-    from envwire.server.app import FRONT_ENDS
-
     command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, "--http", "0"]
     for spec in FRONT_ENDS:
         if spec.name != "http":

@@ -10,6 +10,7 @@ from envwire.arena.core import DEFAULT_MAX_BODY, Arena
 from envwire.arena.store import Store, Sync
 from envwire.errors import ConfigError
 from envwire.registry import Catalog
+from envwire.session import WorkerFactory
 
 __all__ = ["ArenaOptions", "open_arena"]
 
@@ -46,7 +47,16 @@ class ArenaOptions:
         return cls(str(db), "normal" if sync == "normal" else "full", max_body, live_runs, url)
 
 
-def open_arena(options: ArenaOptions, catalog: Catalog | None = None) -> Arena:
-    """An :class:`Arena` over the database the options name."""
+def open_arena(
+    options: ArenaOptions, catalog: Catalog | None, *, worker_factory: WorkerFactory
+) -> Arena:
+    """An :class:`Arena` over the database the options name, its envs made by
+    ``worker_factory``."""
     store = Store(options.db, sync=options.sync)
-    return Arena(store, catalog, max_body=options.max_body, live_runs=options.live_runs)
+    return Arena(
+        store,
+        catalog,
+        worker_factory=worker_factory,
+        max_body=options.max_body,
+        live_runs=options.live_runs,
+    )

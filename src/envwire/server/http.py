@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from envwire.arena.core import Arena
 from envwire.arena.options import ArenaOptions, open_arena
+from envwire.runtime import make_worker
 from envwire.server.arena import ArenaWeb
 from envwire.server.openenv import OpenEnvFrontEnd
 
@@ -34,7 +35,7 @@ class HttpFrontEnd(OpenEnvFrontEnd):
         if options is None:
             super().__init__(server, host, port)
             return
-        self.arena = open_arena(options, server.catalog)
+        self.arena = open_arena(options, server.catalog, worker_factory=make_worker)
         web = ArenaWeb(self.arena, public_url=options.public_url)
         super().__init__(server, host, port, mounts=(web.handle,))
 

@@ -24,6 +24,7 @@ from envwire.arena.options import ArenaOptions, open_arena
 from envwire.protocols.arena import error_reply
 from envwire.protocols.http11 import Request, Response
 from envwire.registry import Catalog
+from envwire.runtime import make_worker
 from envwire.server.arena.web import ArenaWeb
 
 __all__ = ["create_app"]
@@ -45,7 +46,7 @@ def create_app(
 ) -> ASGIApp:
     """An ASGI app serving ``arena`` (an :class:`Arena`, or the path of its database)."""
     if not isinstance(arena, Arena):
-        arena = open_arena(ArenaOptions(str(arena)), catalog)
+        arena = open_arena(ArenaOptions(str(arena)), catalog, worker_factory=make_worker)
     web = ArenaWeb(arena, public_url=public_url)
     limit = arena.max_body
 

@@ -44,6 +44,7 @@ from dm_env_rpc.v1.extensions import properties_pb2
 from google.protobuf import any_pb2
 
 from envwire import spacecodec
+from envwire._version import __version__
 from envwire.errors import ConfigError, InvalidArgumentError, ProtocolError, UnsupportedError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import (
@@ -197,8 +198,6 @@ class Properties:
             case "server.envs":
                 return list(self.catalog)
             case "server.version":
-                from envwire import __version__
-
                 return __version__
             case "server.worlds":
                 return len(self.worlds)

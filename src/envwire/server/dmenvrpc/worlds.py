@@ -9,8 +9,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from envwire.errors import InvalidArgumentError, StateError
+from envwire.messages import autoreset_mode
 from envwire.protocols.dmenvrpc import UnknownWorldError
-from envwire.runtime.vector import autoreset_mode
 from envwire.server.dmenvrpc.vector import VectorWorld
 from envwire.server.dmenvrpc.world import Connection, World
 from envwire.server.sessions import SessionTable

@@ -37,6 +37,7 @@ from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
 from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     ErrorCode,
+    RpcCode,
     WsClose,
     WsInvalid,
     WsMcp,
@@ -51,9 +52,10 @@ from envwire.protocols.openenv import (
     message,
     parse_client_message,
     parse_rpc,
+    rpc_error,
 )
 from envwire.protocols.websocket import handshake_problem
-from envwire.server._sockets import ThreadedListener
+from envwire.server.listener import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
@@ -283,8 +285,6 @@ class _Connection:
         assert channel is not None
         table = self.front.server.sessions
         if endpoint == "mcp":
-            from envwire.protocols.openenv import RpcCode, rpc_error
-
             text = dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc)))
         elif isinstance(exc, CapacityError):
             text = error_message(
