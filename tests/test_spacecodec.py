@@ -23,7 +23,7 @@ from envwire.errors import (
     ProtocolError,
 )
 from envwire.spacecodec import check, describe, from_description, from_json, to_json
-from tests.spaces_catalog import IDS, SPACES
+from tests.spaces_catalog import IDS, SPACES, assert_same
 
 CATALOG = pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
 FAST = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -37,24 +37,6 @@ def wire(value: Any, *, allow_nan: bool = True) -> Any:
 
 def compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), allow_nan=False)
-
-
-def assert_same(a: Any, b: Any, where: str = "sample") -> None:
-    """Same Python/numpy types, dtypes, shapes and bit-exact values, recursively."""
-    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
-    if isinstance(a, np.ndarray | np.generic):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
-        assert a.tobytes() == b.tobytes(), f"{where}: {a!r} != {b!r}"
-    elif isinstance(a, tuple):  # GraphInstance too
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            assert_same(x, y, f"{where}[{i}]")
-    elif isinstance(a, dict):
-        assert list(a) == list(b), where
-        for key in a:
-            assert_same(a[key], b[key], f"{where}[{key!r}]")
-    else:
-        assert a == b, where
 
 
 def assert_same_space(a: spaces.Space[Any], b: spaces.Space[Any]) -> None:

@@ -20,7 +20,7 @@ from openenv.core.generic_client import GenericEnvClient
 from openenv.core.mcp_client import MCPToolClient
 
 from envwire.testing import ServerProcess
-from tests.openenv.conftest import http_server
+from tests.server.openenv.conftest import http_server
 
 
 class EchoAction(Action):

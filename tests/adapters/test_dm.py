@@ -20,8 +20,7 @@ from envwire.client.dmenvrpc import CHANNEL_OPTIONS
 from envwire.protocols.dmenvrpc import Layout
 from envwire.registry import parse_env_arg
 from envwire.testing import ServerProcess
-
-from .conftest import ENVS
+from tests.server.dmenvrpc.conftest import ENVS
 
 _ADDRESS: dict[str, str] = {}
 

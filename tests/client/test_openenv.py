@@ -114,7 +114,7 @@ def free_port() -> int:
 def test_our_client_against_openenv_cores_own_server() -> None:
     port = free_port()
     code = (
-        "import uvicorn\nfrom tests.openenv.oe_server import app\n"
+        "import uvicorn\nfrom tests.server.openenv.oe_server import app\n"
         f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning')"
     )
     env_vars = dict(os.environ, ENABLE_WEB_INTERFACE="false")

@@ -18,7 +18,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
 from envwire.testing import ServerProcess
-from tests.openenv.conftest import http_server
+from tests.server.openenv.conftest import http_server
 
 SESSIONS = 500
 

@@ -10,15 +10,15 @@ import pytest
 from envwire.server.app import FRONT_ENDS
 from envwire.testing import CONFORMANCE_ENVS, ServerProcess
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 #: The typed built-ins and a reward-scaled echo, beside the conformance envs.
 TYPED_ENVS = (
     "envwire/Echo-v0",
     "envwire/Connect4-v0",
     "envwire/Coding-v0",
-    "test/ScaledEcho-v0=tests.openenv.helpers:scaled_echo@inline",
-    "test/QuickCoding-v0=tests.openenv.helpers:quick_coding@inline",
+    "test/ScaledEcho-v0=tests.server.openenv.helpers:scaled_echo@inline",
+    "test/QuickCoding-v0=tests.server.openenv.helpers:quick_coding@inline",
 )
 
 
@@ -38,7 +38,7 @@ def http_server(
     config = tmp / "server.toml"
     lines = ["[server]"] + [f"{key} = {_toml(value)}" for key, value in settings.items()]
     config.write_text("\n".join(lines) + "\n")
-    # From the repository root, so that ``tests.openenv.helpers`` entry points import.
+    # From the repository root, so that ``tests.server.openenv.helpers`` entry points import.
     return ServerProcess(
         envs, (*only_http(), "--config", str(config), *args), front_ends=("http",), cwd=ROOT
     )

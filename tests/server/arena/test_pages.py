@@ -15,7 +15,7 @@ import envwire.arena
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
 from envwire.envs.nim import strong_move
-from tests.arena.conftest import ArenaServer, put
+from tests.server.arena.conftest import ArenaServer, put
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(

@@ -10,7 +10,7 @@ import pytest
 
 import envwire
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ConformanceTests, ServerProcess
-from tests.openenv.conftest import http_server
+from tests.server.openenv.conftest import http_server
 
 
 @pytest.fixture(scope="module")

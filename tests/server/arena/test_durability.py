@@ -18,7 +18,7 @@ from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
 from envwire.envs.nim import NimEnv
 from envwire.testing import ServerProcess
-from tests.arena.conftest import start_server
+from tests.server.arena.conftest import start_server
 
 PARALLEL = 64
 _FINISHED = re.compile(r"^the run is already finished \(outcome (.+)\)$")

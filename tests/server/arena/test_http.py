@@ -12,7 +12,7 @@ import requests
 
 import envwire.arena
 from envwire.envs.nim import strong_move
-from tests.arena.conftest import ArenaServer, put
+from tests.server.arena.conftest import ArenaServer, put
 
 
 def best(percept: int) -> int:
