@@ -23,6 +23,7 @@ from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireEr
 from envwire.registry import EnvSpec
 from envwire.runtime.host import EnvHost
 from envwire.runtime.vector import VectorGroup, VectorHost, split_sizes
+from envwire.session import Worker
 from envwire.watchdog import Watchdog
 
 __all__ = ["WATCHDOG", "InlineWorker", "ProcessWorker", "make_host", "make_worker"]
@@ -75,7 +76,7 @@ class InlineWorker:
             self.host.close()
 
 
-def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> Any:
+def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> EnvHost | VectorHost:
     """An :class:`EnvHost` (one env) or, with an autoreset ``mode``, a ``VectorHost``."""
     if mode is None:
         return EnvHost(spec, num_envs)
@@ -214,7 +215,9 @@ class ProcessWorker:
         self._kill()
 
 
-def make_worker(spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1) -> Any:
+def make_worker(
+    spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
+) -> Worker:
     """The worker ``spec.resolved_isolation`` asks for.
 
     With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with

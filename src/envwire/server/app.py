@@ -73,7 +73,7 @@ class Server:
         self.sessions = SessionTable(
             catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
         )
-        self.front_ends: list[Any] = []
+        self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 
