@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import tomllib
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envwire import __version__
 from envwire.arena import cli as arena_cli
 from envwire.errors import EnvwireError
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
@@ -29,6 +32,21 @@ def _port(text: str) -> int | None:
     return port
 
 
+def _seconds(text: str) -> float:
+    """A positive number of seconds: every wait has a bound, so 0 is refused, not ignored."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+
+
 def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "envs",
@@ -45,7 +63,7 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
         "a worker process for the rest)",
     )
     parser.add_argument(
-        "--step-timeout", type=float, help="seconds a reset/step may take (default 30)"
+        "--step-timeout", type=_seconds, help="seconds a reset/step may take (default 30)"
     )
 
 
@@ -67,7 +85,7 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
     changes: dict[str, Any] = {}
     if args.isolation:
         changes["isolation"] = args.isolation
-    if args.step_timeout:
+    if args.step_timeout is not None:
         changes["step_timeout"] = args.step_timeout
     return catalog.with_overrides(**changes) if changes else catalog
 
@@ -142,15 +160,22 @@ def _list(args: argparse.Namespace) -> int:
 
     catalog = build_catalog(args, _load_config(args.config))
     for env_id, spec in catalog.items():
-        try:
-            host = EnvHost(spec)
-            action_space, observation_space = host.spaces()
-            host.close()
-            print(f"{env_id}  [{spec.resolved_isolation}]")
-            print(f"    action:      {action_space}")
-            print(f"    observation: {observation_space}")
-        except EnvwireError as exc:
-            print(f"{env_id}  [cannot be made: {exc}]")
+        # Making an env may warn (Gymnasium's coloured "out of date" for CartPole-v0): the
+        # warning belongs to that entry, as a plain note, not in the middle of the listing.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                host = EnvHost(spec)
+                action_space, observation_space = host.spaces()
+                host.close()
+            except EnvwireError as exc:
+                print(f"{env_id}  [cannot be made: {exc}]")
+                continue
+        print(f"{env_id}  [{spec.resolved_isolation}]")
+        print(f"    action:      {action_space}")
+        print(f"    observation: {observation_space}")
+        for note in dict.fromkeys(_ANSI.sub("", str(w.message)) for w in caught):
+            print(f"    note:        {note.removeprefix('WARN: ')}")
     return 0
 
 
@@ -160,7 +185,14 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envwire", description="Serve any environment to any agent."
     )
-    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=_LOG_LEVELS,
+        help="logging level (default WARNING)",
+    )
+    parser.add_argument("--version", action="version", version=f"envwire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="serve envs over every front end")
@@ -239,7 +271,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["godot-bridge"]:  # GymGodot's --key=value contract, parsed by the bridge
         return _godot_bridge(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
     try:
         return int(args.run(args))
     except EnvwireError as exc:
