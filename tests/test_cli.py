@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 import envwire
-from envwire.cli import build_catalog, main
+from envwire.cli import _monitor_layout, build_catalog, main
 from envwire.errors import ConfigError
 from envwire.registry import EnvSpec
 
@@ -51,6 +51,12 @@ def test_step_timeout_must_be_positive_seconds(
     assert code == 2 and "--step-timeout" in err
 
 
+def test_idle_timeout_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    # 0 would make every connection's socket non-blocking: dropped at its first silence.
+    code, _, err = _exit(["serve", "--idle-timeout", "0"], capsys)
+    assert code == 2 and "--idle-timeout: must be a positive number of seconds" in err
+
+
 def test_step_timeout_reaches_every_spec() -> None:
     args = argparse.Namespace(envs=["CartPole-v1"], isolation=None, step_timeout=0.5)
     (spec,) = build_catalog(args, {}).values()
@@ -83,3 +89,28 @@ def test_list_keeps_deprecation_warnings_out_of_the_catalog(
     assert v0.startswith("CartPole-v0  [inline]")
     assert "note:" in v0 and "out of date" in v0 and "`v1`" in v0
     assert "note:" not in v1
+
+
+@pytest.mark.parametrize(
+    ("option", "settings", "layout"),
+    [
+        (None, {}, "auto"),
+        ("seed", {"monitor_layout": "video"}, "seed"),
+        (None, {"monitor_layout": "seed"}, "seed"),
+        (None, {"legacy_monitor_reply": True}, "video"),  # the old setting's name still works
+    ],
+)
+def test_monitor_layout_from_flags_and_config(
+    option: str | None, settings: dict[str, Any], layout: str
+) -> None:
+    assert _monitor_layout(argparse.Namespace(monitor_layout=option), settings) == layout
+
+
+def test_a_bad_monitor_layout_in_the_config_is_refused() -> None:
+    with pytest.raises(ConfigError, match="monitor_layout must be one of"):
+        _monitor_layout(argparse.Namespace(monitor_layout=None), {"monitor_layout": "go"})
+
+
+def test_monitor_layout_flag_choices(capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = _exit(["serve", "--monitor-layout", "legacy"], capsys)
+    assert code == 2 and "invalid choice: 'legacy'" in err

@@ -15,6 +15,7 @@ from typing import Any
 from envwire import __version__
 from envwire.arena import cli as arena_cli
 from envwire.errors import EnvwireError
+from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
 
 __all__ = ["build_catalog", "main"]
@@ -120,6 +121,22 @@ def _http_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
+def _monitor_layout(args: argparse.Namespace, settings: dict[str, Any]) -> str:
+    """--monitor-layout, else the config's monitor_layout (or its old legacy_monitor_reply).
+
+    Raises:
+        ConfigError: a value that is not a layout.
+    """
+    layout = args.monitor_layout or settings.get("monitor_layout")
+    if layout is None:
+        layout = "video" if settings.get("legacy_monitor_reply") else "auto"
+    if layout not in MONITOR_LAYOUTS:
+        from envwire.errors import ConfigError
+
+        raise ConfigError(f"monitor_layout must be one of {list(MONITOR_LAYOUTS)}, not {layout!r}")
+    return str(layout)
+
+
 def _serve(args: argparse.Namespace) -> int:
     from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
 
@@ -137,8 +154,7 @@ def _serve(args: argparse.Namespace) -> int:
         ports=ports,
         capacity=args.capacity if args.capacity is not None else settings.get("capacity"),
         monitor_root=args.monitor_root or settings.get("monitor_root", "envwire-monitor"),
-        legacy_monitor_reply=args.legacy_monitor_reply
-        or settings.get("legacy_monitor_reply", False),
+        monitor_layout=_monitor_layout(args, settings),
         idle_timeout=args.idle_timeout
         if args.idle_timeout is not None
         else settings.get("idle_timeout", 3600.0),
@@ -214,13 +230,21 @@ def _parser() -> argparse.ArgumentParser:
         help="directory under which Monitor requests write (default ./envwire-monitor)",
     )
     serve.add_argument(
+        "--monitor-layout",
+        choices=MONITOR_LAYOUTS,
+        help="how gym-socket reads Monitor packets of clients without the MONITOR_REPLY flag: "
+        "auto (default) tells the seed's layout from the Go client's by their bytes; seed or "
+        "video forces one (video: a video byte after force, answered with an error string)",
+    )
+    serve.add_argument(  # the old name, kept working
         "--legacy-monitor-reply",
-        action="store_true",
-        help="gym-socket clients with flags 0 send the Go client's Monitor layout (video byte, "
-        "string reply)",
+        dest="monitor_layout",
+        action="store_const",
+        const="video",
+        help="deprecated: --monitor-layout video",
     )
     serve.add_argument(
-        "--idle-timeout", type=float, help="seconds a silent connection is kept (default 3600)"
+        "--idle-timeout", type=_seconds, help="seconds a silent connection is kept (default 3600)"
     )
     http = serve.add_argument_group("OpenEnv HTTP/WebSocket front end")
     for flag, kind, text in _HTTP_FLAGS:
