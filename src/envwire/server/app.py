@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from envwire.registry import Catalog
+from envwire.server.security import Security
 from envwire.server.sessions import SessionTable
 
 __all__ = ["FRONT_ENDS", "FrontEnd", "FrontEndSpec", "Server", "ServerConfig"]
@@ -61,7 +62,9 @@ class ServerConfig:
     monitor_root: str | None = "envwire-monitor"
     monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
-    options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
+    #: Front-end settings, and the security settings of :mod:`envwire.server.security`
+    #: (``token_file``, ``tls_cert``, ``tls_key``, ``insecure``, limits).
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 class Server:
@@ -70,6 +73,8 @@ class Server:
     def __init__(self, catalog: Catalog, config: ServerConfig | None = None) -> None:
         self.catalog = catalog
         self.config = config or ServerConfig()
+        #: Tokens, TLS and allowed names, shared by every front end (raises ConfigError).
+        self.security = Security.from_options(self.config.options)
         self.sessions = SessionTable(
             catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
         )
@@ -80,11 +85,20 @@ class Server:
     def start(self, announce: Callable[[str], None] | None = None) -> None:
         """Start every front end whose port is not None; announce each listening address.
 
-        On the main thread, SIGINT and SIGTERM from now on make :meth:`serve_forever` return.
+        On the main thread, SIGINT and SIGTERM from now on make :meth:`serve_forever` return,
+        and SIGHUP re-reads the token file.
+
+        Raises:
+            ConfigError: the host is not loopback, and neither tokens nor ``insecure`` are set.
+            OSError: a front end cannot listen.
         """
+        self.security.check_exposure(self.config.host)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self._stopped.set())
+            tokens = self.security.tokens
+            if tokens is not None:
+                signal.signal(signal.SIGHUP, lambda *_: tokens.reload())
         for spec in FRONT_ENDS:
             port = self.config.ports.get(spec.name, spec.default_port)
             if port is None:

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 
 import envwire
-from envwire.errors import TransportError
+from envwire.errors import TransportError, UnauthenticatedError
 from envwire.testing import ServerProcess
 from tests.server.security.conftest import (
     OTHER_TOKEN,
@@ -104,10 +104,10 @@ def test_the_right_token_opens_the_session(
     env.reset(seed=0)
     env.close()
     monkeypatch.setenv("ENVWIRE_TOKEN", OTHER_TOKEN)
-    with pytest.raises(TransportError, match="the token was not accepted"):
+    with pytest.raises(UnauthenticatedError, match="the token was not accepted"):
         envwire.make(token_server.url("gym-socket", "CartPole-v1"))
     monkeypatch.delenv("ENVWIRE_TOKEN")
-    with pytest.raises(TransportError, match="this server requires a token"):
+    with pytest.raises(UnauthenticatedError, match="this server requires a token"):
         envwire.make(token_server.url("gym-socket", "CartPole-v1"))
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import envwire
-from envwire.errors import TransportError
+from envwire.errors import UnauthenticatedError
 from envwire.testing import ServerProcess
 from tests.server.security.conftest import OTHER_TOKEN, TOKEN, Secrets, serve
 
@@ -64,12 +64,12 @@ def test_sighup_reloads_the_token_file(tmp_path: Path) -> None:
         def swapped() -> bool:
             try:
                 envwire.make(url, token=OTHER_TOKEN).close()
-            except TransportError:
+            except UnauthenticatedError:
                 return False
             return True
 
         assert server.wait_for(swapped, timeout=10, interval=0.2)
-        with pytest.raises(TransportError, match="not accepted"):
+        with pytest.raises(UnauthenticatedError, match="not accepted"):
             envwire.make(url, token=TOKEN)
         tokens.write_text("")  # a bad edit keeps the tokens in force
         os.kill(server.process.pid, signal.SIGHUP)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from typing import Any, Final, Literal
 
@@ -28,6 +28,9 @@ __all__ = [
     "F64",
     "KNOWN_FLAGS",
     "MAX_FIELD",
+    "MAX_HANDSHAKE_ENV_ID",
+    "MAX_HANDSHAKE_OPTIONS",
+    "MAX_HANDSHAKE_TOKEN",
     "MAX_MONITOR_DIR",
     "MONITOR_LAYOUTS",
     "NEED_DATA",
@@ -61,6 +64,11 @@ __all__ = [
 ]
 
 MAX_FIELD: Final = 256 * 1024 * 1024  # no string or array field may exceed 256 MiB
+#: The handshake's fields are small: a stranger's handshake is refused as soon as a length
+#: prefix says more, before the bytes arrive (a 20 MB env id once cost 860 MiB).
+MAX_HANDSHAKE_TOKEN: Final = 1024
+MAX_HANDSHAKE_ENV_ID: Final = 1024  # bytes of UTF-8; ids served are at most 256 characters
+MAX_HANDSHAKE_OPTIONS: Final = 4096
 #: The longest Monitor directory the layout detection takes for a video-layout packet.
 MAX_MONITOR_DIR: Final = 65536
 
@@ -86,9 +94,10 @@ class Flags(IntFlag):
     MONITOR_REPLY = 0x02
     EXTENDED = 0x04
     VECTOR = 0x08
+    AUTH = 0x10
 
 
-KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags.VECTOR
+KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags.VECTOR | Flags.AUTH
 
 
 class Packet(IntEnum):
@@ -125,6 +134,7 @@ class Handshake:
     flags: Flags
     env_name: str
     vector: dict[str, Any] | None = None  # VECTOR: {"num_envs", "autoreset_mode", "workers"}
+    token: str | None = field(default=None, repr=False)  # AUTH: never shown in logs
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,13 +177,20 @@ class Buffer:
             return None
         return int(U32.unpack_from(self.data, pos)[0])
 
-    def field(self, pos: int) -> tuple[bytes, int] | None:
-        """A length-prefixed field at ``pos``: (bytes, next position), or None if incomplete."""
+    def field(
+        self, pos: int, limit: int = MAX_FIELD, what: str = "field"
+    ) -> tuple[bytes, int] | None:
+        """A length-prefixed field at ``pos``: (bytes, next position), or None if incomplete.
+
+        Raises:
+            ProtocolError: the length prefix says more than ``limit`` bytes (at once, before
+                the bytes arrive).
+        """
         size = self.u32(pos)
         if size is None:
             return None
-        if size > MAX_FIELD:
-            raise ProtocolError(f"field of {size} bytes exceeds the {MAX_FIELD}-byte limit")
+        if size > limit:
+            raise ProtocolError(f"{what} of {size} bytes exceeds the {limit}-byte limit")
         end = pos + 4 + size
         if end > len(self.data):
             return None

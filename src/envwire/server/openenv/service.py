@@ -28,6 +28,7 @@ from envwire.errors import (
     InvalidArgumentError,
     StateError,
     UnknownEnvError,
+    clip,
 )
 from envwire.protocols.openenv import (
     RpcCode,
@@ -43,6 +44,8 @@ from envwire.server.openenv.bindings import (
     make_binding,
     reset_arguments,
 )
+from envwire.server.security import setting
+from envwire.server.security.limits import AddressLimiter
 from envwire.session import Session
 
 if TYPE_CHECKING:
@@ -63,10 +66,12 @@ _BUSY_GRACE = 5.0
 class Record:
     """One OpenEnv session (see the module docstring)."""
 
-    def __init__(self, session: Session, binding: Binding, kind: Kind) -> None:
+    def __init__(self, session: Session, binding: Binding, kind: Kind, client: str = "") -> None:
         self.session = session
         self.binding = binding
         self.kind = kind
+        #: The address that opened it (HTTP and MCP records count against it).
+        self.client = client
         self.token: str | None = None
         self.episode_id: str | None = None
         self.lock = threading.Lock()
@@ -98,7 +103,10 @@ class Record:
 class OpenEnvService:
     """OpenEnv operations over the server's session table.
 
-    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list").
+    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list");
+    ``http_max_sessions`` (default 1024) and ``http_sessions_per_address`` (256): HTTP and MCP
+    sessions at once, in all and opened from one client address (WebSocket sessions live with
+    their connection, which the front end bounds).
     """
 
     def __init__(self, server: Server) -> None:
@@ -114,22 +122,38 @@ class OpenEnvService:
         self._tokens: dict[str, Record] = {}
         self._records: set[Record] = set()
         self._lock = threading.Lock()
+        options = server.config.options
+        self.http_sessions = AddressLimiter(
+            setting(options, "http_max_sessions", 1024),
+            setting(options, "http_sessions_per_address", 256),
+            "http sessions",
+        )
 
     # -- records --------------------------------------------------------------------------
 
-    def open(self, env_id: str, kind: Kind) -> Record:
-        """A new record for ``env_id`` (HTTP and MCP records get a token).
+    def open(self, env_id: str, kind: Kind, client: str = "") -> Record:
+        """A new record for ``env_id`` (HTTP and MCP records get a token, and count against
+        ``client``'s share of HTTP sessions).
 
         Raises:
+            CapacityError: too many HTTP sessions, in all or from ``client``.
             UnknownEnvError, CapacityError, EnvwireError: as the session table raises.
         """
-        session = self.table.open(env_id)
+        counted = kind != "ws"
+        if counted:
+            self.http_sessions.acquire(client)
         try:
-            binding = self._binding_from(session)
+            session = self.table.open(env_id)
+            try:
+                binding = self._binding_from(session)
+            except BaseException:
+                self.table.close(session)
+                raise
         except BaseException:
-            self.table.close(session)
+            if counted:
+                self.http_sessions.release(client)
             raise
-        record = Record(session, binding, kind)
+        record = Record(session, binding, kind, client)
         record.closer = self.close
         with self._lock:
             self._records.add(record)
@@ -147,9 +171,13 @@ class OpenEnvService:
         if record is None:
             return
         with self._lock:
+            if record not in self._records:
+                return
             self._records.discard(record)
             if record.token is not None:
                 self._tokens.pop(record.token, None)
+        if record.kind != "ws":
+            self.http_sessions.release(record.client)
         record.closed = True
         record.on_hang = None
         self.table.close(record.session)
@@ -290,9 +318,12 @@ class OpenEnvService:
 
     # -- MCP ------------------------------------------------------------------------------
 
-    def mcp(self, request: RpcRequest, env_id: str, record: Record | None = None) -> dict[str, Any]:
+    def mcp(
+        self, request: RpcRequest, env_id: str, record: Record | None = None, client: str = ""
+    ) -> dict[str, Any]:
         """Answer one JSON-RPC request (``tools/list``, ``tools/call``, OpenEnv's session
-        methods, ``initialize``, ``ping``). ``record`` is the caller's own session, if any."""
+        methods, ``initialize``, ``ping``). ``record`` is the caller's own session, if any;
+        sessions it opens count against ``client``."""
         rid = request.id
         params = request.params
         try:
@@ -312,11 +343,11 @@ class OpenEnvService:
                 case "tools/list":
                     return rpc_result(rid, {"tools": self.binding(env_id).tools()})
                 case "tools/call":
-                    return self._call_tool(request, env_id, record)
+                    return self._call_tool(request, env_id, record, client)
                 case "openenv/session/create":
                     if record is not None:
                         return rpc_result(rid, {"session_id": record.token or record.session.id})
-                    created = self.open(env_id, "mcp")
+                    created = self.open(env_id, "mcp", client)
                     return rpc_result(rid, {"session_id": created.token})
                 case "openenv/session/close":
                     token = params.get("session_id")
@@ -327,7 +358,7 @@ class OpenEnvService:
                     target = self.find(token)
                     if target is None:
                         return rpc_error(
-                            rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}"
+                            rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {clip(token)}"
                         )
                     self.close(target)
                     return rpc_result(rid, {"session_id": token, "closed": True})
@@ -342,7 +373,9 @@ class OpenEnvService:
         except EnvwireError as exc:
             return rpc_error(rid, RpcCode.INTERNAL_ERROR, str(exc), {"code": exc.code})
 
-    def _call_tool(self, request: RpcRequest, env_id: str, record: Record | None) -> dict[str, Any]:
+    def _call_tool(
+        self, request: RpcRequest, env_id: str, record: Record | None, client: str
+    ) -> dict[str, Any]:
         rid, params = request.id, request.params
         name, arguments = params.get("name"), params.get("arguments", {})
         if not isinstance(name, str) or not name:
@@ -354,15 +387,15 @@ class OpenEnvService:
         if isinstance(token, str) and token:
             record = self.find(token)
             if record is None:
-                return rpc_error(rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}")
+                return rpc_error(rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {clip(token)}")
         if record is None:
             binding = self.binding(env_id)
             if not any(t["name"] == name for t in binding.tools()):
                 known = ", ".join(t["name"] for t in binding.tools()) or "none"
                 return rpc_error(
-                    rid, RpcCode.INVALID_PARAMS, f"Tool not found: {name} (tools: {known})"
+                    rid, RpcCode.INVALID_PARAMS, f"Tool not found: {clip(name)} (tools: {known})"
                 )
-            record, temporary = self.open(env_id, "mcp"), True
+            record, temporary = self.open(env_id, "mcp", client), True
         target = record
         try:
             value = self._call(

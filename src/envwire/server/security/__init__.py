@@ -14,7 +14,7 @@ Server settings read here (``[server]`` table, or ``envwire serve`` flags):
 ``allowed_hosts``              []          more ``Host`` names HTTP clients may use (``*``: any)
 ``allowed_origins``            []          more browser origins allowed (``*``: any)
 ``max_connections``            1024        connections one threaded front end holds
-``max_connections_per_address``  1/4 of it  of those, from one client address
+``max_connections_per_address``  1/2 of it  of those, from one client address
 ``max_pending``                64          connections in their handshake at once (a thread
                                            each); the others wait without a thread
 ``max_pending_per_address``    16          of those, from one client address
@@ -34,8 +34,8 @@ from typing import Any
 from envwire.errors import ConfigError
 from envwire.server.security.admission import ConnectionLimits
 from envwire.server.security.hosts import HostPolicy, is_loopback
-from envwire.server.security.tls import server_context
 from envwire.server.security.tokens import TokenSet
+from envwire.sockets.tls import server_context
 
 __all__ = ["Security", "connection_limits", "setting", "setting_seconds"]
 
@@ -84,7 +84,7 @@ def connection_limits(options: Mapping[str, Any], *, default_max: int = 1024) ->
     """
     total = setting(options, "max_connections", default_max)
     per_address = setting(
-        options, "max_connections_per_address", None if total is None else max(total // 4, 1)
+        options, "max_connections_per_address", None if total is None else max(total // 2, 1)
     )
     return ConnectionLimits(
         max_connections=total,

@@ -37,7 +37,7 @@ class ConnectionLimits:
     """The bounds of one threaded front end (None = no bound); see the module docstring."""
 
     max_connections: int | None = 1024
-    per_address: int | None = 256
+    per_address: int | None = 512
     max_pending: int | None = 64
     pending_per_address: int | None = 16
     handshake_timeout: float = 10.0

@@ -41,6 +41,11 @@ def server_context(cert: str, key: str) -> ssl.SSLContext:
     """
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
+    # No TLS 1.3 session tickets: they reach the client after its handshake, while it sends its
+    # first request, and clients that read and write one ssl.SSLSocket from two threads (the
+    # websockets sync client) then lose the connection now and then. Connections here are
+    # long-lived, so resumption buys nothing.
+    context.num_tickets = 0
     try:
         context.load_cert_chain(cert, key)
     except (OSError, ssl.SSLError) as exc:

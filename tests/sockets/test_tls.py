@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from envwire.errors import ConfigError
-from envwire.server._sockets import configure_stream
-from envwire.server.security.tls import TlsSocket, client_context, server_context
+from envwire.sockets import configure_stream
+from envwire.sockets.tls import TlsSocket, client_context, server_context
 from tests.tlsfiles import TlsFiles, make_tls_files
 
 
