@@ -11,9 +11,8 @@ from __future__ import annotations
 import os
 import ssl
 from dataclasses import dataclass
-from typing import Any
 
-from envwire.errors import ConfigError
+from envwire.sockets.tls import client_context
 
 __all__ = ["CA_VARIABLE", "TOKEN_VARIABLE", "Credentials"]
 
@@ -54,24 +53,4 @@ class Credentials:
         Raises:
             ConfigError: the CA file cannot be read.
         """
-        try:
-            return ssl.create_default_context(cafile=self.ca)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"cannot load CA certificates from {self.ca}: {exc}") from None
-
-    def grpc_channel_credentials(self) -> Any:
-        """gRPC channel credentials that verify the server.
-
-        Raises:
-            ConfigError: the CA file cannot be read.
-        """
-        import grpc
-
-        roots = None
-        if self.ca is not None:
-            try:
-                with open(self.ca, "rb") as file:
-                    roots = file.read()
-            except OSError as exc:
-                raise ConfigError(f"cannot read CA certificates from {self.ca}: {exc}") from None
-        return grpc.ssl_channel_credentials(root_certificates=roots)
+        return client_context(self.ca)
