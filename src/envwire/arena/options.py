@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envwire.arena.core import DEFAULT_MAX_BODY, Arena
+from envwire.arena.logins import LoginLimits
 from envwire.arena.store import Store, Sync
 from envwire.errors import ConfigError
 from envwire.registry import Catalog
@@ -24,6 +25,9 @@ class ArenaOptions:
     max_body: int = DEFAULT_MAX_BODY
     live_runs: int = 1024
     public_url: str | None = None
+    login_failures: int = 10
+    login_failures_per_address: int = 30
+    login_window: float = 60.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ArenaOptions | None:
@@ -41,10 +45,16 @@ class ArenaOptions:
         try:
             max_body = int(options.get("arena_max_body") or DEFAULT_MAX_BODY)
             live_runs = int(options.get("arena_live_runs") or 1024)
+            failures = int(options.get("arena_login_failures", 10))
+            per_address = int(options.get("arena_login_failures_per_address", 30))
+            window = float(options.get("arena_login_window", 60.0))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"arena options: {exc}") from exc
+        if failures < 1 or per_address < 1 or not window > 0:
+            raise ConfigError("arena_login_failures (and per address) must be >= 1, the window > 0")
         url = options.get("arena_url") or None
-        return cls(str(db), "normal" if sync == "normal" else "full", max_body, live_runs, url)
+        sync_mode: Sync = "normal" if sync == "normal" else "full"
+        return cls(str(db), sync_mode, max_body, live_runs, url, failures, per_address, window)
 
 
 def open_arena(
@@ -59,4 +69,7 @@ def open_arena(
         worker_factory=worker_factory,
         max_body=options.max_body,
         live_runs=options.live_runs,
+        logins=LoginLimits(
+            options.login_failures, options.login_failures_per_address, options.login_window
+        ),
     )

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import threading
-import time
 
 import pytest
 
 from envwire.errors import CapacityError
-from envwire.server.security.limits import AddressLimiter, FailureLimiter, address_of
+from envwire.server.security.limits import AddressLimiter, address_of
 
 
 def test_total_and_per_address_caps() -> None:
@@ -68,26 +67,3 @@ def test_error_message_never_echoes_an_unbounded_address() -> None:
 )
 def test_address_of(peer: object, address: str) -> None:
     assert address_of(peer) == address
-
-
-def test_failures_within_the_window() -> None:
-    limiter = FailureLimiter(limit=3, window=0.3)
-    assert limiter.retry_after("agent", "1.2.3.4") == 0
-    for _ in range(3):
-        limiter.fail("agent", "1.2.3.4")
-    wait = limiter.retry_after("agent")
-    assert 0 < wait <= 0.3
-    assert limiter.retry_after("someone else") == 0
-    time.sleep(wait + 0.01)
-    assert limiter.retry_after("agent", "1.2.3.4") == 0
-    limiter.fail("agent")
-    limiter.forgive("agent")
-    assert "agent" not in limiter._failures
-
-
-def test_failure_table_is_bounded() -> None:
-    limiter = FailureLimiter(limit=2, window=60, max_keys=100)
-    for n in range(1000):
-        limiter.fail(f"invented-{n}")
-    assert len(limiter._failures) == 100
-    assert all(len(times) <= 2 for times in limiter._failures.values())

@@ -1,21 +1,18 @@
-"""Per-client-address bounds: what one address may hold at once, and how often it may fail.
+"""Per-client-address bounds: what one address may hold at once.
 
 :class:`AddressLimiter` counts what each client address holds (connections, streams,
-sessions) against a total and a per-address cap; :class:`FailureLimiter` counts failed attempts
-(logins) per key in a sliding window and says how long to wait once there were too many.
-Both are thread-safe and keep memory bounded whatever the clients send.
+sessions) against a total and a per-address cap. It is thread-safe and keeps memory bounded
+whatever the clients send (the arena's failed-login limits are in :mod:`envwire.arena.logins`).
 """
 
 from __future__ import annotations
 
 import threading
-import time
-from collections import OrderedDict, deque
 from urllib.parse import unquote
 
 from envwire.errors import CapacityError
 
-__all__ = ["AddressLimiter", "FailureLimiter", "address_of"]
+__all__ = ["AddressLimiter", "address_of"]
 
 
 def address_of(peer: object) -> str:
@@ -86,52 +83,3 @@ class AddressLimiter:
         """Slots held by ``address``, or by everyone."""
         with self._lock:
             return self._count if address is None else self._held.get(address, 0)
-
-
-class FailureLimiter:
-    """At most ``limit`` failures per key within ``window`` seconds.
-
-    Keys are whatever the caller counts by (an agent, a client address). The table holds at most
-    ``max_keys`` keys: the least recently failing are forgotten first, so a client inventing
-    names cannot grow it without end.
-    """
-
-    def __init__(self, limit: int, window: float, *, max_keys: int = 10_000) -> None:
-        self.limit = limit
-        self.window = window
-        self.max_keys = max_keys
-        self._failures: OrderedDict[object, deque[float]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def retry_after(self, *keys: object) -> float:
-        """Seconds until every key may try again (0: they may now)."""
-        now = time.monotonic()
-        wait = 0.0
-        with self._lock:
-            for key in keys:
-                times = self._failures.get(key)
-                if times is None:
-                    continue
-                while times and times[0] <= now - self.window:
-                    times.popleft()
-                if len(times) >= self.limit:
-                    wait = max(wait, times[0] + self.window - now)
-        return wait
-
-    def fail(self, *keys: object) -> None:
-        """Count one failure against each key."""
-        now = time.monotonic()
-        with self._lock:
-            for key in keys:
-                times = self._failures.pop(key, None)
-                if times is None:
-                    times = deque(maxlen=self.limit)
-                times.append(now)
-                self._failures[key] = times
-            while len(self._failures) > self.max_keys:
-                self._failures.popitem(last=False)
-
-    def forgive(self, key: object) -> None:
-        """Forget the failures of ``key`` (after a success)."""
-        with self._lock:
-            self._failures.pop(key, None)
