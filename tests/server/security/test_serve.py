@@ -12,6 +12,7 @@ import pytest
 
 import envwire
 from envwire.errors import UnauthenticatedError
+from envwire.launcher import launch
 from envwire.testing import ServerProcess
 from tests.server.security.conftest import OTHER_TOKEN, TOKEN, Secrets, serve
 
@@ -76,3 +77,13 @@ def test_sighup_reloads_the_token_file(tmp_path: Path) -> None:
         assert server.wait_for(lambda: any("stay in force" in line for line in server.output))
         envwire.make(url, token=OTHER_TOKEN).close()
         assert not any(TOKEN in line or OTHER_TOKEN in line for line in server.output)
+
+
+def test_the_launcher_serves_with_a_token() -> None:
+    """launch(token=...) makes its server require that token, so it may bind any address."""
+
+    with launch("CartPole-v1", host="0.0.0.0", token=TOKEN, timeout=30) as env:
+        env.reset(seed=0)
+        url = env.url  # type: ignore[union-attr]
+        with pytest.raises(UnauthenticatedError):
+            envwire.make(url)
