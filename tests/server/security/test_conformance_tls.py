@@ -71,3 +71,20 @@ def test_clients_verify_the_certificate(tls_server: ServerProcess) -> None:
         url = tls_server.url(scheme, prefix + "CartPole-v1", front_end)
         with pytest.raises(TransportError):
             envwire.make(url, token=TOKEN, timeout=5)
+
+
+@pytest.mark.parametrize(
+    ("scheme", "front_end"), [("gym-sockets", "gym-socket"), ("grpcs", "grpc")]
+)
+def test_vector_envs_over_tls(
+    tls_server: ServerProcess, secrets: Secrets, scheme: str, front_end: str
+) -> None:
+    url = tls_server.url(scheme, "CartPole-v1", front_end)
+    envs = envwire.make_vec(url, 4, token=TOKEN, ca=secrets.tls.ca, timeout=30)
+    try:
+        observations, _ = envs.reset(seed=0)
+        assert observations.shape == (4, 4)
+        _, rewards, *_ = envs.step(envs.action_space.sample())
+        assert list(rewards) == [1.0] * 4
+    finally:
+        envs.close()
