@@ -45,6 +45,12 @@ _CONFIG = f"""
 id = "{GRID}"
 entry_point = "envwire.testing.dmenvs:GridEnv"
 client_kwargs = ["gamma", "limit", "cells"]
+
+[[env]]
+id = "test/GridCut-v0"
+entry_point = "envwire.testing.dmenvs:GridEnv"
+kwargs = {{ cells = 50 }}
+max_episode_steps = 3
 """ + "".join(
     f'[[env]]\nid = "{name}"\nentry_point = "{name}"\nclient_kwargs = ["task_kwargs"]\n'
     for name in SUITE
@@ -213,6 +219,18 @@ def test_the_envs_discounts_travel_when_asked(
     channel.close()
     warned = [line for line in server.output if "join with the setting discount=True" in line]
     assert len(warned) == 1 and "discount 0.9 reaches a DmEnvAdaptor as 1.0" in warned[0]
+
+
+def test_a_time_limit_of_the_entry_is_a_truncation(official: connection.Connection) -> None:
+    env, _ = dm_env_adaptor.create_and_join_world(official, {"env": "test/GridCut-v0"}, {})
+    stay = {"move": np.int32(1), "force": np.zeros(2, np.float32)}
+    steps = [env.reset()] + [env.step(stay) for _ in range(4)]
+    assert [s.step_type for s in steps] == [dm_env.StepType.FIRST] + [dm_env.StepType.MID] * 2 + [
+        dm_env.StepType.LAST,
+        dm_env.StepType.FIRST,
+    ]
+    assert steps[3].discount == 1.0
+    env.close()
 
 
 def test_bad_actions_name_the_uid_and_the_stream_goes_on(official: connection.Connection) -> None:

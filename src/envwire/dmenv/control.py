@@ -33,7 +33,7 @@ def _suite() -> Any:
         ConfigError: dm_control is not installed.
     """
     headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
-    if headless and "MUJOCO_GL" not in os.environ:
+    if headless and not os.environ.get("MUJOCO_GL"):
         os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "off"
     try:
         from dm_control import suite
