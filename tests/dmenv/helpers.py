@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import pytest
 
 from envwire.dmenv import control
 
@@ -13,10 +14,13 @@ __all__ = ["assert_same_results", "rollout", "shimmy_env"]
 
 def shimmy_env(name: str) -> Any:
     """Shimmy's conversion of the suite env ``name`` (the reference)."""
-    env = control.load(name)  # first: it chooses a rendering backend that works here
-    from shimmy.dm_control_compatibility import DmControlCompatibilityV0
-
-    return DmControlCompatibilityV0(env)
+    # Loading first chooses a rendering backend that works here; importing Shimmy imports
+    # dm_control's suite, which would otherwise try GLFW, which needs a display.
+    env = control.load(name)
+    compatibility = pytest.importorskip(
+        "shimmy.dm_control_compatibility", reason="the dm-control extra is not installed"
+    )
+    return compatibility.DmControlCompatibilityV0(env)
 
 
 def rollout(env: Any, seed: int, steps: int) -> list[Any]:

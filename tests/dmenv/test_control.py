@@ -10,7 +10,6 @@ from envwire.errors import ConfigError
 from .helpers import assert_same_results, rollout, shimmy_env
 
 pytest.importorskip("dm_control", reason="the dm-control extra is not installed")
-pytest.importorskip("shimmy", reason="the dm-control extra is not installed")
 
 #: Suite envs the tests run: cartpole's keys happen to be sorted, walker's are not, and walker
 #: has a scalar observation.

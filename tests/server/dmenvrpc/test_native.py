@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 from absl.testing import absltest
 from dm_env import specs, test_utils
-from dm_env_rpc.v1 import connection, dm_env_adaptor, dm_env_rpc_pb2, tensor_utils
+from dm_env_rpc.v1 import compliance, connection, dm_env_adaptor, dm_env_rpc_pb2, tensor_utils
 from dm_env_rpc.v1 import error as rpc_error
 
 import envwire
@@ -30,6 +30,8 @@ from envwire.client.dmenvrpc import CHANNEL_OPTIONS
 from envwire.dmenv import control, seed_dm_env
 from envwire.testing import SERVER_ARGS, ServerProcess
 from envwire.testing.dmenvs import GridEnv
+
+from .test_compliance import _CreateDestroy, _InWorld, _Joined, _JoinLeave, _Reset
 
 try:
     import dm_control  # noqa: F401
@@ -53,6 +55,7 @@ kwargs = {{ cells = 50 }}
 max_episode_steps = 3
 """ + "".join(
     f'[[env]]\nid = "{name}"\nentry_point = "{name}"\nclient_kwargs = ["task_kwargs"]\n'
+    'isolation = "inline"\n'  # dm_control is imported once, not in a worker per world
     for name in SUITE
 )
 #: Suite episodes of one simulated second (100 cartpole steps, 40 walker steps), to reach
@@ -259,12 +262,15 @@ def test_bad_actions_name_the_uid_and_the_stream_goes_on(official: connection.Co
     assert response.state == dm_env_rpc_pb2.RUNNING
 
 
-# -- dm_env's test mixin and dm_env_rpc's compliance suite ------------------------------------
+# -- dm_env's test mixin and dm_env_rpc's compliance suite, unmodified ------------------------
 
 
 class _Mixin(test_utils.EnvironmentTestMixin):
+    """dm_env's own checks of a ``DmEnvAdaptor`` joined to a world of ``env_id``; the action
+    sequence runs past an episode's end (the suite's episodes are cut to one second)."""
+
     env_id: ClassVar[str]
-    steps = 50
+    steps: ClassVar[int]
 
     def make_object_under_test(self) -> dm_env.Environment:
         channel = grpc.insecure_channel(_ADDRESS["grpc"], options=CHANNEL_OPTIONS)
@@ -282,22 +288,26 @@ class _Mixin(test_utils.EnvironmentTestMixin):
                 yield self.make_action()
 
 
-@pytest.mark.usefixtures("server")
-class TestGridMixin(_Mixin, absltest.TestCase):
-    env_id = GRID
-
-
-@needs_suite
-@pytest.mark.usefixtures("server")
-class TestCartpoleSwingupMixin(_Mixin, absltest.TestCase):
-    env_id = "dm_control/cartpole-swingup"
-    steps = 110  # past the time limit
-
-
-@needs_suite
-@pytest.mark.usefixtures("server")
-class TestWalkerWalkMixin(_Mixin, absltest.TestCase):
-    env_id = "dm_control/walker-walk"
+#: Each compliance base class (and dm_env's mixin), with envwire's helper that supplies what it
+#: needs: every env gets each as a test class (TestGridV0Step, TestCartpoleSwingupMixin, ...).
+_COMPLIANCE = {
+    "Mixin": (_Mixin, absltest.TestCase),
+    "CreateDestroyWorld": (_CreateDestroy, compliance.CreateDestroyWorld),
+    "JoinLeaveWorld": (_JoinLeave, compliance.JoinLeaveWorld),
+    "Reset": (_Reset, compliance.Reset),
+    "ResetWorld": (_InWorld, compliance.ResetWorld),
+    "Step": (_Joined, compliance.Step),
+}
+for _env_id in ENV_IDS:
+    _label = "".join(part.title() for part in re.split(r"[/_-]", _env_id.split("/")[-1]))
+    for _name, _bases in _COMPLIANCE.items():
+        _fields = {
+            "env_id": _env_id,
+            "addresses": _ADDRESS,
+            "steps": 50 if _env_id == GRID else 110,
+        }
+        _test = type(f"Test{_label}{_name}", _bases, _fields)
+        globals()[_test.__name__] = pytest.mark.usefixtures("server")(_test)
 
 
 # -- the Gymnasium form over the other front ends -----------------------------------------------
