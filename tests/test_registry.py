@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from typing import Any
 
 import gymnasium
 import numpy as np
@@ -101,6 +102,26 @@ def test_dm_env_entry_points_make_their_gymnasium_form() -> None:
         EnvSpec("g", "envwire.testing.dmenvs:GridEnv", {"render_mode": "rgb_array"}).make()
     with pytest.raises(ConfigError, match=r"expected a gymnasium\.Env, a dm_env\.Environment"):
         EnvSpec("x", "builtins:object").make()
+
+
+def grid_factory(cells: int = 5) -> Any:
+    """A factory entry point that returns a dm_env env (not a class)."""
+    from envwire.testing.dmenvs import GridEnv
+
+    return GridEnv(cells=cells, limit=4)
+
+
+def test_dm_env_factories_make_their_gymnasium_form_too() -> None:
+    from envwire.dmenv import DmEnvGym
+
+    env = EnvSpec("f", f"{__name__}:grid_factory", {"cells": 6}).make()
+    assert isinstance(env, DmEnvGym) and env.observation_space["cell"].n == 6
+    specs = env.unwrapped.dm_specs()
+    assert specs.action["move"].num_values == 3 and specs.reward.dtype == np.float32
+    env.reset(seed=1)
+    ends = [env.step({"move": 1, "force": np.zeros(2, np.float32)})[2:4] for _ in range(4)]
+    env.close()
+    assert ends[-1] == (False, True)  # the factory's time limit: LAST with discount 1
 
 
 def test_dm_control_suite_names() -> None:

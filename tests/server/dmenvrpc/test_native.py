@@ -314,15 +314,16 @@ for _env_id in ENV_IDS:
 
 
 @needs_suite
-@pytest.mark.parametrize("scheme", ["gym-socket", "grpc", "ws"])
+@pytest.mark.parametrize("scheme", ["gym-socket", "grpc", "ws", "http"])
 @pytest.mark.parametrize("env_id", SUITE)
 def test_gymnasium_episodes_equal_shimmys(server: ServerProcess, scheme: str, env_id: str) -> None:
     """Episodes over each front end equal Shimmy's local conversion for the same seed and
     actions (over gym-socket a whole one, to the time limit), and the spaces are Shimmy's."""
     from tests.dmenv.helpers import assert_same_results, rollout, shimmy_env
 
-    front_end = "http" if scheme == "ws" else scheme
-    path = f"envs/{env_id}" if scheme == "ws" else env_id
+    openenv = scheme in ("ws", "http")
+    front_end = "http" if openenv else scheme
+    path = f"envs/{env_id}" if openenv else env_id
     remote = envwire.make(server.url(scheme, path, front_end))
     reference = shimmy_env(env_id)
     try:
