@@ -16,8 +16,8 @@ from typing import Any
 
 from pydantic import Field
 
+from envwire.envs.coding.sandbox import Sandbox, SandboxLimits, SandboxResult
 from envwire.errors import InvalidActionError
-from envwire.sandbox import Sandbox, SandboxLimits, SandboxResult
 from envwire.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
 from envwire.typed.gym import TypedGymEnv, as_gymnasium
 
