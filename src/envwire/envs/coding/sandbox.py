@@ -256,6 +256,17 @@ class Sandbox:
                 _VIEWS[self.python] = runtime_view(self.python)
             return _VIEWS[self.python]
 
+    def check(self) -> None:
+        """Raise :class:`~envwire.errors.ConfigError` if :meth:`run` would refuse every program
+        (no boundary on this host and no unsafe sandbox allowed); the message names what is
+        missing."""
+        enforcement = self.enforcement
+        if enforcement["boundary"] != "bubblewrap" and not self.unsafe:
+            raise ConfigError(
+                f"sandbox: refusing to run untrusted code: {enforcement['missing']} "
+                "(envwire serve --unsafe-sandbox runs it without that boundary)"
+            )
+
     def run(self, code: str, limits: SandboxLimits | None = None) -> SandboxResult:
         """Run ``code`` as ``main.py`` in a fresh sandbox and return what it printed.
 
@@ -271,11 +282,7 @@ class Sandbox:
         enforcement = self.enforcement
         if enforcement["boundary"] == "bubblewrap":
             return self._run_bwrap(code, limits, self._view(), enforcement)
-        if not self.unsafe:
-            raise ConfigError(
-                f"sandbox: refusing to run untrusted code: {enforcement['missing']} "
-                "(envwire serve --unsafe-sandbox runs it without that boundary)"
-            )
+        self.check()
         return self._run_plain(code, limits, enforcement)
 
     def describe(self) -> dict[str, Any]:

@@ -197,7 +197,8 @@ def bwrap_argv(
     capabilities, no further user namespaces, killed with its parent; the view of
     :class:`RuntimeView` read-only, a fresh ``/proc`` of the run's PID namespace, ``/dev/null``,
     ``/dev/zero``, ``/dev/random``, ``/dev/urandom``, and the run's directory as a tmpfs of
-    ``disk`` bytes holding ``main.py`` (read from ``code_fd``) with ``/tmp`` pointing to it.
+    ``disk`` bytes holding ``main.py`` (read from ``code_fd``) with ``/tmp`` and ``/dev/shm``
+    (POSIX semaphores and shared memory) pointing to it.
     """
     argv = [bwrap, "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts"]
     argv += ["--unshare-cgroup-try", "--disable-userns", "--die-with-parent", "--new-session"]
@@ -217,6 +218,7 @@ def bwrap_argv(
         argv += ["--dev-bind", f"/dev/{device}", f"/dev/{device}"]
     argv += ["--size", str(disk), "--perms", "0700", "--tmpfs", RUN_DIR]
     argv += ["--perms", "0600", "--file", str(code_fd), f"{RUN_DIR}/main.py"]
-    argv += ["--symlink", RUN_DIR, "/tmp", "--remount-ro", "/", "--chdir", RUN_DIR]
+    argv += ["--symlink", RUN_DIR, "/tmp", "--symlink", RUN_DIR, "/dev/shm"]
+    argv += ["--remount-ro", "/", "--chdir", RUN_DIR]
     argv += ["--seccomp", str(seccomp_fd), "--json-status-fd", str(status_fd)]
     return argv
