@@ -161,7 +161,7 @@ def test_concurrency_bound(tmp_path: os.PathLike[str]) -> None:
     thread.start()
     started.wait()
     time.sleep(1.0)  # the first run holds the slot by now
-    with pytest.raises(CapacityError, match="all 1 run slots stayed busy for 0.5 s"):
+    with pytest.raises(CapacityError, match=r"all 1 run slots stayed busy for 0\.5 s"):
         box.run("print('second')")
     thread.join()
     assert results[0].stdout == "first\n"
@@ -194,6 +194,10 @@ def test_unsafe_fallback_keeps_the_other_layers(tmp_path: os.PathLike[str]) -> N
     layers = box.enforcement
     assert layers["boundary"] == "none" and layers["unsafe"] is True
     assert box.run("print('hi')").stdout == "hi\n"
+    signal = box.run("import os\nos.kill(os.getppid(), 0)")
+    assert last_line(signal.stderr) == (
+        "PermissionError: sandbox: signalling other processes is disabled"
+    )
     outside = sandbox_module.Sandbox(
         LIMITS, bwrap="/nonexistent/bwrap", unsafe=True, root=str(tmp_path), audit_hook=False
     )
@@ -206,6 +210,9 @@ def test_unsafe_fallback_keeps_the_other_layers(tmp_path: os.PathLike[str]) -> N
     assert not os.path.exists(target)
     execs = outside.run("import os\nos.execv('/bin/true', ['true'])")
     assert last_line(execs.stderr) == "PermissionError: [Errno 1] Operation not permitted"
+    if not layers["separate_user"]:  # then no new processes at all: seccomp refuses them
+        forks = outside.run("import os\nos.fork()")
+        assert last_line(forks.stderr) == "PermissionError: [Errno 1] Operation not permitted"
 
 
 def test_configure_sets_the_server_wide_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -25,6 +25,9 @@ as ``python -I -S -B bootstrap.py CONFIG`` where ``CONFIG`` is a JSON object:
     whether network access is allowed (the audit hook's view of it).
 ``fork``
     whether new processes are allowed (the audit hook's view of it).
+``signals``
+    whether the program may signal processes other than itself (inside a PID namespace of its
+    own, every process it can name is its own).
 
 Every step fails closed: if a layer the parent asked for cannot be set up, the run exits with
 status 71 (``EX_OSERR``) and says why on stderr, before any of the program's code runs.
@@ -192,24 +195,35 @@ _NATIVE_MODULES = frozenset(("ctypes", "_ctypes", "cffi", "_cffi_backend"))
 _SIGNAL_EVENTS = frozenset(("os.kill", "os.killpg", "signal.pthread_kill"))
 
 
-def _audit_hook(root: str, network: bool, fork: bool) -> Callable[[str, tuple[Any, ...]], None]:
+def _audit_hook(
+    root: str, network: bool, fork: bool, signals: bool
+) -> Callable[[str, tuple[Any, ...]], None]:
     """The audit hook. Its state is immutable and closed over, so code that reaches the
     hook's frame (from a traceback) finds nothing to change; and it never calls code the
     program supplies (a path-like object is judged by its type, not by its ``__fspath__``)."""
     realpath, join, getcwd, getpid = os.path.realpath, os.path.join, os.getcwd, os.getpid
     fsdecode, sep = os.fsdecode, os.sep
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    # Module globals can be rebound by code that reaches a frame's f_globals: bind them here.
+    path_events, two_path_events, program_events = _PATH_EVENTS, _TWO_PATH_EVENTS, _PROGRAM_EVENTS
+    net_events, hidden_events, signal_events = _NET_EVENTS, _HIDDEN_EVENTS, _SIGNAL_EVENTS
+    native = _native
+    # So are builtins (they live in a module the program shares), and pathlib's classes.
+    isinstance_, type_, any_ = isinstance, type, any
+    int_, str_, bytes_ = int, str, bytes
+    import pathlib
+
+    path_types = (pathlib.PosixPath, pathlib.PurePosixPath)
 
     def inside(path: object) -> bool:
-        if isinstance(path, int):
+        if isinstance_(path, int_):
             return True  # an open descriptor: it was judged when opened
-        kind = type(path)
-        if kind.__module__ == "pathlib" and kind.__name__ in ("PosixPath", "PurePosixPath"):
-            path = str(path)  # pathlib's own classes only: their method is known
-        if not isinstance(path, str | bytes):
+        if type_(path) in path_types:
+            path = str_(path)  # pathlib's own classes only: their method is known
+        if not (type_(path) is str_ or type_(path) is bytes_):
             return False
         try:
-            full = realpath(join(getcwd(), fsdecode(path)))
+            full = realpath(join(getcwd(), fsdecode(path)))  # type: ignore[arg-type]
         except (OSError, ValueError):
             return False
         return full == root or full.startswith(root + sep) or full == "/dev/null"
@@ -217,32 +231,32 @@ def _audit_hook(root: str, network: bool, fork: bool) -> Callable[[str, tuple[An
     def hook(event: str, args: tuple[Any, ...]) -> None:
         if event == "open":
             path, mode, flags = args
-            writing = (isinstance(mode, str) and any(c in mode for c in "wax+")) or (
-                isinstance(flags, int) and flags > 0 and bool(flags & writing_flags)
+            writing = (isinstance_(mode, str_) and any_(c in mode for c in "wax+")) or (
+                isinstance_(flags, int_) and flags > 0 and bool(flags & writing_flags)
             )
             if writing and path is not None and not inside(path):
                 raise PermissionError(f"sandbox: no writing outside its directory: {path!r}")
-        elif event in _PATH_EVENTS:
+        elif event in path_events:
             if not inside(args[0]):
                 raise PermissionError(f"sandbox: no changes outside its directory: {args[0]!r}")
-        elif event in _TWO_PATH_EVENTS:
+        elif event in two_path_events:
             if not (inside(args[0]) or event == "os.symlink") or not inside(args[1]):
                 raise PermissionError(f"sandbox: no changes outside its directory: {args[1]!r}")
         elif event == "socket.__new__":
             if not network and args[1] != 1:  # only AF_UNIX
                 raise PermissionError("sandbox: network access is disabled")
-        elif event in _NET_EVENTS:
-            if not network and not (event == "socket.bind" and isinstance(args[1], str)):
+        elif event in net_events:
+            if not network and not (event == "socket.bind" and isinstance_(args[1], str_)):
                 raise PermissionError("sandbox: network access is disabled")
         elif event == "os.fork" and not fork:
             raise PermissionError("sandbox: starting processes is disabled on this host")
-        elif event in _PROGRAM_EVENTS:
+        elif event in program_events:
             raise PermissionError("sandbox: starting programs is disabled")
-        elif event.startswith("ctypes.") or event in _HIDDEN_EVENTS:
+        elif event.startswith("ctypes.") or event in hidden_events:
             raise PermissionError(f"sandbox: {event} is disabled")
-        elif event == "import" and _native(args):
+        elif event == "import" and native(args):
             raise ImportError(f"sandbox: importing {args[0]} is disabled")
-        elif event in _SIGNAL_EVENTS:
+        elif event in signal_events and not signals:
             if args[0] != getpid():
                 raise PermissionError("sandbox: signalling other processes is disabled")
         elif event == "object.__setattr__" and args[0] is hook:
@@ -251,14 +265,16 @@ def _audit_hook(root: str, network: bool, fork: bool) -> Callable[[str, tuple[An
     return hook
 
 
-def _native(args: tuple[Any, ...]) -> bool:
+def _native(
+    args: tuple[Any, ...], modules: frozenset[str] = _NATIVE_MODULES, str_: type[str] = str
+) -> bool:
     """Whether an import event loads a foreign-function module, by name or by file (an
     extension loader names a module as it likes, but the file keeps its name)."""
     name, filename = args[0], args[1] if len(args) > 1 else None
-    if str(name).rpartition(".")[2] in _NATIVE_MODULES:
+    if str_(name).rpartition(".")[2] in modules:
         return True
-    base = os.path.basename(str(filename)) if filename else ""
-    return any(base.startswith(native + ".") for native in _NATIVE_MODULES)
+    base = str_(filename).rpartition("/")[2] if filename else ""
+    return base.partition(".")[0] in modules
 
 
 def _run_main() -> NoReturn:
@@ -290,7 +306,8 @@ def main(argv: list[str]) -> NoReturn:
         _fail(str(exc))
     if cfg["audit_hook"]:
         root = os.path.realpath(cfg["dir"])
-        sys.addaudithook(_audit_hook(root, bool(cfg["network"]), bool(cfg["fork"])))
+        hook = _audit_hook(root, bool(cfg["network"]), bool(cfg["fork"]), bool(cfg["signals"]))
+        sys.addaudithook(hook)
     _run_main()
 
 

@@ -319,6 +319,7 @@ class Sandbox:
             "audit_hook": self.audit_hook,
             "network": limits.network,
             "fork": True,
+            "signals": True,
         }
         code_fd = _memfd("main.py", code.encode("utf-8", errors="surrogateescape"))
         filter_fd = _memfd("seccomp", seccomp.build_filter())
@@ -382,6 +383,7 @@ class Sandbox:
                     "audit_hook": self.audit_hook,
                     "network": limits.network,
                     "fork": separate,
+                    "signals": False,
                 }
                 env = {
                     "HOME": workdir,
