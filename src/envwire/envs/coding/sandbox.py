@@ -51,7 +51,7 @@ from envwire.envs.coding.pool import DEFAULT_RUNS, DEFAULT_UID_BASE, SlotPool
 from envwire.envs.coding.view import RUN_DIR, RuntimeView, bwrap_argv, public, runtime_view
 from envwire.errors import ConfigError
 
-__all__ = ["Sandbox", "SandboxLimits", "SandboxResult", "configure"]
+__all__ = ["Sandbox", "SandboxLimits", "SandboxResult", "configure", "probe", "status"]
 
 _MIB = 1 << 20
 _HERE = Path(__file__).resolve().parent
@@ -70,6 +70,26 @@ def configure(*, unsafe: bool | None = None, runs: int | None = None) -> None:
         if runs < 1:
             raise ConfigError(f"sandbox_runs must be at least 1, got {runs}")
         os.environ[_RUNS_VAR] = str(runs)
+
+
+def status() -> dict[str, Any] | None:
+    """:attr:`Sandbox.enforcement` of a sandbox with the server-wide settings, once some code of
+    this process has probed it (None before: probing takes a few seconds, status must not)."""
+    key = Sandbox()._key()
+    with _PROBE_LOCK:
+        found = _PROBES.get(key)
+    return dict(found) if found is not None else None
+
+
+def probe(background: bool = True) -> None:
+    """Probe the server-wide sandbox now (in a daemon thread unless ``background`` is False),
+    so that :func:`status` has an answer before the first run."""
+    if background:
+        thread = threading.Thread(target=probe, args=(False,), name="envwire-sandbox-probe")
+        thread.daemon = True
+        thread.start()
+    else:
+        Sandbox().enforcement  # noqa: B018 (probes and caches)
 
 
 @dataclass(frozen=True)
@@ -204,11 +224,14 @@ class Sandbox:
         concurrency bound), ``unsafe`` (runs allowed without the boundary) and ``missing``
         (what the host lacks for the boundary, or None).
         """
-        key = (self.bwrap, self.python, self.as_root, self.unsafe, self.runs, self.audit_hook)
+        key = self._key()
         with _PROBE_LOCK:
             if key not in _PROBES:
                 _PROBES[key] = self._probe()
             return dict(_PROBES[key])
+
+    def _key(self) -> tuple[Any, ...]:
+        return (self.bwrap, self.python, self.as_root, self.unsafe, self.runs, self.audit_hook)
 
     def _probe(self) -> dict[str, Any]:
         missing = host.missing_capability(self.bwrap)

@@ -109,7 +109,8 @@ class HttpFrontEnd(ThreadedListener):
         self.service = OpenEnvService(server)
         from envwire.arena.frontend import arena_router  # seed 003's routes, with --arena-db
 
-        self.router = arena_router(server, Router(self.service, self.status))
+        health = options.get("health", dict)  # extra /health fields, set by `envwire serve`
+        self.router = arena_router(server, Router(self.service, self.status, health))
 
     def start(self) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), then start accepting."""
