@@ -41,19 +41,19 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from envwire.envs.coding import host, monitor, seccomp
+from envwire.envs.coding.limits import SandboxLimits, SandboxResult, result_of
+from envwire.envs.coding.members import Members, NamespaceMembers, UserMembers
 from envwire.envs.coding.pool import DEFAULT_RUNS, DEFAULT_UID_BASE, SlotPool
 from envwire.envs.coding.view import RUN_DIR, RuntimeView, bwrap_argv, public, runtime_view
 from envwire.errors import ConfigError
 
 __all__ = ["Sandbox", "SandboxLimits", "SandboxResult", "configure", "probe", "status"]
 
-_MIB = 1 << 20
 _HERE = Path(__file__).resolve().parent
 _UNSAFE_VAR, _RUNS_VAR = "ENVWIRE_SANDBOX_UNSAFE", "ENVWIRE_SANDBOX_RUNS"
 
@@ -90,69 +90,6 @@ def probe(background: bool = True) -> None:
         thread.start()
     else:
         Sandbox().enforcement  # noqa: B018 (probes and caches)
-
-
-@dataclass(frozen=True)
-class SandboxLimits:
-    """What one run may use.
-
-    Attributes:
-        wall_time: seconds before the run is killed.
-        cpu_time: CPU seconds per process (``RLIMIT_CPU``); default ``wall_time`` rounded up + 1.
-        memory: bytes: the address space of each process (``RLIMIT_AS``), and the resident
-            memory of all the run's processes together.
-        processes: processes and threads of the run at once (``RLIMIT_NPROC``).
-        file_size: largest file the code may write, in bytes (``RLIMIT_FSIZE``).
-        disk: bytes the run's directory may hold.
-        open_files: open file descriptors per process (``RLIMIT_NOFILE``).
-        output: bytes of stdout, and of stderr, that are kept.
-        output_total: bytes of output after which the program is stopped.
-        network: allow network access (off by default).
-    """
-
-    wall_time: float = 10.0
-    cpu_time: int | None = None
-    memory: int = 512 * _MIB
-    processes: int = 32
-    file_size: int = 16 * _MIB
-    disk: int = 64 * _MIB
-    open_files: int = 64
-    output: int = 64 * 1024
-    output_total: int = 8 * _MIB
-    network: bool = False
-
-    def __post_init__(self) -> None:
-        if (
-            self.wall_time <= 0
-            or self.memory <= 0
-            or self.processes < 1
-            or self.output < 0
-            or self.disk <= 0
-            or self.open_files < 8
-        ):
-            raise ValueError(f"SandboxLimits: limits must be positive, got {self}")
-
-
-@dataclass(frozen=True)
-class SandboxResult:
-    """The outcome of one run.
-
-    ``exit_code`` is the program's exit status; a run stopped by a signal reports 128 + the
-    signal number (137 for SIGKILL), as shells do, and says why at the end of ``stderr``.
-    """
-
-    stdout: str
-    stderr: str
-    exit_code: int
-    timed_out: bool = False
-    truncated: bool = False
-    duration: float = 0.0
-    enforcement: dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        """True when the program exited with status 0."""
-        return self.exit_code == 0
 
 
 _VIEWS: dict[str, RuntimeView] = {}
@@ -352,7 +289,7 @@ class Sandbox:
             self.bwrap, view, disk=limits.disk, network=limits.network, code_fd=code_fd,
             seccomp_fd=filter_fd, status_fd=status_w, env=env,
         ) + self._bootstrap(cfg)  # fmt: skip
-        namespace = _NamespaceWatch(status_r)
+        namespace = NamespaceMembers(status_r)
         try:
             with self.pool.slot(self.queue_timeout) as slot:
                 user: dict[str, Any] = {}
@@ -415,7 +352,7 @@ class Sandbox:
                     "PATH": "/nonexistent",
                 }
                 user = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
-                watch = _PlainWatch(uid)
+                watch = UserMembers(uid)
                 return self._supervise(
                     self._bootstrap(cfg), limits, enforcement, watch, directory=workdir,
                     cwd=workdir, env=env, **user,
@@ -428,7 +365,7 @@ class Sandbox:
         argv: list[str],
         limits: SandboxLimits,
         enforcement: dict[str, Any],
-        members: _Members,
+        members: Members,
         *,
         directory: str | None = None,
         **popen: Any,
@@ -475,7 +412,7 @@ class Sandbox:
             members.close()
             out.finish(timeout=5)
             err.finish(timeout=5)
-        return _result(process.returncode, out, err, stopped, limits, duration, enforcement)
+        return result_of(process.returncode, out, err, stopped, limits, duration, enforcement)
 
 
 def _memfd(name: str, data: bytes) -> int:
@@ -485,139 +422,3 @@ def _memfd(name: str, data: bytes) -> int:
         view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
-
-
-class _Members:
-    """Which processes belong to a run, and how to end them all."""
-
-    def started(self, pid: int) -> None:
-        """The run's first process started as ``pid``."""
-
-    def attach(self, watchdog: monitor.Watchdog) -> None:
-        """Give the watchdog the membership predicate (now or once known)."""
-
-    def kill(self, pid: int) -> None:
-        """Kill every process of the run started as ``pid``."""
-
-    def close(self) -> None:
-        """The run is over: make sure nothing of it is left."""
-
-
-class _NamespaceWatch(_Members):
-    """Members of a bubblewrap run: its PID namespace, learned from bwrap's status pipe."""
-
-    def __init__(self, status_fd: int) -> None:
-        self.status_fd = status_fd
-        self.inode: int | None = None
-        self.init_pid: int | None = None
-        self._known = threading.Event()
-        self._watchdog: monitor.Watchdog | None = None
-
-    def started(self, pid: int) -> None:
-        threading.Thread(target=self._read_status, name="envwire-sandbox-ns", daemon=True).start()
-
-    def _read_status(self) -> None:
-        buffer = b""
-        with contextlib.suppress(OSError):
-            while b"\n" not in buffer:
-                chunk = os.read(self.status_fd, 4096)
-                if not chunk:
-                    break
-                buffer += chunk
-        with contextlib.suppress(ValueError, KeyError):
-            status = json.loads(buffer.split(b"\n", 1)[0])
-            self.init_pid, self.inode = int(status["child-pid"]), int(status["pid-namespace"])
-            if self._watchdog is not None:
-                self._watchdog.member = monitor.pid_namespace(self.inode)
-        self._known.set()
-
-    def attach(self, watchdog: monitor.Watchdog) -> None:
-        self._watchdog = watchdog
-        if self.inode is not None:
-            watchdog.member = monitor.pid_namespace(self.inode)
-
-    def kill(self, pid: int) -> None:
-        # The namespace's init first: when it dies, the kernel kills everything inside.
-        if self.init_pid is not None:
-            monitor.kill([self.init_pid])
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, 9)
-
-    def close(self) -> None:
-        self._known.wait(timeout=5)
-        if self.inode is not None:
-            monitor.wait_gone(monitor.pid_namespace(self.inode))
-
-
-class _PlainWatch(_Members):
-    """Members of an unsafe run: its user id when it has one; else its process group (it
-    cannot make other processes then: the seccomp filter refuses them)."""
-
-    def __init__(self, uid: int | None) -> None:
-        self.uid = uid
-
-    def _member(self, pid: int) -> Callable[[str], bool]:
-        uid = self.uid
-
-        def member(proc: str) -> bool:
-            try:
-                if uid is not None:
-                    return os.stat(proc).st_uid == uid
-                return int(proc.rsplit("/", 1)[1]) == pid
-            except (OSError, ValueError):
-                return False
-
-        return member
-
-    def started(self, pid: int) -> None:
-        self.pid = pid
-
-    def attach(self, watchdog: monitor.Watchdog) -> None:
-        watchdog.member = self._member(self.pid)
-
-    def kill(self, pid: int) -> None:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(pid, 9)
-        if self.uid is not None:
-            monitor.kill(list(monitor.processes(self._member(pid))))
-
-    def close(self) -> None:
-        if self.uid is not None:
-            monitor.wait_gone(self._member(self.pid))
-
-
-def _result(  # noqa: PLR0917 (one call site, every part of the outcome)
-    returncode: int,
-    out: monitor.Capture,
-    err: monitor.Capture,
-    stopped: list[str],
-    limits: SandboxLimits,
-    duration: float,
-    enforcement: dict[str, Any],
-) -> SandboxResult:
-    import signal
-
-    exit_code = 128 - returncode if returncode < 0 else returncode
-    stderr = err.text()
-    truncated = out.dropped > 0 or err.dropped > 0
-    if truncated:
-        stderr += f"\n[envwire sandbox: output beyond {limits.output} bytes per stream was dropped]"
-    if stopped:
-        stderr += f"\n[envwire sandbox: the program was killed because {stopped[0]}]"
-        exit_code = 137
-    elif returncode < 0 or exit_code > 128:
-        number = -returncode if returncode < 0 else exit_code - 128
-        try:
-            name = signal.Signals(number).name
-        except ValueError:
-            name = f"signal {number}"
-        stderr += f"\n[envwire sandbox: the program was killed by {name}]"
-    return SandboxResult(
-        stdout=out.text(),
-        stderr=stderr.lstrip("\n") if not err.data else stderr,
-        exit_code=exit_code,
-        timed_out=bool(stopped) and "wall-time" in stopped[0],
-        truncated=truncated or (bool(stopped) and "output" in stopped[0]),
-        duration=duration,
-        enforcement=enforcement,
-    )
