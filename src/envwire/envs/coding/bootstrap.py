@@ -9,7 +9,8 @@ as ``python -I -S -B bootstrap.py CONFIG`` where ``CONFIG`` is a JSON object:
     ``[[name, value], ...]``: resource limits, set as both soft and hard limit.
 ``no_new_privs``
     set ``PR_SET_NO_NEW_PRIVS`` (bubblewrap already has; the fallback without it needs it for
-    the next two steps).
+    the next two steps) and ``PR_SET_PDEATHSIG`` (bubblewrap's ``--die-with-parent`` does that
+    for the other runs).
 ``landlock``
     ``null`` or ``{"abi": N, "network": bool}``: restrict the file system to reading everywhere
     and writing in ``dir`` and ``/dev/null``; with ABI >= 4 and no network also refuse TCP
@@ -47,7 +48,7 @@ from typing import Any, NoReturn
 __all__ = ["main"]
 
 _EX_OSERR = 71
-_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_PR_SET_PDEATHSIG, _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 1, 38, 22, 2
 _LANDLOCK_CREATE_RULESET, _LANDLOCK_ADD_RULE, _LANDLOCK_RESTRICT_SELF = 444, 445, 446
 _LANDLOCK_RULE_PATH_BENEATH = 1
 # Landlock file system rights by the ABI version that introduced them.
@@ -125,8 +126,9 @@ def _confine(cfg: dict[str, Any]) -> None:
     if cfg["no_new_privs"] or cfg["landlock"] or cfg["seccomp"]:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.syscall.restype = ctypes.c_long
-        if cfg["no_new_privs"]:
+        if cfg["no_new_privs"]:  # the fallback without bubblewrap: also die with the server
             _check(libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "no_new_privs")
+            _check(libc.prctl(_PR_SET_PDEATHSIG, 9, 0, 0, 0), "parent death signal")
         if cfg["landlock"]:
             landlock = cfg["landlock"]
             _landlock(libc, int(landlock["abi"]), cfg["dir"], bool(landlock["network"]))

@@ -32,7 +32,6 @@ Landlock, the audit hook, a user id per run as root, no new processes otherwise)
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
@@ -125,7 +124,7 @@ class Sandbox:
         *,
         unsafe: bool | None = None,
         runs: int | None = None,
-        queue_timeout: float = 30.0,
+        queue_timeout: float = 10.0,
         bwrap: str | None = None,
         python: str | None = None,
         uid_base: int = DEFAULT_UID_BASE,
@@ -290,6 +289,7 @@ class Sandbox:
             seccomp_fd=filter_fd, status_fd=status_w, env=env,
         ) + self._bootstrap(cfg)  # fmt: skip
         namespace = NamespaceMembers(status_r)
+        handed = [code_fd, filter_fd, status_w]  # the child's copies; ours close once it runs
         try:
             with self.pool.slot(self.queue_timeout) as slot:
                 user: dict[str, Any] = {}
@@ -308,13 +308,11 @@ class Sandbox:
                             json.dumps(stage),
                         ]
                 return self._supervise(
-                    argv, limits, enforcement, namespace, pass_fds=(code_fd, filter_fd, status_w),
-                    cwd="/", env={}, **user,
-                )  # fmt: skip
+                    argv, limits, enforcement, namespace, handed=handed, cwd="/", env={}, **user
+                )
         finally:
-            for fd in (code_fd, filter_fd, status_w, status_r):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
+            for fd in [*handed, status_r]:
+                os.close(fd)
 
     def _run_plain(
         self, code: str, limits: SandboxLimits, enforcement: dict[str, Any]
@@ -351,7 +349,9 @@ class Sandbox:
                     "LANG": "C.UTF-8",
                     "PATH": "/nonexistent",
                 }
-                user = {"user": uid, "group": uid, "extra_groups": []} if uid is not None else {}
+                user: dict[str, Any] = {}
+                if uid is not None:
+                    user = {"user": uid, "group": uid, "extra_groups": []}
                 watch = UserMembers(uid)
                 return self._supervise(
                     self._bootstrap(cfg), limits, enforcement, watch, directory=workdir,
@@ -368,9 +368,14 @@ class Sandbox:
         members: Members,
         *,
         directory: str | None = None,
+        handed: list[int] | None = None,
         **popen: Any,
     ) -> SandboxResult:
-        """Start ``argv``, enforce the limits from outside, clean up every process it made."""
+        """Start ``argv``, enforce the limits from outside, clean up every process it made.
+
+        ``handed``: descriptors the child inherits; closed here (and emptied) once it started,
+        so that a pipe among them ends when the child's copies do.
+        """
         start = time.monotonic()
         process = subprocess.Popen(
             argv,
@@ -379,8 +384,11 @@ class Sandbox:
             stderr=subprocess.PIPE,
             start_new_session=True,
             close_fds=True,
+            pass_fds=tuple(handed or ()),
             **popen,
         )
+        while handed:
+            os.close(handed.pop())
         stopped: list[str] = []
 
         def stop(reason: str) -> None:
