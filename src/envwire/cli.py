@@ -147,10 +147,9 @@ def _sandbox(args: argparse.Namespace, settings: dict[str, Any], catalog: Catalo
     """The code sandbox's server-wide settings; probe it at start when a coding env is served."""
     from envwire.envs.coding import sandbox
 
-    sandbox.configure(
-        unsafe=bool(args.unsafe_sandbox or settings.get("unsafe_sandbox", False)),
-        runs=settings.get("sandbox_runs"),
-    )
+    unsafe = args.unsafe_sandbox or settings.get("unsafe_sandbox", False)
+    # Not asked for: keep what the environment says (ENVWIRE_SANDBOX_UNSAFE), default off.
+    sandbox.configure(unsafe=True if unsafe else None, runs=settings.get("sandbox_runs"))
     if any("coding" in f"{env_id} {spec.entry_point}".lower() for env_id, spec in catalog.items()):
         sandbox.probe()
 

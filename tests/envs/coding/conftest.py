@@ -13,8 +13,15 @@ import pytest
 
 from envwire.envs.coding import Sandbox
 from envwire.testing import ServerProcess
+from tests.conftest import SANDBOX_MISSING
 
 ROOT = Path(__file__).resolve().parents[3]
+
+#: The sandbox's tests need its boundary (CI installs bubblewrap).
+needs_boundary = pytest.mark.skipif(
+    SANDBOX_MISSING is not None,
+    reason=f"this host cannot build the code sandbox: {SANDBOX_MISSING}",
+)
 ATTACK_ENV = "test/AttackCoding-v0"
 SECRET_VAR = "ENVWIRE_TEST_SECRET"
 

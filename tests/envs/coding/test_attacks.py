@@ -25,7 +25,9 @@ from envwire.envs.coding import Sandbox, SandboxLimits
 from envwire.envs.coding.pool import SlotPool
 from envwire.testing import ServerProcess
 from tests.envs.coding.attacks import ATTACKS, Attack
-from tests.envs.coding.conftest import ATTACK_ENV
+from tests.envs.coding.conftest import ATTACK_ENV, needs_boundary
+
+pytestmark = needs_boundary
 
 
 def run_session(server: ServerProcess, code: str) -> dict[str, Any]:

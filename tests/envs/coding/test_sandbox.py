@@ -12,6 +12,9 @@ from envwire.envs.coding import sandbox as sandbox_module
 from envwire.envs.coding.pool import SlotPool
 from envwire.envs.coding.sandbox import Sandbox, SandboxLimits
 from envwire.errors import CapacityError, ConfigError
+from tests.envs.coding.conftest import needs_boundary
+
+pytestmark = needs_boundary
 
 LIMITS = SandboxLimits(
     wall_time=3.0,

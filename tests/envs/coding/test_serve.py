@@ -9,7 +9,9 @@ from typing import Any
 import httpx
 
 from envwire.testing import ServerProcess
-from tests.envs.coding.conftest import ATTACK_ENV, ROOT
+from tests.envs.coding.conftest import ATTACK_ENV, ROOT, needs_boundary
+
+pytestmark = needs_boundary
 
 ENTRY = f"{ATTACK_ENV}=tests.envs.coding.helpers:attack_coding@inline"
 
