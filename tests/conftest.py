@@ -24,6 +24,16 @@ if SANDBOX_MISSING is not None:
     os.environ["ENVWIRE_SANDBOX_UNSAFE"] = "1"
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to run without the sandbox where it is required (CI sets
+    ``ENVWIRE_TEST_REQUIRE_SANDBOX=1``): its tests must run there, not skip."""
+    if SANDBOX_MISSING is not None and os.environ.get("ENVWIRE_TEST_REQUIRE_SANDBOX") == "1":
+        raise pytest.UsageError(
+            f"ENVWIRE_TEST_REQUIRE_SANDBOX=1, but this host cannot build the code sandbox: "
+            f"{SANDBOX_MISSING}"
+        )
+
+
 @pytest.fixture(scope="session")
 def gym_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server on a free gym-socket port, shared by the end-to-end tests."""

@@ -10,6 +10,7 @@ concurrent sessions follow.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 import time
@@ -268,14 +269,22 @@ def test_concurrent_runs_all_end_cleanly(server: ServerProcess) -> None:
 
 
 def test_concurrent_runs_have_distinct_user_ids(private: Sandbox) -> None:
+    # A wall time far above the sleep, and the uids looked for until both runs are seen: on a
+    # loaded host starting a sandbox can take seconds.
+    limits = SandboxLimits(wall_time=30.0)
     threads = [
-        threading.Thread(target=private.run, args=("import time\ntime.sleep(2.5)",))
+        threading.Thread(target=private.run, args=("import time\ntime.sleep(5)", limits))
         for _ in range(2)
     ]
     for thread in threads:
         thread.start()
-    time.sleep(1.5)  # both runs are under way
-    uids = {os.stat(f"/proc/{pid}").st_uid for pid in leftovers(private)}
+    uids: set[int] = set()
+    deadline = time.monotonic() + 5.0
+    while len(uids) < 2 and time.monotonic() < deadline:
+        for pid in leftovers(private):
+            with contextlib.suppress(OSError):  # it may have ended meanwhile
+                uids.add(os.stat(f"/proc/{pid}").st_uid)
+        time.sleep(0.05)
     for thread in threads:
         thread.join()
     assert len(uids) == 2 and all(private.uid_base <= uid < private.uid_base + 2 for uid in uids)

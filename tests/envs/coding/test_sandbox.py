@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import fcntl
 import os
 import threading
 import time
@@ -149,21 +151,41 @@ def test_output(sandbox: Sandbox) -> None:
     assert not result.timed_out  # stopped for its output, not by the clock
 
 
+def wait_until_held(path: str, timeout: float = 30.0) -> None:
+    """Return once another holder has ``path`` flocked (the pool's sign of a busy slot)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if os.path.exists(path):
+            fd = os.open(path, os.O_RDWR)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return
+            finally:
+                os.close(fd)  # also drops the lock if this probe got it
+        time.sleep(0.01)
+    raise AssertionError(f"nobody took {path} within {timeout} s")
+
+
 def test_concurrency_bound(tmp_path: os.PathLike[str]) -> None:
     """Two runs with one slot: the second waits, then gives up with CapacityError."""
     box = Sandbox(LIMITS, runs=1, queue_timeout=0.5)
     box._pool = SlotPool(1, directory=str(tmp_path))  # a pool of its own: no other test waits
+    # Probed first: the probe's trial run takes a slot too, and must not be taken for the run's.
+    assert box.enforcement["boundary"] == "bubblewrap"
     started = threading.Event()
     results = []
 
     def first() -> None:
         started.set()
-        results.append(box.run("import time; time.sleep(2.5); print('first')"))
+        # Wall time well above the sleep: a loaded host may take seconds to start bubblewrap.
+        slow = dataclasses.replace(LIMITS, wall_time=30.0)
+        results.append(box.run("import time; time.sleep(2.0); print('first')", slow))
 
     thread = threading.Thread(target=first)
     thread.start()
     started.wait()
-    time.sleep(1.0)  # the first run holds the slot by now
+    wait_until_held(os.path.join(tmp_path, "slot-0.lock"))
     with pytest.raises(CapacityError, match=r"all 1 run slots stayed busy for 0\.5 s"):
         box.run("print('second')")
     thread.join()
