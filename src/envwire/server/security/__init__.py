@@ -7,20 +7,21 @@ hold, and :mod:`.admission` decides which connections of the threaded front ends
 
 Server settings read here (``[server]`` table, or ``envwire serve`` flags):
 
-=============================  ==========  =====================================================
-``token_file``                 none        tokens every front end requires (``--token-file``)
-``tls_cert``, ``tls_key``      none        serve every front end over TLS (``--tls-cert``, ...)
-``insecure``                   false       serve a non-loopback address without tokens
-``allowed_hosts``              []          more ``Host`` names HTTP clients may use (``*``: any)
-``allowed_origins``            []          more browser origins allowed (``*``: any)
-``max_connections``            1024        connections one threaded front end holds
-``max_connections_per_address``  1/2 of it  of those, from one client address
-``max_pending``                64          connections in their handshake at once (a thread
-                                           each); the others wait without a thread
-``max_pending_per_address``    16          of those, from one client address
-``handshake_timeout``          10.0        seconds for a connection's whole handshake (TLS
-                                           included), counted from the accept
-=============================  ==========  =====================================================
+=================================  =========  =================================================
+``token_file``                     none       tokens every front end requires (``--token-file``)
+``tls_cert``, ``tls_key``          none       serve every front end over TLS (``--tls-cert``...)
+``insecure``                       false      serve a non-loopback address without tokens
+``allowed_hosts``                  []         more ``Host`` names HTTP clients may use (``*``:
+                                              any)
+``allowed_origins``                []         more browser origins allowed (``*``: any)
+``max_connections``                1024       connections one threaded front end holds
+``max_connections_per_address``    1/2 of it  of those, from one client address
+``max_pending``                    64         connections in their handshake at once (a
+                                              thread each); the others wait without a thread
+``max_pending_per_address``        16         of those, from one client address
+``handshake_timeout``              10.0       seconds for a connection's whole handshake (TLS
+                                              included), counted from the accept
+=================================  =========  =================================================
 """
 
 from __future__ import annotations
