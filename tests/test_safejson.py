@@ -66,7 +66,7 @@ def test_brackets_inside_strings_do_not_count() -> None:
 def test_custom_limit_and_object_hook() -> None:
     with pytest.raises(ValueError, match="deeper than 2 levels"):
         safejson.loads("[[[1]]]", max_depth=2)
-    assert safejson.loads('{"a": 1}', object_hook=lambda d: sorted(d)) == ["a"]
+    assert safejson.loads('{"a": 1}', object_hook=sorted) == ["a"]
 
 
 def test_lone_surrogates_are_written_back_as_their_escapes() -> None:
