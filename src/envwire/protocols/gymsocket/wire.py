@@ -267,6 +267,12 @@ class Side:
             raise ProtocolError(f"connection closed inside a packet ({len(self._buf.data)} bytes)")
         return NEED_DATA
 
+    def discard(self) -> None:
+        """Forget every buffered byte: the connection is over (its memory is freed now, not
+        whenever the codec object goes)."""
+        self._buf.data = bytearray()
+        self._buf.eof = True
+
     @property
     def buffered(self) -> int:
         """How many received bytes wait to be parsed."""
