@@ -6,8 +6,10 @@ Two rules every codec follows for text from the wire:
   only stops near the interpreter's recursion limit (about 1,000 levels, a 2 KB message), and
   what it returns below that still breaks whatever walks it recursively afterwards (pydantic,
   ``json.dumps`` of an error that quotes the input, the env). The refusal is a
-  :class:`json.JSONDecodeError`, a ``ValueError`` like every other malformed-JSON error, so the
-  codecs' existing handlers answer it in each protocol's own error channel.
+  :class:`TooDeepError`, a :class:`json.JSONDecodeError` (and so a ``ValueError``) like every
+  other malformed-JSON error, so the codecs' existing handlers answer it in each protocol's own
+  error channel; a codec that answers it differently (OpenEnv's HTTP bodies: 400, as FastAPI
+  answers JSON that Python's decoder cannot read) catches the subclass first.
 - :func:`utf8` encodes JSON text that may quote a lone surrogate (``"\\ud800"`` decodes to one):
   strict UTF-8 cannot encode it, so it is written back as the JSON escape it came in as.
 """
@@ -18,12 +20,16 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-__all__ = ["MAX_DEPTH", "depth_exceeds", "loads", "utf8"]
+__all__ = ["MAX_DEPTH", "TooDeepError", "depth_exceeds", "loads", "utf8"]
 
 #: Deepest nesting of arrays and objects accepted from a peer (the top level counts as 1).
 MAX_DEPTH: Final = 100
 
 _CONTAINERS: Final = (dict, list)
+
+
+class TooDeepError(json.JSONDecodeError):
+    """JSON nested deeper than the limit."""
 
 
 def depth_exceeds(value: Any, limit: int) -> bool:
@@ -52,7 +58,8 @@ def loads(
     """``json.loads`` for text from a peer, nesting at most ``max_depth`` levels.
 
     Raises:
-        json.JSONDecodeError: malformed JSON, or nested too deeply (both are ``ValueError``).
+        json.JSONDecodeError: malformed JSON; :class:`TooDeepError` when nested too deeply
+            (both are ``ValueError``).
         UnicodeDecodeError: ``data`` is bytes that are not UTF-8 (also a ``ValueError``).
     """
     try:
@@ -69,9 +76,9 @@ def loads(
     return value
 
 
-def _too_deep(data: str | bytes | bytearray, max_depth: int) -> json.JSONDecodeError:
+def _too_deep(data: str | bytes | bytearray, max_depth: int) -> TooDeepError:
     text = data if isinstance(data, str) else bytes(data[:64]).decode("utf-8", "replace")
-    return json.JSONDecodeError(f"JSON nested deeper than {max_depth} levels", text, 0)
+    return TooDeepError(f"JSON nested deeper than {max_depth} levels", text, 0)
 
 
 def utf8(text: str) -> bytes:
