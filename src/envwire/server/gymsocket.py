@@ -43,8 +43,8 @@ if TYPE_CHECKING:
 __all__ = ["GymSocketFrontEnd"]
 
 log = logging.getLogger("envwire.gym-socket")
-#: Closes and refusals a client provokes: INFO, so that the default log shows them, but no more
-#: than 20 lines per 10 s, so that no client can flood it.
+#: Closes and refusals a client provokes: INFO (the peer's doing, not the server's trouble), and
+#: no more than 20 lines per 10 s, so that no client can flood the log.
 _peer_log = RateLimitedLog(log)
 _RECV = 256 * 1024
 
