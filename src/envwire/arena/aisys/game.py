@@ -28,14 +28,15 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from envwire.arena.aisys.plugins import run_data
+from envwire.arena.aisys.plugins import load_env_class, make_plugin, run_data
 from envwire.arena.games import Accepted, Rejected, Started
 from envwire.arena.protocol import RawJSON, dumps
+from envwire.arena.rows import EnvRow
 from envwire.arena.settings import ArenaSettings
 
-__all__ = ["PluginGame", "StoredRun"]
+__all__ = ["PluginGame", "StoredRun", "plugin_game"]
 
 log = logging.getLogger("envwire.arena")
 
@@ -206,3 +207,25 @@ class PluginGame:
         """Forget every cached state."""
         with self._lock:
             self._live.clear()
+
+
+class _Store(Protocol):
+    def plugin_run(self, run_id: int) -> tuple[str, list[tuple[str, str]]]: ...
+
+
+def plugin_game(
+    env: EnvRow, settings: ArenaSettings, store: _Store, *, live_runs: int = 1024
+) -> PluginGame:
+    """The game of an arena env whose id names a plugin env (``aisys:module:Class``).
+
+    Raises:
+        ConfigError: the plugin does not import or cannot be made.
+    """
+    cls = load_env_class(env.env_id)
+    instance = make_plugin(cls, env.display_name, env.name, settings.config)
+
+    def load(run_id: int) -> StoredRun:
+        state, history = store.plugin_run(run_id)
+        return StoredRun(state, history)
+
+    return PluginGame(env.name, instance, settings, load, live_runs=live_runs)
