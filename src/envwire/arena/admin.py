@@ -74,6 +74,24 @@ class ArenaAdmin:
         check_name(name, "arena env")
         if self.store.env(name) is not None and not replace:
             raise ConflictError(f"arena env {name!r} exists; replace it explicitly")
+        row = self.env_row(name, env_id, settings, display_name, description)
+        self.store.put_env(row)
+        return row
+
+    def env_row(
+        self,
+        name: str,
+        env_id: str,
+        settings: Mapping[str, Any] | None = None,
+        display_name: str = "",
+        description: str = "",
+    ) -> EnvRow:
+        """The arena env ``create_env`` would store (the env is made once), without storing it.
+
+        Raises:
+            InvalidArgumentError: a bad setting.
+            ConfigError, EnvError: the env id is unknown or the env cannot be made.
+        """
         given = dict(settings or {})
         kwargs = given.get("kwargs") or {}
         if not isinstance(kwargs, Mapping):
@@ -85,9 +103,8 @@ class ArenaAdmin:
         finally:
             env.close()
         merged = ArenaSettings.build(defaults, given)
-        row = EnvRow(name, env_id, merged.to_json(), display_name or name, description, time.time())
-        self.store.put_env(row)
-        return row
+        return EnvRow(name, env_id, merged.to_json(), display_name or name, description,
+                      time.time())  # fmt: skip
 
     def env(self, name: str) -> EnvRow:
         """The arena env ``name``.
