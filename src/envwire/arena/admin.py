@@ -139,8 +139,10 @@ class ArenaAdmin:
     # -- agents ----------------------------------------------------------------------------
 
     def config(self, env: str, agent: str, password: str, url: str | None) -> dict[str, str]:
-        """The agent config file: ``{agent, pwd, env, url}`` (the url ends in '/')."""
-        url = url or self.store.meta("public_url") or DEFAULT_URL
+        """The agent config file: ``{agent, pwd, env, url}`` (the url ends in '/'): ``url``,
+        else the one ``set-url`` stored, else the URL of the server that last served this
+        database, else :data:`DEFAULT_URL`."""
+        url = url or self.store.meta("public_url") or self.store.meta("served_url") or DEFAULT_URL
         return {"agent": agent, "pwd": password, "env": env, "url": _with_slash(url)}
 
     def add_agent(
@@ -207,6 +209,17 @@ class ArenaAdmin:
         token = new_secret()
         self.store.add_admin_token(hash_secret(token))
         return token
+
+    def add_admin_password(self, password: str) -> None:
+        """Accept a password of the admin's choosing as an admin token (only its hash is
+        stored).
+
+        Raises:
+            InvalidArgumentError: shorter than 8 characters.
+        """
+        if len(password) < 8:
+            raise InvalidArgumentError("an admin password needs at least 8 characters")
+        self.store.add_admin_token(hash_secret(password))
 
     def check_admin_token(self, token: str | None) -> None:
         """Accept a valid admin token.
