@@ -117,8 +117,12 @@ def test_migrate_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     db = tmp_path / "arena.sqlite3"
     try:
         report = arena(capsys, db, "migrate", str(original.path))
+        assert "--env-map takes NAME=ENV_ID" in fail(
+            capsys, tmp_path / "other.sqlite3", "migrate", str(original.path), "--env-map", "cd"
+        )
     finally:
-        sys.path.remove(str((server_dir / "plugins").resolve()))
+        while str((server_dir / "plugins").resolve()) in sys.path:
+            sys.path.remove(str((server_dir / "plugins").resolve()))
         plugins.forget_package("countdown")
     assert report["envs"] == {"cd": {"agents": 1, "runs": 0, "unfinished_runs": 0}}
     assert report["admin_hashes"] == 1
@@ -126,9 +130,6 @@ def test_migrate_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
     assert store.env("cd").env_id == "aisys:countdown.env:Countdown"  # type: ignore[union-attr]
     ArenaAdmin(store).check_admin_token("the-admin-password")
     store.close()
-    assert "--env-map takes NAME=ENV_ID" in fail(
-        capsys, tmp_path / "other.sqlite3", "migrate", str(original.path), "--env-map", "cd"
-    )
 
 
 def test_admin_password_from_stdin(
