@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from envwire.arena.accounts import Verifier, check_name, hash_secret, new_secret
+from envwire.arena.aisys.plugins import arena_settings, is_plugin_id, load_env_class, make_plugin
 from envwire.arena.errors import AuthenticationError, ConflictError, NotFoundError
 from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import AgentRow, EnvRow, Store
@@ -93,6 +94,13 @@ class ArenaAdmin:
             ConfigError, EnvError: the env id is unknown or the env cannot be made.
         """
         given = dict(settings or {})
+        if is_plugin_id(env_id):  # an env of the AISysProj plugin interface
+            cls = load_env_class(env_id)
+            defaults, about = arena_settings(cls)
+            merged = ArenaSettings.build(defaults, given)
+            make_plugin(cls, display_name or name, name, merged.config)  # it must construct
+            return EnvRow(name, env_id, merged.to_json(), display_name or name,
+                          description or about, time.time())  # fmt: skip
         kwargs = given.get("kwargs") or {}
         if not isinstance(kwargs, Mapping):
             raise InvalidArgumentError(f"arena setting kwargs: expected an object, got {kwargs!r}")

@@ -108,6 +108,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         match args.arena_command:
             case "create-env":
+                if args.plugins is not None:
+                    from envwire.arena.aisys.plugins import PluginFolder
+
+                    PluginFolder(args.plugins)
                 row = admin.create_env(
                     args.name,
                     args.env_id,
@@ -212,6 +216,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     create.add_argument("--display-name", help="the name pages show")
     create.add_argument("--description", help="a description for the env's page")
     create.add_argument("--replace", action="store_true", help="redefine an existing arena env")
+    create.add_argument(
+        "--plugins",
+        type=Path,
+        help="the plugins folder of an aisys:package.module:Class env (AISysProj plugins)",
+    )
 
     for name, text in (
         ("add-agent", "add an agent; prints its config file {agent, pwd, env, url}"),

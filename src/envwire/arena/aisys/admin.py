@@ -21,17 +21,10 @@ import re
 from typing import Any
 
 from envwire.arena.accounts import check_imported_name, hash_secret, new_secret
-from envwire.arena.aisys.plugins import (
-    PREFIX,
-    PluginFolder,
-    arena_settings,
-    is_plugin_id,
-    load_env_class,
-)
+from envwire.arena.aisys.plugins import PREFIX, PluginFolder, is_plugin_id, load_env_class
 from envwire.arena.core import Arena
 from envwire.arena.errors import ConflictError, NotFoundError
 from envwire.arena.groups import Groups
-from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import EnvRow
 from envwire.errors import ConfigError, InvalidArgumentError
 
@@ -84,23 +77,19 @@ class CourseAdmin:
             ConfigError, EnvError: the env cannot be made.
         """
         check_imported_name(name, "arena env")
+        if self.store.env(name) is not None and not overwrite:
+            raise ConflictError(f"Environment {name} already exists")
         cls = self._plugin_class(env_class)
-        if cls is None:
+        if cls is not None:
+            env_id = env_class if is_plugin_id(env_class) else PREFIX + env_class
+            settings: Any = {"config": config}
+        else:
             if config is not None and not isinstance(config, dict):
                 raise InvalidArgumentError(
                     f"config of {env_class!r}: expected the arena settings object, got {config!r}"
                 )
-            return self.arena.admin.create_env(
-                name, env_class, config or {}, display_name=display_name, replace=overwrite
-            )
-        if self.store.env(name) is not None and not overwrite:
-            raise ConflictError(f"Environment {name} already exists")
-        defaults, description = arena_settings(cls)
-        settings = ArenaSettings.build(defaults, {"config": config})
-        ref = env_class if is_plugin_id(env_class) else PREFIX + env_class
-        row = EnvRow(name, ref, settings.to_json(), display_name or name, description,
-                     self.arena.now())  # fmt: skip
-        self.arena.check_env(row)
+            env_id, settings = env_class, config or {}
+        row = self.arena.admin.env_row(name, env_id, settings, display_name)
         self.store.put_env(row)
         return row
 

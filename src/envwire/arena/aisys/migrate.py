@@ -33,15 +33,9 @@ from typing import Any
 
 from envwire.arena.accounts import check_imported_name
 from envwire.arena.aisys.database import OriginalDatabase, OriginalEnv, OriginalRun
-from envwire.arena.aisys.plugins import (
-    PREFIX,
-    arena_settings,
-    load_env_class,
-    make_plugin,
-    run_data,
-)
+from envwire.arena.admin import ArenaAdmin
+from envwire.arena.aisys.plugins import PREFIX, load_env_class, make_plugin, run_data
 from envwire.arena.protocol import dumps
-from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import EnvRow, Store
 from envwire.errors import ConfigError
 
@@ -82,13 +76,10 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _plugin_env(env: OriginalEnv, now: float) -> _Env:
-    cls = load_env_class(env.env_class)
-    defaults, description = arena_settings(cls)
-    settings = ArenaSettings.build(defaults, {"config": env.config})
-    instance = make_plugin(cls, env.display_name, env.name, env.config)
-    row = EnvRow(env.name, PREFIX + env.env_class, settings.to_json(), env.display_name,
-                 description, now)  # fmt: skip
+def _plugin_env(env: OriginalEnv, store: Store) -> _Env:
+    ref = PREFIX + env.env_class
+    row = ArenaAdmin(store).env_row(env.name, ref, {"config": env.config}, env.display_name)
+    instance = make_plugin(load_env_class(ref), env.display_name, env.name, env.config)
     return _Env(row, instance)
 
 
@@ -142,7 +133,7 @@ def migrate(
                 raise ConfigError(f"env {env.name!r}: mapping needs the server's catalog")
             envs[env.name] = _mapped_env(env, env_map[env.name], make_mapped_env)
         else:
-            envs[env.name] = _plugin_env(env, now)
+            envs[env.name] = _plugin_env(env, store)
         report.envs[env.name] = {"agents": 0, "runs": 0, "unfinished_runs": 0}
     with store.transaction() as db:
         for item in envs.values():
