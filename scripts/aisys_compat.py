@@ -89,10 +89,29 @@ print(f"RESULT {result.testsRun} {len(result.failures)} {len(result.errors)}")
 '''
 
 
-def _start(envwire: list[str], db: Path, plugins: Path, log: Path) -> tuple[subprocess.Popen[bytes], str]:
-    command = [*envwire, "serve", "envwire/Nim-v0", "--http", "0", "--host", "127.0.0.1",
-               "--gym-socket", "off", "--grpc", "off", "--arena-db", str(db),
-               "--arena-sync", "normal", "--arena-plugins", str(plugins), "--arena-plugin-upload"]
+def _start(
+    envwire: list[str], db: Path, plugins: Path, log: Path
+) -> tuple[subprocess.Popen[bytes], str]:
+    command = [
+        *envwire,
+        "serve",
+        "envwire/Nim-v0",
+        "--http",
+        "0",
+        "--host",
+        "127.0.0.1",
+        "--gym-socket",
+        "off",
+        "--grpc",
+        "off",
+        "--arena-db",
+        str(db),
+        "--arena-sync",
+        "normal",
+        "--arena-plugins",
+        str(plugins),
+        "--arena-plugin-upload",
+    ]
     out = log.open("wb")
     proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
@@ -107,11 +126,21 @@ def _start(envwire: list[str], db: Path, plugins: Path, log: Path) -> tuple[subp
     raise SystemExit(f"envwire did not start; its output:\n{log.read_text(errors='replace')}")
 
 
-def run_module(checkout: Path, module: str, python: str, envwire: list[str], work: Path) -> tuple[int, int, int]:
+def run_module(
+    checkout: Path, module: str, python: str, envwire: list[str], work: Path
+) -> tuple[int, int, int]:
     """(tests, failures, errors) of one module of the suite against a fresh envwire."""
-    db, plugins, log = work / f"{module}.sqlite3", work / f"{module}-plugins", work / f"{module}.log"
-    token = subprocess.run([*envwire, "arena", "admin-token", "--db", str(db), "--from-stdin"],
-                           input=ADMIN_PASSWORD.encode(), capture_output=True, check=False)
+    db, plugins, log = (
+        work / f"{module}.sqlite3",
+        work / f"{module}-plugins",
+        work / f"{module}.log",
+    )
+    token = subprocess.run(
+        [*envwire, "arena", "admin-token", "--db", str(db), "--from-stdin"],
+        input=ADMIN_PASSWORD.encode(),
+        capture_output=True,
+        check=False,
+    )
     if token.returncode:
         raise SystemExit(f"could not store the admin password: {token.stderr.decode()}")
     server, url = _start(envwire, db, plugins, log)
@@ -119,8 +148,15 @@ def run_module(checkout: Path, module: str, python: str, envwire: list[str], wor
         shim = work / "shim.py"
         shim.write_text(SHIM)
         env = {**os.environ, "PYTHONPATH": str(checkout)}
-        done = subprocess.run([python, str(shim), url, module], cwd=checkout, env=env,
-                              capture_output=True, text=True, timeout=900, check=False)
+        done = subprocess.run(
+            [python, str(shim), url, module],
+            cwd=checkout,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+            check=False,
+        )
         sys.stdout.write(done.stderr[-4000:])
         found = re.search(r"RESULT (\d+) (\d+) (\d+)", done.stdout)
         if not found:
@@ -138,10 +174,17 @@ def run_module(checkout: Path, module: str, python: str, envwire: list[str], wor
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("checkout", type=Path, help="a checkout of the AISysProj server")
-    parser.add_argument("--python", default=sys.executable,
-                        help="the interpreter that runs the suite (has its dependencies)")
-    parser.add_argument("--envwire", nargs="+", default=[sys.executable, "-m", "envwire"],
-                        help="the envwire command")
+    parser.add_argument(
+        "--python",
+        default=sys.executable,
+        help="the interpreter that runs the suite (has its dependencies)",
+    )
+    parser.add_argument(
+        "--envwire",
+        nargs="+",
+        default=[sys.executable, "-m", "envwire"],
+        help="the envwire command",
+    )
     parser.add_argument("--modules", nargs="+", default=list(MODULES), choices=MODULES)
     args = parser.parse_args()
     checkout = args.checkout.resolve()
@@ -150,8 +193,9 @@ def main() -> int:
     passed = failed = 0
     with tempfile.TemporaryDirectory(prefix="aisys-compat-") as tmp:
         for module in args.modules:
-            tests, failures, errors = run_module(checkout, module, args.python, args.envwire,
-                                                 Path(tmp))
+            tests, failures, errors = run_module(
+                checkout, module, args.python, args.envwire, Path(tmp)
+            )
             bad = failures + errors
             print(f"{module}: {tests} tests, {failures} failures, {errors} errors")
             passed += tests - bad

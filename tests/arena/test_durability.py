@@ -22,7 +22,9 @@ from tests.arena.conftest import start_server
 
 PARALLEL = 64
 # A resent action of a run that finished: a wrong action number that names the outcome.
-_FINISHED = re.compile(r"^wrong action number \d+: the run finished after \d+ actions \(outcome (.+?)\)")
+_FINISHED = re.compile(
+    r"^wrong action number \d+: the run finished after \d+ actions \(outcome (.+?)\)"
+)
 
 
 class Recorder:

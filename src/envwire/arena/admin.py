@@ -96,8 +96,8 @@ class ArenaAdmin:
         given = dict(settings or {})
         if is_plugin_id(env_id):  # an env of the AISysProj plugin interface
             cls = load_env_class(env_id)
-            defaults, about = arena_settings(cls)
-            merged = ArenaSettings.build(defaults, given)
+            plugin_defaults, about = arena_settings(cls)
+            merged = ArenaSettings.build(plugin_defaults, given)
             make_plugin(cls, display_name or name, name, merged.config)  # it must construct
             return EnvRow(name, env_id, merged.to_json(), display_name or name,
                           description or about, time.time())  # fmt: skip

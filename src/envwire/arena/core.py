@@ -322,7 +322,7 @@ class Arena:
         return None
 
     def _abandon(self, work: _Request, run: RunRow) -> None:
-        outcome, value = work.game.abandon(run.id, run.act_no, work.agent)
+        outcome, value = work.game.abandon(run.id, run.act_no, agent=work.agent)
         work.batch.finished.append(Finish(run.id, outcome, value, "abandoned", work.now))
         work.reply.finished_runs[str(run.id)] = outcome
         work.say("warning", "run abandoned at the client's request", run)
@@ -338,7 +338,7 @@ class Arena:
                 str(run.id),
             )
             return
-        result = work.game.step(run.id, run.seed, run.act_no, run.percept, action, work.agent)
+        result = work.game.step(run.id, run.seed, run.act_no, run.percept, action, agent=work.agent)
         if not isinstance(result, Accepted):
             shown = dumps(action)
             if len(shown) > _MAX_SHOWN_ACTION:
@@ -379,7 +379,7 @@ class Arena:
         for run_id in self.store.allocate_run_ids(plan.new_runs):
             seed = self._seed()
             try:
-                started = work.game.start(run_id, seed, work.agent)
+                started = work.game.start(run_id, seed, agent=work.agent)
             except EnvwireError as exc:
                 work.say("error", f"could not start a new run: {exc}")
                 break

@@ -78,17 +78,24 @@ class ArenaGame(Protocol):
 
     settings: ArenaSettings
 
-    def start(self, run_id: int, seed: int, agent: str = "") -> Started:
+    def start(self, run_id: int, seed: int, *, agent: str = "") -> Started:
         """Start a run."""
         ...
 
     def step(
-        self, run_id: int, seed: int, act_no: int, percept: RawJSON, value: Any, agent: str = ""
+        self,
+        run_id: int,
+        seed: int,
+        act_no: int,
+        percept: RawJSON,
+        value: Any,
+        *,
+        agent: str = "",
     ) -> Accepted | Rejected:
         """Take an action in a run."""
         ...
 
-    def abandon(self, run_id: int, act_no: int, agent: str = "") -> tuple[RawJSON, float | None]:
+    def abandon(self, run_id: int, act_no: int, *, agent: str = "") -> tuple[RawJSON, float | None]:
         """End a run at the client's request: its outcome (JSON, and as a number)."""
         ...
 
@@ -212,7 +219,7 @@ class Game:
                     return
         session.close()
 
-    def abandon(self, run_id: int, act_no: int, agent: str = "") -> tuple[RawJSON, float | None]:
+    def abandon(self, run_id: int, act_no: int, *, agent: str = "") -> tuple[RawJSON, float | None]:
         """The outcome of an abandoned run: the arena env's ``abandon_outcome`` (JSON, number).
         The run's env may serve another run."""
         self.drop(run_id, reuse=True)
@@ -276,7 +283,7 @@ class Game:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def start(self, run_id: int, seed: int, agent: str = "") -> Started:
+    def start(self, run_id: int, seed: int, *, agent: str = "") -> Started:
         """Start a run; its first percept.
 
         Raises:
@@ -320,7 +327,14 @@ class Game:
         return _Live(session, act_no, total)
 
     def step(
-        self, run_id: int, seed: int, act_no: int, percept: RawJSON, value: Any, agent: str = ""
+        self,
+        run_id: int,
+        seed: int,
+        act_no: int,
+        percept: RawJSON,
+        value: Any,
+        *,
+        agent: str = "",
     ) -> Accepted | Rejected:
         """Take action ``value`` in a run that has accepted ``act_no`` actions and shows
         ``percept``; rebuild the run first if its live env is gone."""

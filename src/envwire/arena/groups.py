@@ -109,9 +109,7 @@ class Groups:
         """
         if not self.exists(name):
             raise NotFoundError(f"no group {name!r}")
-        missing = (
-            self.store.env(entry) is None if kind == "env" else not self.exists(entry)
-        )
+        missing = self.store.env(entry) is None if kind == "env" else not self.exists(entry)
         if missing:
             raise NotFoundError(f"no {'arena env' if kind == 'env' else 'group'} {entry!r}")
         with self.store.transaction() as db:

@@ -89,8 +89,8 @@ class OriginalDB:
         agent: str,
         state: Any,
         history: list[tuple[Any, Any]],
-        outcome: Any = None,
         *,
+        outcome: Any = None,
         finished: bool = False,
         outstanding: bool = False,
     ) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 __all__ = ["SOURCE", "write_plugin", "zipped_plugin"]
 
-SOURCE = '''
+SOURCE = """
 from typing import Any
 
 from aisysprojserver.env_interface import (
@@ -55,7 +55,7 @@ class Countdown(SimpleViewEnv, SimpleViewAgent, GenericEnvironment):
 
     def get_abandon_outcome(self, run_data: RunData) -> Any:
         return -1
-'''
+"""
 
 
 def write_plugin(folder: Path, package: str = "countdown") -> Path:

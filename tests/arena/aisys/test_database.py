@@ -20,7 +20,7 @@ def original(tmp_path: Path) -> OriginalDB:
     db.account("nim", "team [3]", "pw-b", locked=True)
     db.ratings("nim", "alice", [1, 0, 1], total=3, best=0.0, current=2 / 3, fully=False,
                recent_runs=[1, 2, 3])  # fmt: skip
-    db.run(1, "nim", "alice", {"left": 0}, [(2, 1), (2, None)], 1, finished=True)
+    db.run(1, "nim", "alice", {"left": 0}, [(2, 1), (2, None)], outcome=1, finished=True)
     db.run(4, "nim", "alice", {"left": 3}, [(2, None)], outstanding=True)
     db.group("main", "Course", "<p>hi</p>", envs=["nim"], subgroups=["old"])
     db.group("old", "Last year", "")
@@ -71,9 +71,7 @@ def test_missing_or_foreign_file(tmp_path: Path) -> None:
 def test_bad_rows_are_named(tmp_path: Path) -> None:
     db = OriginalDB(tmp_path / "a.db")
     db.env("nim", "m:C", {})
-    db.db.execute(
-        "INSERT INTO runs VALUES (7, 'nim', 'nim/a', 0, 0, '{broken', '[]', 'null')"
-    )
+    db.db.execute("INSERT INTO runs VALUES (7, 'nim', 'nim/a', 0, 0, '{broken', '[]', 'null')")
     db.close()
     with pytest.raises(ConfigError, match="runs 7: not JSON"):
         read_database(db.path)

@@ -36,8 +36,10 @@ def original(tmp_path: Path) -> Path:
                recent_runs=[10])  # fmt: skip
     db.ratings("cd", "bob [2]", [0], total=1, best=0.0, current=0.0, fully=False)
     db.ratings("cd", "dave", [1, 1, 1], total=3, best=1.0, current=1.0, fully=True)
-    db.run(10, "cd", "alice", {"left": 0, "moves": 2}, [(2, 1), (2, None)], 1, finished=True)
-    db.run(11, "cd", "bob [2]", {"left": 0, "moves": 3}, [(1, 1), (1, 1), (1, 1)], 0,
+    db.run(
+        10, "cd", "alice", {"left": 0, "moves": 2}, [(2, 1), (2, None)], outcome=1, finished=True
+    )
+    db.run(11, "cd", "bob [2]", {"left": 0, "moves": 3}, [(1, 1), (1, 1), (1, 1)], outcome=0,
            finished=True)  # fmt: skip
     db.run(12, "cd", "alice", {"left": 3, "moves": 1}, [(1, 1)], outstanding=True)
     db.group("main", "The course", "<b>welcome</b>", envs=["cd"], subgroups=["old"])

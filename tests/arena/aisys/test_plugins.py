@@ -68,11 +68,11 @@ def test_load_and_describe_a_plugin(folder: PluginFolder) -> None:
 
 def test_bad_references(folder: PluginFolder) -> None:
     write_plugin(folder.path)
-    with pytest.raises(ConfigError, match="package.module:Class"):
+    with pytest.raises(ConfigError, match=r"package\.module:Class"):
         load_env_class("countdown.env")
     with pytest.raises(ConfigError, match="does not import"):
         load_env_class("nosuchplugin.env:Env")
-    with pytest.raises(ConfigError, match="not a subclass of GenericEnvironment"):
+    with pytest.raises(ConfigError, match=r"not a subclass of GenericEnvironment"):
         load_env_class("countdown.env:Any")
 
     class Broken(load_env_class("countdown.env:Countdown")):  # type: ignore[misc]
@@ -101,7 +101,7 @@ def _zip(names: dict[str, bytes], *, link: str | None = None) -> bytes:
             archive.writestr(name, content)
         if link is not None:
             info = zipfile.ZipInfo(link)
-            info.external_attr = (0o120777 << 16)
+            info.external_attr = 0o120777 << 16
             archive.writestr(info, "/etc/passwd")
     return data.getvalue()
 
@@ -136,7 +136,7 @@ def test_upload_bounds(folder: PluginFolder, monkeypatch: pytest.MonkeyPatch) ->
 
 def test_only_average_ratings(folder: PluginFolder) -> None:
     class Odd:
-        class settings:  # noqa: N801 - the interface's attribute name
+        class settings:
             RATING_STRATEGY = "median"
 
     with pytest.raises(ConfigError, match="RATING_STRATEGY"):

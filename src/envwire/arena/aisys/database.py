@@ -159,9 +159,8 @@ def read_database(path: str | Path) -> OriginalDatabase:
         tables = _tables(db)
         missing = {"active_environments", "accounts", "agents", "runs"} - tables
         if missing:
-            raise ConfigError(
-                f"{path} is not an AISysProj server database (no table {', '.join(sorted(missing))})"
-            )
+            tables_missing = ", ".join(sorted(missing))
+            raise ConfigError(f"{path} is not an AISysProj server database (no {tables_missing})")
         return _read(db, tables)
     except sqlite3.Error as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from None
@@ -196,11 +195,15 @@ def _read(db: sqlite3.Connection, tables: set[str]) -> OriginalDatabase:
             raise ConfigError(f"{where}: recent runs and results must be JSON lists")
         out.ratings.append(
             OriginalRatings(
-                env, _split(ident, env, "agents"), bool(row[2]), int(row[3] or 0),
-                tuple(int(r) for r in recent), tuple(results),
+                env,
+                _split(ident, env, "agents"),
+                bool(row[2]),
+                int(row[3] or 0),
+                tuple(int(r) for r in recent),
+                tuple(results),
                 float(row[6] if row[6] is not None else 0.0),
                 float(row[7] if row[7] is not None else 0.0),
-            )  # fmt: skip
+            )
         )
     for row in db.execute(
         "SELECT identifier, environment, agent, finished, outstanding_action, state, history, "
@@ -215,9 +218,15 @@ def _read(db: sqlite3.Connection, tables: set[str]) -> OriginalDatabase:
             raise ConfigError(f"{where}: history must be a JSON list of [action, extra] pairs")
         out.runs.append(
             OriginalRun(
-                run_id, env, _split(str(row[2]), env, "runs"), bool(row[3]), bool(row[4]),
-                _json(row[5], where), tuple((h[0], h[1]) for h in history), _json(row[7], where),
-            )  # fmt: skip
+                run_id,
+                env,
+                _split(str(row[2]), env, "runs"),
+                bool(row[3]),
+                bool(row[4]),
+                _json(row[5], where),
+                tuple((h[0], h[1]) for h in history),
+                _json(row[7], where),
+            )
         )
     if {"groups", "group_entries"} <= tables:
         entries: dict[str, tuple[list[str], list[str]]] = {}
@@ -231,7 +240,12 @@ def _read(db: sqlite3.Connection, tables: set[str]) -> OriginalDatabase:
         ):
             envs, subgroups = entries.get(str(name), ([], []))
             out.groups.append(
-                OriginalGroup(str(name), str(title or name), str(description or ""),
-                              tuple(envs), tuple(subgroups))  # fmt: skip
+                OriginalGroup(
+                    str(name),
+                    str(title or name),
+                    str(description or ""),
+                    tuple(envs),
+                    tuple(subgroups),
+                )
             )
     return out

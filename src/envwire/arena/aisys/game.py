@@ -117,7 +117,7 @@ class PluginGame:
 
     # -- runs ----------------------------------------------------------------------------------
 
-    def start(self, run_id: int, seed: int, agent: str = "") -> Started:
+    def start(self, run_id: int, seed: int, *, agent: str = "") -> Started:
         """Start a run: its first percept and state (``seed`` is not used: plugins keep state).
 
         Raises:
@@ -136,7 +136,14 @@ class PluginGame:
             return Started(percept, RawJSON(live.state))
 
     def step(
-        self, run_id: int, seed: int, act_no: int, percept: RawJSON, value: Any, agent: str = ""
+        self,
+        run_id: int,
+        seed: int,
+        act_no: int,
+        percept: RawJSON,
+        value: Any,
+        *,
+        agent: str = "",
     ) -> Accepted | Rejected:
         """Apply action ``value`` to a run that has accepted ``act_no`` actions."""
         with self._lock:
@@ -183,7 +190,7 @@ class PluginGame:
             return Accepted(encoded, next_percept, 0.0, 0.0, False, messages=messages,
                             state=RawJSON(state), extra=RawJSON(extra))  # fmt: skip
 
-    def abandon(self, run_id: int, act_no: int, agent: str = "") -> tuple[RawJSON, float | None]:
+    def abandon(self, run_id: int, act_no: int, *, agent: str = "") -> tuple[RawJSON, float | None]:
         """The outcome of an abandoned run (the plugin's ``get_abandon_outcome``, else the arena
         env's ``abandon_outcome``), as JSON and as a number."""
         with self._lock:

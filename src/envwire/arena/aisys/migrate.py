@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envwire.arena.accounts import check_imported_name
-from envwire.arena.aisys.database import OriginalDatabase, OriginalEnv, OriginalRun
 from envwire.arena.admin import ArenaAdmin
+from envwire.arena.aisys.database import OriginalDatabase, OriginalEnv, OriginalRun
 from envwire.arena.aisys.plugins import PREFIX, load_env_class, make_plugin, run_data
 from envwire.arena.protocol import dumps
 from envwire.arena.store import EnvRow, Store
@@ -179,8 +179,7 @@ def _accounts(
         if (r.env, r.agent) not in known:
             check_imported_name(r.agent, "agent")
             db.execute(
-                "INSERT INTO agents (env, name, pwd_hash, blocked, created) "
-                "VALUES (?, ?, ?, 1, ?)",
+                "INSERT INTO agents (env, name, pwd_hash, blocked, created) VALUES (?, ?, ?, 1, ?)",
                 (r.env, r.agent, NO_ACCOUNT, now),
             )
             report.skipped.append(
@@ -240,9 +239,7 @@ def _runs(
 def _percept(env: _Env, run: OriginalRun, report: MigrationReport) -> str:
     """The percept an unfinished plugin run shows now (asked of the plugin)."""
     try:
-        request = env.plugin.get_action_request(
-            run_data(run.id, run.agent, run.state, run.history)
-        )
+        request = env.plugin.get_action_request(run_data(run.id, run.agent, run.state, run.history))
         return dumps(getattr(request, "content", None))
     except Exception as exc:
         report.skipped.append(f"run {run.id}: no percept ({type(exc).__name__}: {exc})")

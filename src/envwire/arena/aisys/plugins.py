@@ -216,9 +216,7 @@ class PluginFolder:
 
     def packages(self) -> list[str]:
         """The plugin packages, by name."""
-        return sorted(
-            p.name for p in self.path.iterdir() if p.is_dir() and p.name.isidentifier()
-        )
+        return sorted(p.name for p in self.path.iterdir() if p.is_dir() and p.name.isidentifier())
 
     def upload(self, data: bytes) -> str:
         """Install a zipped plugin package (replacing one of the same name); its name.

@@ -41,11 +41,10 @@ class SimpleViewEnv:
     def view_env(self, env_data: EnvData) -> str:
         """The env's page as HTML."""
         done = [a for a in env_data.agents if a.fully_evaluated]
-        done.sort(
-            key=lambda a: a.agent_rating, reverse=self.settings.RATING_OBJECTIVE != "min"
+        done.sort(key=lambda a: a.agent_rating, reverse=self.settings.RATING_OBJECTIVE != "min")
+        others = sorted(
+            (a for a in env_data.agents if not a.fully_evaluated), key=lambda a: a.agent_name
         )
-        others = sorted((a for a in env_data.agents if not a.fully_evaluated),
-                        key=lambda a: a.agent_name)  # fmt: skip
         info = getattr(self, "env_info", None)
         title = getattr(info, "display_name", "") or "Leaderboard"
         return _page(
@@ -72,9 +71,15 @@ class SimpleViewAgent:
             agent_data.agent_name,
             _table(
                 ("Best rating", "Current rating", "Runs", "Fully evaluated"),
-                [(agent_data.agent_rating, agent_data.current_agent_rating,
-                  agent_data.total_number_of_runs, agent_data.fully_evaluated)],
-            )  # fmt: skip
+                [
+                    (
+                        agent_data.agent_rating,
+                        agent_data.current_agent_rating,
+                        agent_data.total_number_of_runs,
+                        agent_data.fully_evaluated,
+                    )
+                ],
+            )
             + _table(
                 ("Run", "Outcome"),
                 ((r.run_id, r.outcome) for r in agent_data.recent_runs),
