@@ -11,8 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from envwire.arena import cli as arena_cli
-from envwire.errors import EnvwireError
+from envwire.errors import ConfigError, EnvwireError
+from envwire.godot.bridge import main as bridge_main
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
+from envwire.runtime.host import EnvHost
+from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
 
 __all__ = ["build_catalog", "main"]
 
@@ -60,8 +63,6 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
         try:
             specs.append(EnvSpec(**table))
         except TypeError as exc:
-            from envwire.errors import ConfigError
-
             raise ConfigError(f"bad [[env]] table {table!r}: {exc}") from exc
     catalog = Catalog(specs) if specs else default_catalog()
     changes: dict[str, Any] = {}
@@ -75,8 +76,6 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
 def _load_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    from envwire.errors import ConfigError
-
     try:
         return tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -103,8 +102,6 @@ def _http_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
-
     config = _load_config(args.config)
     catalog = build_catalog(args, config)
     settings = dict(config.get("server", {}))
@@ -138,8 +135,6 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from envwire.runtime.host import EnvHost
-
     catalog = build_catalog(args, _load_config(args.config))
     for env_id, spec in catalog.items():
         try:
@@ -155,8 +150,6 @@ def _list(args: argparse.Namespace) -> int:
 
 
 def _parser() -> argparse.ArgumentParser:
-    from envwire.server.app import FRONT_ENDS
-
     parser = argparse.ArgumentParser(
         prog="envwire", description="Serve any environment to any agent."
     )
@@ -212,19 +205,12 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
 
-    from envwire import bench
-
-    benchmark = commands.add_parser("bench", help="run the speed suite against the baselines")
-    bench.add_arguments(benchmark)
-    benchmark.set_defaults(run=bench.run_from_args)
-
     arena_cli.add_parser(commands)
     return parser
 
 
 def _godot_bridge(argv: Sequence[str]) -> int:
     """``envwire godot-bridge``: serve a catalog env to a GymGodot-style Python side."""
-    from envwire.godot.bridge import main as bridge_main
 
     def factory(env_id: str, render_mode: str | None) -> Any:
         spec = parse_env_arg(env_id)

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import gymnasium
 
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError
+from envwire.typed.gym import as_gymnasium, is_typed_env
 
 __all__ = [
     "DEFAULT_IDS",
@@ -178,8 +179,6 @@ class EnvSpec:
         if isinstance(made, gymnasium.Env):
             env: gymnasium.Env[Any, Any] = made
         else:
-            from envwire.typed.gym import as_gymnasium, is_typed_env
-
             if not is_typed_env(made):
                 raise ConfigError(
                     f"{self.id}: entry point {self.entry_point} returned "

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from envwire.arena.protocol import RawJSON
+from envwire.protocols.arena import RawJSON
 
 __all__ = [
     "AgentRow",

@@ -27,7 +27,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from envwire.arena.protocol import RawJSON
 from envwire.arena.rows import (
     AgentRow,
     Batch,
@@ -39,6 +38,7 @@ from envwire.arena.rows import (
     StepRow,
 )
 from envwire.arena.rules import Objective, best_rating, rating
+from envwire.protocols.arena import RawJSON
 
 __all__ = [
     "AgentRow",

@@ -47,7 +47,7 @@ class FrontEndSpec:
 FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.server.gymsocket:GymSocketFrontEnd"),
     FrontEndSpec("http", "http", 8000, "envwire.server.http:HttpFrontEnd"),
-    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.grpc:GrpcFrontEnd"),
+    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
 
@@ -73,7 +73,7 @@ class Server:
         self.sessions = SessionTable(
             catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
         )
-        self.front_ends: list[Any] = []
+        self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 

@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 from envwire import spacecodec
 from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
-from envwire.server._sockets import ThreadedListener, configure_stream
+from envwire.server.listener import ThreadedListener
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
+from envwire.sockets import configure_stream
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
