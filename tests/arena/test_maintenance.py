@@ -10,6 +10,7 @@ from envwire.arena.core import Arena
 from envwire.arena.maintenance import delete_unused_agents, disk_usage, prune_runs
 from envwire.arena.store import Store
 from envwire.envs.nim import strong_move
+from envwire.runtime import make_worker
 
 
 def play(arena: Arena, config: dict[str, str], requests: int) -> None:
@@ -31,7 +32,7 @@ def test_prune_keeps_the_rating_window(tmp_path: Path) -> None:
     admin.create_env("nim", "envwire/Nim-v0", {"rating_runs": 4})
     alice = admin.add_agent("nim", "alice")
     admin.add_agent("nim", "idle")
-    arena = Arena(store)
+    arena = Arena(store, worker_factory=make_worker)
     play(arena, alice, 40)
     before = store.agent("nim", "alice")
     assert before is not None

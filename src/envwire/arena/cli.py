@@ -60,12 +60,26 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="live envs kept per arena env; others are rebuilt by replay (default 1024)",
     )
+    group.add_argument(
+        "--arena-plugins",
+        metavar="DIR",
+        help="a plugins folder of envs written for the AISysProj server's plugin interface",
+    )
+    group.add_argument(
+        "--arena-plugin-upload",
+        action="store_true",
+        help="let admins upload plugins (code the server runs) with PUT /uploadplugin",
+    )
 
 
 def serve_options(args: argparse.Namespace) -> dict[str, Any]:
     """The arena options given on the ``envwire serve`` command line, as server options."""
-    names = ("arena_db", "arena_url", "arena_sync", "arena_max_body", "arena_live_runs")
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    names = ("arena_db", "arena_url", "arena_sync", "arena_max_body", "arena_live_runs",
+             "arena_plugins")  # fmt: skip
+    options = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if getattr(args, "arena_plugin_upload", False):
+        options["arena_plugin_upload"] = True
+    return options
 
 
 def _value(text: str) -> Any:

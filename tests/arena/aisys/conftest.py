@@ -14,6 +14,7 @@ from envwire.arena.aisys.admin import CourseAdmin
 from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.core import Arena
 from envwire.arena.store import Store
+from envwire.runtime import make_worker
 from tests.arena.aisys.plugin_env import write_plugin
 
 
@@ -28,7 +29,7 @@ def folder(tmp_path: Path) -> Iterator[PluginFolder]:
 
 @pytest.fixture
 def arena(tmp_path: Path, folder: PluginFolder) -> Iterator[Arena]:
-    arena = Arena(Store(tmp_path / "arena.sqlite3"))
+    arena = Arena(Store(tmp_path / "arena.sqlite3"), worker_factory=make_worker)
     CourseAdmin(arena, folder).make_env(
         "cd", "countdown.env:Countdown", "Countdown", {"start": 5}, overwrite=False
     )

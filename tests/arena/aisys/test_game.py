@@ -11,6 +11,7 @@ from typing import Any
 from envwire.arena.accounts import hash_secret
 from envwire.arena.core import Arena
 from envwire.arena.store import Store
+from envwire.runtime import make_worker
 
 
 def act(arena: Arena, body: dict[str, Any]) -> dict[str, Any]:
@@ -77,7 +78,7 @@ def test_plugin_runs_go_on_after_a_restart(arena: Arena, tmp_path: Path) -> None
     run = act(arena, {})["action_requests"][0]["run"]
     act(arena, {"actions": [{"run": run, "act_no": 0, "action": 1}]})
     arena.close()
-    again = Arena(Store(tmp_path / "arena.sqlite3"))
+    again = Arena(Store(tmp_path / "arena.sqlite3"), worker_factory=make_worker)
     try:
         reply = act(again, {})
         asked = {r["run"]: r for r in reply["action_requests"]}

@@ -21,6 +21,7 @@ from envwire.arena.errors import AuthenticationError
 from envwire.arena.groups import Groups
 from envwire.arena.store import Store
 from envwire.errors import ConfigError
+from envwire.runtime import make_worker
 from tests.arena.aisys.original_db import OriginalDB, sha256_hash
 
 
@@ -57,7 +58,7 @@ def act(arena: Arena, agent: str, pwd: str, **body: Any) -> tuple[int, dict[str,
 def migrated(original: Path, tmp_path: Path, folder: PluginFolder, **options: Any) -> Arena:
     store = Store(tmp_path / "arena.sqlite3")
     migrate(read_database(original), store, admin_hashes=[sha256_hash("admin-pw")], **options)
-    return Arena(store)
+    return Arena(store, worker_factory=make_worker)
 
 
 def test_the_leaderboard_is_the_one_the_original_showed(

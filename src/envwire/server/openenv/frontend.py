@@ -59,7 +59,7 @@ from envwire.server.listener import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
-from envwire.server.openenv.wire import HttpConnection, WebSocketChannel
+from envwire.server.openenv.wire import BodyPolicy, HttpConnection, WebSocketChannel
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -98,6 +98,8 @@ class OpenEnvFrontEnd(ThreadedListener):
 
     Args:
         mounts: route tables asked first, in order, for every plain HTTP request.
+        policies: body limits of mounted routes (refused on the declared length, in their
+            format).
     """
 
     name = "http"
@@ -110,6 +112,7 @@ class OpenEnvFrontEnd(ThreadedListener):
         port: int = 8000,
         *,
         mounts: Sequence[Mount] = (),
+        policies: Sequence[BodyPolicy] = (),
     ) -> None:
         super().__init__()
         self.server = server
@@ -123,6 +126,7 @@ class OpenEnvFrontEnd(ThreadedListener):
         self.idle_timeout = server.config.idle_timeout
         self.service = OpenEnvService(server)
         self.mounts = tuple(mounts)
+        self.policies = tuple(policies)
         self.router = Router(self.service, self.status)
 
     def start(self) -> tuple[str, int]:
@@ -196,7 +200,9 @@ class _Connection:
         self.peer = peer
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        self.http = HttpConnection(sock, max_body=front.max_message, keepalive=front.keepalive)
+        self.http = HttpConnection(
+            sock, max_body=front.max_message, keepalive=front.keepalive, policies=front.policies
+        )
         self.channel: WebSocketChannel | None = None
         self.record: Record | None = None
 

@@ -16,7 +16,8 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from envwire.protocols.http11 import (
     NEED_DATA,
@@ -39,19 +40,39 @@ from envwire.protocols.websocket import (
     text_frame,
 )
 
-__all__ = ["HttpConnection", "WebSocketChannel"]
+__all__ = ["BodyPolicy", "HttpConnection", "WebSocketChannel"]
 
 _RECV = 256 * 1024
+
+
+class BodyPolicy(Protocol):
+    """Routes mounted on the front end that take smaller bodies than it does (the arena)."""
+
+    def body_limit(self, request: Request) -> int | None:
+        """The largest body for this request, or None when the policy does not apply."""
+        ...
+
+    def refuse(self, request: Request, status: int, message: str) -> Response | None:
+        """The answer to a request refused before it was read, or None to use the default."""
+        ...
 
 
 class HttpConnection:
     """Requests in, responses out, on one socket (:meth:`send` and :meth:`abort` may be
     called from another thread, e.g. to answer a request whose env hung)."""
 
-    def __init__(self, sock: socket.socket, *, max_body: int, keepalive: float | None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        max_body: int,
+        keepalive: float | None,
+        policies: Sequence[BodyPolicy] = (),
+    ) -> None:
         self.sock = sock
         self.keepalive = keepalive
-        self.parser = RequestParser(max_body=max_body)
+        self.policies = tuple(policies)
+        self.parser = RequestParser(max_body=max_body, body_limit=self._body_limit)
         self.lock = threading.Lock()
         self.dead = False
         self.keep_alive = True
@@ -77,12 +98,24 @@ class HttpConnection:
                 parser.receive_data(self.sock.recv(_RECV))
         except HttpError as exc:
             self.keep_alive = False
+            if exc.request is not None:
+                for policy in self.policies:
+                    refusal = policy.refuse(exc.request, exc.status, exc.message)
+                    if refusal is not None:
+                        return refusal
             return json_response(exc.status, dumps({"detail": f"Bad request: {exc.message}"}))
         except (TimeoutError, OSError):
             return None
         assert isinstance(parsed, Request)
         self.keep_alive = parsed.keep_alive
         return parsed
+
+    def _body_limit(self, request: Request) -> int | None:
+        for policy in self.policies:
+            limit = policy.body_limit(request)
+            if limit is not None:
+                return limit
+        return None
 
     def send(self, response: Response, *, head: bool = False) -> bool:
         """Write a response; returns False when the connection must close afterwards."""
