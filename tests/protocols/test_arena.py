@@ -163,9 +163,9 @@ def test_flags_are_read_as_the_original_reads_them(value: Any, expected: bool) -
 
 @pytest.mark.parametrize("value", NOT_BOOLS)
 def test_flags_still_reject_what_the_original_rejects(value: Any) -> None:
-    with pytest.raises(MalformedRequestError, match="^parallel_runs: expected a boolean"):
+    with pytest.raises(MalformedRequestError, match=r"^parallel_runs: expected a boolean"):
         parse_act_request({**V1, "parallel_runs": value})
-    with pytest.raises(MalformedRequestError, match="^single_request: expected a boolean"):
+    with pytest.raises(MalformedRequestError, match=r"^single_request: expected a boolean"):
         parse_act_request({**BASE, "single_request": value})
 
 

@@ -202,8 +202,6 @@ def _get(data: Mapping[str, Any], key: str, kind: type, what: str, default: Any)
     return _expect(data[key], kind, key, what)
 
 
-
-
 _LAX_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
 _TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
 _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})

@@ -23,7 +23,7 @@ from typing import Any
 from envwire.arena.accounts import check_imported_name, hash_secret, new_secret
 from envwire.arena.aisys.plugins import PREFIX, PluginFolder, is_plugin_id, load_env_class
 from envwire.arena.core import Arena
-from envwire.arena.errors import ConflictError, NotFoundError
+from envwire.arena.errors import ConflictError, ForbiddenError, NotFoundError
 from envwire.arena.groups import Groups
 from envwire.arena.store import EnvRow
 from envwire.errors import ConfigError, InvalidArgumentError
@@ -158,11 +158,11 @@ class CourseAdmin:
         """Install an uploaded plugin package; envs made from it restart with the new code.
 
         Raises:
-            ConfigError: the server has no plugins folder or does not take uploads.
+            ForbiddenError: the server has no plugins folder or does not take uploads.
             InvalidArgumentError: the upload is not an acceptable plugin.
         """
         if self.plugins is None or not self.allow_upload:
-            raise ConfigError(
+            raise ForbiddenError(
                 "this server takes no plugin uploads (start it with --arena-plugins DIR "
                 "--arena-plugin-upload)"
             )

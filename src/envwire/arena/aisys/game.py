@@ -32,9 +32,9 @@ from typing import Any, Protocol
 
 from envwire.arena.aisys.plugins import load_env_class, make_plugin, run_data
 from envwire.arena.games import Accepted, Rejected, Started
-from envwire.protocols.arena import RawJSON, dumps
 from envwire.arena.rows import EnvRow
 from envwire.arena.settings import ArenaSettings
+from envwire.protocols.arena import RawJSON, dumps
 
 __all__ = ["PluginGame", "StoredRun", "plugin_game"]
 

@@ -35,9 +35,9 @@ from envwire.arena.accounts import check_imported_name
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.aisys.database import OriginalDatabase, OriginalEnv, OriginalRun
 from envwire.arena.aisys.plugins import PREFIX, load_env_class, make_plugin, run_data
-from envwire.protocols.arena import dumps
 from envwire.arena.store import EnvRow, Store
 from envwire.errors import ConfigError
+from envwire.protocols.arena import dumps
 
 __all__ = ["MigrationReport", "migrate"]
 

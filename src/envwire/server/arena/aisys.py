@@ -45,7 +45,7 @@ from typing import Any
 from envwire.arena.aisys.admin import CourseAdmin
 from envwire.arena.errors import AuthenticationError, MalformedRequestError, NotFoundError
 from envwire.arena.maintenance import delete_unused_agents, disk_usage, prune_runs
-from envwire.errors import EnvwireError
+from envwire.errors import ConfigError, EnvError, EnvwireError
 from envwire.protocols.arena import decode_body, error_body, error_reply, lax_bool
 from envwire.protocols.http11 import Request, Response
 from envwire.server.arena import pages
@@ -91,9 +91,9 @@ def _json(value: Any) -> Response:
 
 def _fail(exc: EnvwireError, *, not_found: int = 400) -> Response:
     """The arena's error body, with that server's statuses: a name that exists or does not
-    exist is a bad request there."""
+    exist, or an env that cannot be made, is a bad request there."""
     status, body = error_reply(exc)
-    if status in (404, 409):
+    if isinstance(exc, ConfigError | EnvError) or status in (404, 409):
         status = not_found if status == 404 else 400
         body = error_body(status, exc.message)
     return Response(status, body)
@@ -326,4 +326,3 @@ class AisysRoutes:
         package = self.admin.upload_plugin(request.body)
         log.info("arena: plugin %s uploaded", package)
         return {"status": "success"}
-
