@@ -93,7 +93,7 @@ def _fail(exc: EnvwireError, *, not_found: int = 400) -> Response:
     """The arena's error body, with that server's statuses: a name that exists or does not
     exist, or an env that cannot be made, is a bad request there."""
     status, body = error_reply(exc)
-    if isinstance(exc, ConfigError | EnvError) or status in (404, 409):
+    if isinstance(exc, ConfigError | EnvError) or status in (404, 409, 422):
         status = not_found if status == 404 else 400
         body = error_body(status, exc.message)
     return Response(status, body)

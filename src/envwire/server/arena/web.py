@@ -8,7 +8,7 @@ envwire's own HTTP front end (``envwire serve --http PORT --arena-db FILE``, see
 Handlers block (database, envs): servers call them from a worker thread.
 
 ==========================================  =================================================
-``PUT``/``GET /act/{env}``, ``//act/{env}``  the act protocol (v0 and v1)
+``PUT``/``GET /act/{env}``                  the act protocol (v0 and v1; ``//act/...`` too)
 ``GET /arena/``                             the arena envs
 ``GET /arena/env/{env}``                    leaderboard and recent runs
 ``GET /arena/agent/{env}/{agent}``          an agent's rating and recent runs
@@ -45,6 +45,7 @@ log = logging.getLogger("envwire.arena")
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _NAME = r"(?P<{}>[^/]+)"
+_SLASHES = re.compile(r"/{2,}")
 
 
 Handler = Callable[[Request, dict[str, str]], Response]
@@ -101,7 +102,6 @@ class ArenaWeb:
         admin = "/arena/admin/envs"
         self.routes = [
             route("/act/{env}", act, self.act),
-            route("//act/{env}", act, self.act),
             route("/arena/?", get, self.index),
             route("/arena/env/{env}/?", get, self.env_page),
             route("/arena/agent/{env}/{agent}/?", get, self.agent_page),
@@ -122,6 +122,7 @@ class ArenaWeb:
         self.routes.extend(routes)
 
     def _matches(self, path: str) -> bool:
+        path = _SLASHES.sub("/", path)
         return any(r.match(path) is not None for r in self.routes)
 
     def body_limit(self, request: Request) -> int | None:
@@ -138,8 +139,11 @@ class ArenaWeb:
 
     def handle(self, request: Request) -> Response | None:
         """The response to ``request``, or None when the path is not the arena's. Never raises."""
+        # The course clients join ``url`` (ending in '/') and '/act/...', its AdminClient joins
+        # it and '/uploadplugin': repeated slashes name the same route, as on that server.
+        path = _SLASHES.sub("/", request.path)
         for entry in self.routes:
-            params = entry.match(request.path)
+            params = entry.match(path)
             if params is None:
                 continue
             method = "GET" if request.method == "HEAD" else request.method
