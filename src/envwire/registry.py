@@ -89,6 +89,15 @@ class EnvSpec:
     make_timeout: float = 120.0
     client_kwargs: tuple[str, ...] = ()
 
+    def __post_init__(self) -> None:
+        # Every wait has a bound: a zero or negative timeout would fail every call at once.
+        for name in ("step_timeout", "make_timeout"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < float("inf")):
+                raise ConfigError(
+                    f"{self.id}: {name} must be a positive number of seconds, got {value!r}"
+                )
+
     def with_client_kwargs(self, kwargs: Mapping[str, Any]) -> EnvSpec:
         """This spec with constructor arguments a client asked for.
 

@@ -79,12 +79,30 @@ def test_nan_action_cannot_be_sent() -> None:
         ('{"cmd": "step"}', "missing 'action'"),
         ('{"cmd": "step", "action": "left"}', "JSON list"),
         ('{"cmd": "reset", "seed": 1.5}', "seed must be an integer"),
-        (b"\xff\xfe", "malformed JSON"),
+        (b"\xff\xfe", "binary frame of 2 bytes that is not UTF-8 JSON"),
+        (b"{]", "malformed JSON"),
     ],
 )
 def test_bad_commands(text: str | bytes, message: str) -> None:
     with pytest.raises(ProtocolError, match=message):
         decode_command(text)
+
+
+def test_binary_frames_holding_utf8_json_are_read() -> None:
+    # A Godot peer left in binary write mode sends its UTF-8 JSON in binary frames.
+    assert decode_reply(b'{"init_observation":[1,2]}') == InitObservation([1, 2])
+    assert decode_command(b'{"cmd":"step","action":[2]}') == StepCommand([2])
+    assert decode_reply('{"error":"caf\u00e9"}'.encode()) == ErrorReply("caf\u00e9")
+
+
+@pytest.mark.parametrize("frame", [b"\x00\x01\x02\x03\xfe\xff", b"\x89PNG\r\n\x1a\n\x00\x00"])
+def test_binary_garbage_gets_a_readable_message(frame: bytes) -> None:
+    with pytest.raises(ProtocolError) as caught:
+        decode_reply(frame)
+    message = str(caught.value)
+    assert f"a reply came as a binary frame of {len(frame)} bytes" in message
+    assert "utf-16" not in message.lower() and "utf-32" not in message.lower()
+    assert frame[:4].hex(" ") in message
 
 
 # --- replies --------------------------------------------------------------------------------

@@ -59,7 +59,7 @@ class ServerConfig:
     ports: dict[str, int | None] = field(default_factory=dict)  # None = front end off
     capacity: int | None = None
     monitor_root: str | None = "envwire-monitor"
-    legacy_monitor_reply: bool = False
+    monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
     options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
 

@@ -11,6 +11,8 @@ bits are our extensions (documented in ``docs/gym-socket.md``):
   payload, or 1 and an error string, after which the session goes on.
 - ``MONITOR_REPLY`` (0x02): the Monitor packet carries a ``video`` byte after ``force`` and is
   answered with an error string ("" = ok), as the Go client of gym-socket's later revision does.
+  Without the flag the server tells the two Monitor layouts apart by their bytes
+  (:func:`monitor_has_video`), since that Go client sends flags 0.
 - ``EXTENDED`` (0x04): Reset-with-options (packet 7), Step-with-truncation (packet 8), typed
   tensor observations (type 2) and actions (type 1), and envwire's exact space descriptions.
 - ``VECTOR`` (0x08): one session of N copies; Reset and Step carry batches (packets 9 and 10).
@@ -23,24 +25,32 @@ from envwire.protocols.gymsocket.client import ClientConnection
 from envwire.protocols.gymsocket.server import ServerConnection
 from envwire.protocols.gymsocket.wire import (
     MAX_FIELD,
+    MAX_MONITOR_DIR,
+    MONITOR_LAYOUTS,
     NEED_DATA,
     Flags,
     Handshake,
     HandshakeReply,
     Invalid,
+    MonitorLayout,
     Packet,
     json_default,
+    monitor_has_video,
 )
 
 __all__ = [
     "MAX_FIELD",
+    "MAX_MONITOR_DIR",
+    "MONITOR_LAYOUTS",
     "NEED_DATA",
     "ClientConnection",
     "Flags",
     "Handshake",
     "HandshakeReply",
     "Invalid",
+    "MonitorLayout",
     "Packet",
     "ServerConnection",
     "json_default",
+    "monitor_has_video",
 ]

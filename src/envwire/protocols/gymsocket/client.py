@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import struct
 from collections import deque
 from typing import Any
@@ -19,6 +20,7 @@ from envwire.errors import (
     error_class_for_code,
 )
 from envwire.protocols.gymsocket.wire import (
+    ACT_JSON,
     CODE_BY_DTYPE,
     F64,
     OBS_BYTES,
@@ -136,16 +138,27 @@ class ClientConnection(Side):
         """The next reply, in request order; an error reply comes as an exception instance.
 
         Raises:
-            ProtocolError: the server's bytes cannot be parsed.
+            ProtocolError: the server's bytes cannot be parsed (the only exception any
+                malformed reply raises).
         """
         if not self._expect:
             if self._buf.data:
                 raise ProtocolError(f"{len(self._buf.data)} unexpected bytes from the server")
             return self._incomplete()
         expect = self._expect[0]
-        parsed = self._parse_step_ex() if expect is Packet.STEP_EX else None
-        if parsed is None:
-            parsed = self._parse_reply(expect)
+        try:
+            parsed = self._parse_step_ex() if expect is Packet.STEP_EX else None
+            if parsed is None:
+                parsed = self._parse_reply(expect)
+        except ProtocolError:
+            raise
+        except (EnvwireError, ValueError, TypeError, KeyError, IndexError, struct.error) as exc:
+            # The one boundary where what the decoders below raise on malformed bytes (JSON,
+            # struct, reshape, space errors) becomes the protocol's own error.
+            name = expect if isinstance(expect, str) else expect.name.lower().replace("_", " ")
+            raise ProtocolError(
+                f"malformed {name} reply from the server: {type(exc).__name__}: {exc}"
+            ) from exc
         if parsed is None:
             return self._incomplete()
         event, end = parsed
@@ -237,9 +250,12 @@ class ClientConnection(Side):
                     return None
                 return m.SpaceReply(spacecodec.from_description(json.loads(got[0]))), got[1]
             case Packet.SAMPLE_ACTION:
-                got = buf.field(pos + 1) if buf.u8(pos) is not None else None
+                kind = buf.u8(pos)
+                got = buf.field(pos + 1) if kind is not None else None
                 if got is None:
                     return None
+                if kind != ACT_JSON:
+                    raise ProtocolError(f"sampled action of unknown type {kind} (known: 0 JSON)")
                 return m.SampleReply(
                     spacecodec.from_json(self.action_space, json.loads(got[0]))
                 ), got[1]
@@ -287,8 +303,17 @@ class ClientConnection(Side):
         if kind == OBS_JSON:
             return spacecodec.from_json(self.observation_space, json.loads(raw)), end
         if kind == OBS_BYTES:
-            ndim = U32.unpack_from(raw, 0)[0]
+            ndim = U32.unpack_from(raw, 0)[0] if len(raw) >= 4 else None
+            if ndim is None or ndim > 32 or len(raw) < 4 + 4 * ndim:
+                raise ProtocolError(
+                    f"byte list observation of {len(raw)} bytes has no whole header"
+                )
             shape = struct.unpack_from(f"<{ndim}I", raw, 4)
+            size = len(raw) - 4 - 4 * ndim
+            if math.prod(shape) != size:
+                raise ProtocolError(
+                    f"byte list observation of shape {list(shape)} has {size} bytes"
+                )
             data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape).copy()
             return data, end
         if kind == OBS_TENSOR:

@@ -18,17 +18,20 @@ from envwire.protocols.gymsocket.wire import (
     F64,
     KNOWN_FLAGS,
     MAX_FIELD,
+    MONITOR_LAYOUTS,
     STEP_EX_TAIL,
     U32,
     Flags,
     Handshake,
     Invalid,
+    MonitorLayout,
     NeedData,
     Packet,
     Side,
     decode_text,
     info_field,
     json_bytes,
+    monitor_has_video,
     pack_field,
     pack_tensor,
     unpack_tensor,
@@ -41,20 +44,25 @@ class ServerConnection(Side):
     """The server's end: parses the handshake and commands, encodes replies.
 
     Args:
-        legacy_monitor_reply: treat flags-0 clients as sending the later Monitor layout (a
-            ``video`` byte, answered with an error string), as the Go reference client does.
+        monitor_layout: how to read Monitor packets from clients without the MONITOR_REPLY
+            flag: ``auto`` (the default) tells the seed's layout from the later one by the
+            bytes (:func:`~.wire.monitor_has_video`); ``seed`` or ``video`` forces one. A packet
+            in the later layout carries a ``video`` byte and is answered with an error string.
+
+    Raises:
+        UsageError: an unknown ``monitor_layout``.
     """
 
-    def __init__(self, *, legacy_monitor_reply: bool = False) -> None:
+    def __init__(self, *, monitor_layout: MonitorLayout | str = "auto") -> None:
         super().__init__()
+        if monitor_layout not in MONITOR_LAYOUTS:
+            raise UsageError(
+                f"monitor_layout must be one of {MONITOR_LAYOUTS}, not {monitor_layout!r}"
+            )
         self.handshake: Handshake | None = None
-        self._legacy_monitor_reply = legacy_monitor_reply
+        self.monitor_layout = monitor_layout
         self._pending: deque[Packet | None] = deque()  # one entry per request awaiting a reply
-
-    @property
-    def monitor_reply(self) -> bool:
-        """Whether Monitor packets carry a video byte and get a string reply."""
-        return bool(self.flags & Flags.MONITOR_REPLY) or self._legacy_monitor_reply
+        self._monitor_replies: deque[bool] = deque()  # per waiting Monitor: answered by a string?
 
     def next_event(self) -> Handshake | m.Request | Invalid | NeedData:
         """The next complete event.
@@ -211,18 +219,21 @@ class ServerConnection(Side):
 
     def _p_monitor(self, pos: int) -> tuple[Any, int] | None:
         buf = self._buf
+        if self.flags & Flags.MONITOR_REPLY or self.monitor_layout == "video":
+            later: bool | None = True
+        elif self.monitor_layout == "seed":
+            later = False
+        else:
+            later = monitor_has_video(buf.data, pos)
+        if later is None:
+            return None
         resume, force = buf.u8(pos), buf.u8(pos + 1)
-        pos += 2
-        video = 1
-        if self.monitor_reply:
-            video_byte = buf.u8(pos)
-            if video_byte is None:
-                return None
-            video, pos = video_byte, pos + 1
-        directory = buf.field(pos)
-        if resume is None or force is None or directory is None:
+        video = buf.u8(pos + 2) if later else 1  # the seed's Monitor always records video
+        directory = buf.field(pos + 3 if later else pos + 2)
+        if resume is None or force is None or video is None or directory is None:
             return None
         path = decode_text(directory[0], "monitor directory")
+        self._monitor_replies.append(later)
         return m.Monitor(
             path, resume=bool(resume), force=bool(force), video=bool(video)
         ), directory[1]
@@ -266,14 +277,20 @@ class ServerConnection(Side):
         """Encode an error for the oldest waiting request.
 
         Returns None when the client has no way to hear it (flags 0): the front end must then
-        close the connection, as the original server did.
+        close the connection, as the original server did. Render is the exception: it returns
+        ``b""`` (nothing to send) and the session goes on.
         """
         packet = self._pending.popleft()
         message = str(error).encode()
+        string_reply = self._monitor_replies.popleft() if packet is Packet.MONITOR else False
         if self._errors:
             return b"\x01" + pack_field(message) + pack_field(error.code.encode())
-        if packet is Packet.UPLOAD or (packet is Packet.MONITOR and self.monitor_reply):
+        if packet is Packet.UPLOAD or string_reply:
             return pack_field(message)
+        if packet is Packet.RENDER:
+            # Render has no reply in the seed: the client cannot hear of the failure, and
+            # closing would cost it the session for a frame it never asked to see.
+            return b""
         return None
 
     def _reply_body(self, packet: Packet | None, reply: m.Reply) -> bytes | None:
@@ -321,7 +338,7 @@ class ServerConnection(Side):
                     json_bytes(spacecodec.to_json(self.action_space, action))
                 )
             case Packet.MONITOR, m.MonitorReply():
-                return pack_field(b"") if self.monitor_reply else None
+                return pack_field(b"") if self._monitor_replies.popleft() else None
             case Packet.RENDER, m.RenderReply():
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")

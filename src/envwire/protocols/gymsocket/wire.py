@@ -11,7 +11,7 @@ import json
 import struct
 from dataclasses import dataclass
 from enum import IntEnum, IntFlag
-from typing import Any, Final
+from typing import Any, Final, Literal
 
 import numpy as np
 from gymnasium.spaces import Discrete
@@ -28,6 +28,8 @@ __all__ = [
     "F64",
     "KNOWN_FLAGS",
     "MAX_FIELD",
+    "MAX_MONITOR_DIR",
+    "MONITOR_LAYOUTS",
     "NEED_DATA",
     "OBS_BYTES",
     "OBS_JSON",
@@ -44,6 +46,7 @@ __all__ = [
     "Handshake",
     "HandshakeReply",
     "Invalid",
+    "MonitorLayout",
     "NeedData",
     "Packet",
     "Side",
@@ -51,12 +54,20 @@ __all__ = [
     "info_field",
     "json_bytes",
     "json_default",
+    "monitor_has_video",
     "pack_field",
     "pack_tensor",
     "unpack_tensor",
 ]
 
 MAX_FIELD: Final = 256 * 1024 * 1024  # no string or array field may exceed 256 MiB
+#: The longest Monitor directory the layout detection takes for a video-layout packet.
+MAX_MONITOR_DIR: Final = 65536
+
+#: How a server reads Monitor packets of clients without the MONITOR_REPLY flag: ``auto``
+#: tells the layouts apart by their bytes; ``seed`` and ``video`` force one.
+MonitorLayout = Literal["auto", "seed", "video"]
+MONITOR_LAYOUTS: Final[tuple[MonitorLayout, ...]] = ("auto", "seed", "video")
 
 
 class NeedData:
@@ -167,6 +178,35 @@ class Buffer:
         if end > len(self.data):
             return None
         return bytes(self.data[pos + 4 : end]), end
+
+
+def monitor_has_video(data: bytes | bytearray, pos: int) -> bool | None:
+    """Whether the Monitor packet whose body starts at ``pos`` has the later ``video`` byte.
+
+    The seed's body is ``resume, force, u32 length, dir``; the later one (the Go client's, sent
+    with flags 0) is ``resume, force, video, u32 length, dir``. Call the third byte ``v`` and
+    the four after it ``n``: the body is the later layout exactly when ``v`` is 0 or 1 and ``n``
+    is a plausible directory length, 1 to :data:`MAX_MONITOR_DIR` bytes. A seed packet can
+    look like that only if its directory began with a NUL byte, which no path does: ``n``'s
+    high byte is then the directory's first byte, so ``n`` would be at least 2**24.
+
+    Returns:
+        True (video layout), False (seed layout), or None while the bytes seen so far fit
+        both. Every byte it looks at belongs to this packet under either layout, so a decision
+        never waits for the next packet.
+    """
+    have = len(data) - pos
+    if have < 3:
+        return None
+    if data[pos + 2] > 1:
+        return False
+    if have < 6:
+        return None
+    if not (data[pos + 3] or data[pos + 4] or data[pos + 5]):
+        return False  # n is 0 or at least 2**24, whatever its fourth byte
+    if have < 7:
+        return None
+    return 1 <= int(U32.unpack_from(data, pos + 3)[0]) <= MAX_MONITOR_DIR
 
 
 def decode_text(raw: bytes, what: str) -> str:
