@@ -143,3 +143,20 @@ def test_admin_password_from_stdin(
     store.close()
     monkeypatch.setattr(sys, "stdin", io.StringIO("short\n"))
     assert "at least 8 characters" in fail(capsys, db, "admin-token", "--from-stdin")
+
+
+def test_create_a_plugin_env(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    folder = tmp_path / "plugins"
+    write_plugin(folder)
+    db = tmp_path / "arena.sqlite3"
+    try:
+        created = arena(capsys, db, "create-env", "cd", "aisys:countdown.env:Countdown",
+                        "--plugins", str(folder), "--set", 'config={"start": 3}')  # fmt: skip
+    finally:
+        while str(folder.resolve()) in sys.path:
+            sys.path.remove(str(folder.resolve()))
+        plugins.forget_package("countdown")
+    assert created["env_id"] == "aisys:countdown.env:Countdown"
+    assert created["settings"]["config"] == {"start": 3}
+    assert created["settings"]["rating_runs"] == 3  # the plugin's EnvSettings
+    assert created["settings"]["can_abandon"] is True

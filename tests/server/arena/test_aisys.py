@@ -215,8 +215,10 @@ def test_a_plugin_that_raises_is_in_errors(course: Course) -> None:
 
 
 def test_uploads_are_off_by_default(arena_server: ArenaServer) -> None:
-    response = requests.put(arena_server.url + "uploadplugin", data=zipped_plugin(), timeout=30,
-                            headers={"Authorization": f"Bearer {arena_server.admin_token}"})  # fmt: skip
+    auth = {"Authorization": f"Bearer {arena_server.admin_token}"}
+    response = requests.put(
+        arena_server.url + "uploadplugin", data=zipped_plugin(), timeout=30, headers=auth
+    )
     assert "--arena-plugin-upload" in error(response, 403)
 
 
