@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import socket
 import time
 from collections.abc import Iterator
@@ -21,6 +22,7 @@ import requests
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
+from envwire.server.arena.aisys import ErrorLog
 from envwire.testing import ServerProcess
 from tests.arena.aisys.plugin_env import zipped_plugin
 from tests.server.arena.conftest import ArenaServer, put, start_server
@@ -277,3 +279,22 @@ def test_add_agent_writes_the_served_url(arena_server: ArenaServer) -> None:
     finally:
         store.close()
     assert config["url"] == arena_server.url
+
+
+def test_the_error_log_is_bounded() -> None:
+    errors = ErrorLog(capacity=3, max_chars=40)
+    logger = logging.getLogger("envwire.tests.errorlog")
+    logger.propagate = False
+    logger.addHandler(errors)
+    try:
+        logger.warning("not an error")  # below ERROR: not kept
+        for number in range(5):
+            try:
+                raise ValueError("x" * 100)
+            except ValueError:
+                logger.exception("error %d", number)
+    finally:
+        logger.removeHandler(errors)
+    entries = errors.entries()
+    assert [entry[:7] for entry in entries] == ["error 2", "error 3", "error 4"]
+    assert all(len(entry) == 40 and "Traceback" in entry for entry in entries)

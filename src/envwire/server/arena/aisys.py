@@ -36,6 +36,7 @@ from __future__ import annotations
 import base64
 import binascii
 import collections
+import json
 import logging
 import threading
 import traceback
@@ -84,8 +85,6 @@ log.addHandler(ERRORS)
 
 
 def _json(value: Any) -> Response:
-    import json
-
     return Response(200, json.dumps(value).encode())
 
 
