@@ -70,6 +70,7 @@ from envwire.server.openenv.service import OpenEnvService, Record
 from envwire.server.openenv.wire import (
     DEFAULT_MAX_QUEUED,
     DEFAULT_SEND_TIMEOUT,
+    BodyPolicy,
     HttpConnection,
     WebSocketChannel,
 )
@@ -116,6 +117,8 @@ class OpenEnvFrontEnd(ThreadedListener):
 
     Args:
         mounts: route tables asked first, in order, for every plain HTTP request.
+        policies: body limits of mounted routes (refused on the declared length, in their
+            format).
     """
 
     name = "http"
@@ -128,6 +131,7 @@ class OpenEnvFrontEnd(ThreadedListener):
         port: int = 8000,
         *,
         mounts: Sequence[Mount] = (),
+        policies: Sequence[BodyPolicy] = (),
     ) -> None:
         super().__init__()
         self.server = server
@@ -143,6 +147,7 @@ class OpenEnvFrontEnd(ThreadedListener):
         self.idle_timeout = server.config.idle_timeout
         self.service = OpenEnvService(server)
         self.mounts = tuple(mounts)
+        self.policies = tuple(policies)
         health = options.get("health", dict)  # extra /health fields, set by `envwire serve`
         self.router = Router(self.service, self.status, health)
 
@@ -222,6 +227,7 @@ class _Connection:
             max_body=front.max_message,
             keepalive=front.keepalive,
             send_timeout=front.send_timeout,
+            policies=front.policies,
         )
         self.channel: WebSocketChannel | None = None
         self.record: Record | None = None

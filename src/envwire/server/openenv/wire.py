@@ -24,7 +24,8 @@ import socket
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from envwire import safejson
 from envwire.protocols.http11 import (
@@ -48,7 +49,7 @@ from envwire.protocols.websocket import (
     text_frame,
 )
 
-__all__ = ["HttpConnection", "WebSocketChannel"]
+__all__ = ["BodyPolicy", "HttpConnection", "WebSocketChannel"]
 
 _RECV = 256 * 1024
 
@@ -62,6 +63,18 @@ class SendTimeout(OSError):
     """The peer did not take a reply within the send timeout."""
 
 
+class BodyPolicy(Protocol):
+    """Routes mounted on the front end that take smaller bodies than it does (the arena)."""
+
+    def body_limit(self, request: Request) -> int | None:
+        """The largest body for this request, or None when the policy does not apply."""
+        ...
+
+    def refuse(self, request: Request, status: int, message: str) -> Response | None:
+        """The answer to a request refused before it was read, or None to use the default."""
+        ...
+
+
 class HttpConnection:
     """Requests in, responses out, on one socket (:meth:`send` and :meth:`abort` may be
     called from another thread, e.g. to answer a request whose env hung)."""
@@ -73,12 +86,14 @@ class HttpConnection:
         max_body: int,
         keepalive: float | None,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
+        policies: Sequence[BodyPolicy] = (),
     ) -> None:
         self.sock = sock
         self.keepalive = keepalive
         self.send_timeout = send_timeout
         self.close_reason = ""
-        self.parser = RequestParser(max_body=max_body)
+        self.policies = tuple(policies)
+        self.parser = RequestParser(max_body=max_body, body_limit=self._body_limit)
         self.lock = threading.Lock()
         self.dead = False
         self.keep_alive = True
@@ -105,12 +120,24 @@ class HttpConnection:
         except HttpError as exc:
             self.keep_alive = False
             self.close_reason = f"bad request ({exc.status}): {exc.message}"
+            if exc.request is not None:
+                for policy in self.policies:
+                    refusal = policy.refuse(exc.request, exc.status, exc.message)
+                    if refusal is not None:
+                        return refusal
             return json_response(exc.status, dumps({"detail": f"Bad request: {exc.message}"}))
         except (TimeoutError, OSError):
             return None
         assert isinstance(parsed, Request)
         self.keep_alive = parsed.keep_alive
         return parsed
+
+    def _body_limit(self, request: Request) -> int | None:
+        for policy in self.policies:
+            limit = policy.body_limit(request)
+            if limit is not None:
+                return limit
+        return None
 
     def send(self, response: Response, *, head: bool = False) -> bool:
         """Write a response; returns False when the connection must close afterwards (also when
