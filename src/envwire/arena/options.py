@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.core import DEFAULT_MAX_BODY, Arena
 from envwire.arena.logins import LoginLimits
 from envwire.arena.store import Store, Sync
@@ -25,6 +26,8 @@ class ArenaOptions:
     max_body: int = DEFAULT_MAX_BODY
     live_runs: int = 1024
     public_url: str | None = None
+    plugins: str | None = None  # the AISysProj plugins folder
+    plugin_upload: bool = False  # whether admins may upload plugins (code) over HTTP
     login_failures: int = 10
     login_failures_per_address: int = 30
     login_window: float = 60.0
@@ -53,8 +56,28 @@ class ArenaOptions:
         if failures < 1 or per_address < 1 or not window > 0:
             raise ConfigError("arena_login_failures (and per address) must be >= 1, the window > 0")
         url = options.get("arena_url") or None
-        sync_mode: Sync = "normal" if sync == "normal" else "full"
-        return cls(str(db), sync_mode, max_body, live_runs, url, failures, per_address, window)
+        plugins = options.get("arena_plugins") or None
+        upload = options.get("arena_plugin_upload", False)
+        if not isinstance(upload, bool):
+            raise ConfigError(f"arena_plugin_upload must be true or false, got {upload!r}")
+        if upload and plugins is None:
+            raise ConfigError("arena_plugin_upload needs arena_plugins (the plugins folder)")
+        return cls(
+            str(db),
+            "normal" if sync == "normal" else "full",
+            max_body,
+            live_runs,
+            url,
+            None if plugins is None else str(plugins),
+            upload,
+            failures,
+            per_address,
+            window,
+        )
+
+    def plugin_folder(self) -> PluginFolder | None:
+        """The plugins folder (put on the import path), or None."""
+        return None if self.plugins is None else PluginFolder(self.plugins)
 
 
 def open_arena(

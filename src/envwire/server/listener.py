@@ -80,6 +80,8 @@ class ThreadedListener:
             except OSError:
                 return
             self.admission.admit(sock, peer, address_of(peer))
+            # The loop's locals would keep the last socket alive until the next accept.
+            del sock
 
     def _start(self, ticket: Ticket) -> None:
         name = f"{self.thread_name}-{ticket.peer}"

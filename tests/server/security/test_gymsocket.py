@@ -189,5 +189,5 @@ def test_a_huge_env_id_is_refused_before_it_arrives(bounded_server: ServerProces
     with connect(bounded_server) as sock:
         sock.sendall(b"\x00" + struct.pack("<I", 20_000_000) + b"CartPole-v1" * 100)
         reply = read_string(sock)
-        assert "env id" in reply and len(reply) < 200
+        assert "env name" in reply and len(reply) < 200
         assert closed_by_server(sock, 5)

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium.spaces import Discrete
 
 from envwire import infojson, tensor
-from envwire.errors import EnvwireError, ProtocolError
+from envwire.errors import EnvwireError, ProtocolError, TooLargeError
 
 __all__ = [
     "ACT_JSON",
@@ -28,8 +28,6 @@ __all__ = [
     "F64",
     "KNOWN_FLAGS",
     "MAX_FIELD",
-    "MAX_HANDSHAKE_ENV_ID",
-    "MAX_HANDSHAKE_OPTIONS",
     "MAX_HANDSHAKE_TOKEN",
     "MAX_MONITOR_DIR",
     "MONITOR_LAYOUTS",
@@ -64,11 +62,8 @@ __all__ = [
 ]
 
 MAX_FIELD: Final = 256 * 1024 * 1024  # no string or array field may exceed 256 MiB
-#: The handshake's fields are small: a stranger's handshake is refused as soon as a length
-#: prefix says more, before the bytes arrive (a 20 MB env id once cost 860 MiB).
+#: The longest token a handshake may carry (AUTH), refused on its length prefix alone.
 MAX_HANDSHAKE_TOKEN: Final = 1024
-MAX_HANDSHAKE_ENV_ID: Final = 1024  # bytes of UTF-8; ids served are at most 256 characters
-MAX_HANDSHAKE_OPTIONS: Final = 4096
 #: The longest Monitor directory the layout detection takes for a video-layout packet.
 MAX_MONITOR_DIR: Final = 65536
 
@@ -178,19 +173,19 @@ class Buffer:
         return int(U32.unpack_from(self.data, pos)[0])
 
     def field(
-        self, pos: int, limit: int = MAX_FIELD, what: str = "field"
+        self, pos: int, limit: int = MAX_FIELD, what: str = "a field"
     ) -> tuple[bytes, int] | None:
         """A length-prefixed field at ``pos``: (bytes, next position), or None if incomplete.
 
         Raises:
-            ProtocolError: the length prefix says more than ``limit`` bytes (at once, before
-                the bytes arrive).
+            TooLargeError: the field's declared length is over ``limit`` (checked as soon as
+                the length arrives, before its bytes are buffered).
         """
         size = self.u32(pos)
         if size is None:
             return None
         if size > limit:
-            raise ProtocolError(f"{what} of {size} bytes exceeds the {limit}-byte limit")
+            raise TooLargeError(f"{what} of {size} bytes is over the {limit}-byte limit")
         end = pos + 4 + size
         if end > len(self.data):
             return None
@@ -276,6 +271,12 @@ class Side:
         if self._buf.eof and self._buf.data:
             raise ProtocolError(f"connection closed inside a packet ({len(self._buf.data)} bytes)")
         return NEED_DATA
+
+    def discard(self) -> None:
+        """Forget every buffered byte: the connection is over (its memory is freed now, not
+        whenever the codec object goes)."""
+        self._buf.data = bytearray()
+        self._buf.eof = True
 
     @property
     def buffered(self) -> int:
