@@ -313,9 +313,9 @@ class ClientConnection(Side):
         """A tensor or byte-list field at ``pos``, read in place from the receive buffer: the
         array's bytes are copied once, into the (writable) array returned."""
         data = self._buf.data
-        size = self._buf.u32(pos)
-        if size is None:
+        if len(data) < pos + 4:
             return None
+        size = U32.unpack_from(data, pos)[0]
         if size > MAX_FIELD:
             raise ProtocolError(f"field of {size} bytes exceeds the {MAX_FIELD}-byte limit")
         start, end = pos + 4, pos + 4 + size

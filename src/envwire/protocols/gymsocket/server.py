@@ -18,6 +18,7 @@ from envwire.protocols.gymsocket.wire import (
     ACT_JSON,
     ACT_TENSOR,
     CODE_BY_DTYPE,
+    EMPTY_INFO,
     F64,
     KNOWN_FLAGS,
     MAX_FIELD,
@@ -272,13 +273,17 @@ class ServerConnection(Side):
         packet = self._pending[0]
         if packet is Packet.STEP_EX and type(reply) is m.StepReply:
             # The hot path: the observation's bytes are copied once, by this join.
-            parts = self._observation_parts(reply.observation)
-            parts.append(STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated))
-            parts.append(info_field(reply.info, self._extended))
-            if self._errors:
-                parts[0] = b"\x00" + parts[0]
+            info = reply.info
+            joined = b"".join(
+                (
+                    b"\x00" if self._errors else b"",
+                    *self._observation_parts(reply.observation),
+                    STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated),
+                    info_field(info, self._extended) if info else EMPTY_INFO,
+                )
+            )
             self._pending.popleft()
-            return b"".join(parts)
+            return joined
         body = self._reply_body(packet, reply)
         self._pending.popleft()
         if self._errors:
