@@ -144,8 +144,13 @@ class Invalid:
 json_default = infojson.plain_default
 
 
+# One encoder for the process (it holds no per-call state): json.dumps with options builds a
+# new one per call, and the seed's JSON path encodes every observation.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=json_default)
+
+
 def json_bytes(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=json_default).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def pack_field(data: bytes) -> bytes:
