@@ -1,5 +1,6 @@
-"""What every benchmark shares: results and settings, a rate meter, the raw TCP echo baseline,
-the machine's description, the report table, and payload sizes taken from the codecs.
+"""What every benchmark shares: results and settings, a rate meter, alternating rounds, the
+plain TCP loop baseline, the machine's description, the report table, and payload sizes taken
+from the codecs.
 
 Every figure a benchmark reports is a :class:`Result`, compared (``ratio``) to a baseline
 measured in the same run: the machines these run on are shared and noisy.

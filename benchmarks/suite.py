@@ -2,13 +2,16 @@
 
 Run ``python benchmarks/suite.py [--quick] [--seconds S] [--runs R] [--json FILE]``: a progress
 bar on stderr, a table on stdout, and a JSON report (the machine, every rate and every ratio).
+Figures and their baselines are measured in ``--runs`` alternating rounds
+(:func:`harness.alternate`); a ratio is the median of the rounds' ratios, printed with their spread.
 
 Cases (each a rate in steps/s, env steps for batched cases):
 
-- ``echo``: a raw blocking Python TCP echo, for each payload size a case below carries (sizes
-  taken from the gym-socket codec, see :func:`harness.gym_socket_step_bytes`);
-- ``gym-socket``: one client stepping CartPole one step at a time (inline and in a worker
-  process);
+- ``echo``: a plain blocking Python TCP loop (:class:`harness.EchoServer`) carrying exactly the
+  request and reply bytes of a case below (sizes from the gym-socket codec, see
+  :func:`harness.gym_socket_step_bytes`);
+- ``gym-socket``: one client stepping CartPole one step at a time, on the extended path and on
+  the seed's JSON path (flags 0), each beside the echo of its own bytes, and in a worker process;
 - ``batched``: ``make_vec`` CartPole at N = 1, 16, 64, 256, 1024, beside Gymnasium's
   in-process ``SyncVectorEnv`` with the same N;
 - ``frames``: 84x84x4 uint8 observations, beside an echo of the same bytes;
