@@ -199,7 +199,12 @@ class _Connection:
             self._send(self.codec.send_handshake_reply(error))
             return None
         try:
-            session = self.front.sessions.open(event.env_name, **_vector_options(event.vector))
+            session = self.front.sessions.open(
+                event.env_name,
+                front_end=self.front.name,
+                peer=f"{self.peer[0]}:{self.peer[1]}" if isinstance(self.peer, tuple) else "",
+                **_vector_options(event.vector),
+            )
         except EnvwireError as exc:
             self._send(self.codec.send_handshake_reply(str(exc)))
             return None

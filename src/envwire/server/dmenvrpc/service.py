@@ -207,7 +207,8 @@ class _Stream:
     def __init__(self, front: GrpcFrontEnd, context: Any) -> None:
         self.front = front
         self.context = context
-        self.conn = Connection(abort=self._abort)
+        peer = getattr(context, "peer", None)
+        self.conn = Connection(abort=self._abort, peer=str(peer() or "") if peer else "")
         self.last_active = time.monotonic()
         self.busy = False
         self._ending = self._ended = False
