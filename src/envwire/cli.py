@@ -7,6 +7,7 @@ import re
 import sys
 import tomllib
 import warnings
+from argparse import SUPPRESS
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -315,6 +316,11 @@ def _parser() -> argparse.ArgumentParser:
         "--idle-timeout", type=_seconds, help="seconds a silent connection is kept (default 3600)"
     )
     _add_observe_options(serve)
+    # The log options also after "serve" (where the other server options are).
+    serve.add_argument("--log-level", type=str.upper, choices=_LOG_LEVELS, default=SUPPRESS,
+                       help="as before the command")  # fmt: skip
+    serve.add_argument("--log-format", choices=["text", "json"], default=SUPPRESS,
+                       help="as before the command")  # fmt: skip
     http = serve.add_argument_group("OpenEnv HTTP/WebSocket front end")
     for flag, kind, text in _HTTP_FLAGS:
         http.add_argument(flag, type=kind, help=text)

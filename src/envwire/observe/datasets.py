@@ -92,10 +92,13 @@ def _infos(infos: list[dict[str, Any]], frames: list[Any] | None) -> dict[str, A
     out: dict[str, Any] = {}
     for key in sorted(keys):
         values = [info[key] for info in infos]
-        if all(isinstance(v, bool | int | float | str | np.generic) for v in values):
-            kinds = {type(v) for v in values}
-            if len(kinds) == 1:
-                out[key] = np.asarray(values)
+        # Scalars go as lists: Minari stores an array per step with its shape, and cannot
+        # read back the empty shape of a scalar.
+        values = [v.item() if isinstance(v, np.ndarray | np.generic) and v.ndim == 0 else v
+                  for v in values]  # fmt: skip
+        if all(isinstance(v, bool | int | float | str) for v in values):
+            if len({type(v) for v in values}) == 1:
+                out[key] = values
         elif all(isinstance(v, np.ndarray) for v in values) and (
             len({(v.shape, v.dtype) for v in values}) == 1
         ):
