@@ -50,14 +50,15 @@ class RecordSettings:
 class _FanOut:
     """Forwards a session's events to several taps."""
 
-    __slots__ = ("taps",)
+    __slots__ = ("handlers", "taps")
 
     def __init__(self, taps: tuple[SessionTap, ...]) -> None:
         self.taps = taps
+        self.handlers = tuple(tap.handled for tap in taps)  # bound once: the step path
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        for tap in self.taps:
-            tap.handled(request, reply, seconds)
+        for handled in self.handlers:
+            handled(request, reply, seconds)
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         for tap in self.taps:

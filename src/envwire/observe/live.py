@@ -41,6 +41,7 @@ class _LiveTap:
         self.returns = np.zeros(session.num_envs)
         self.lengths = np.zeros(session.num_envs, dtype=np.int64)
         self.vector = session.autoreset_mode is not None
+        self.episode_return, self.episode_length = 0.0, 0  # a one-env session's
         self.episodes = 0
         self.last_return: float | None = None
         self.rate = 0.0
@@ -59,10 +60,12 @@ class _LiveTap:
                        extra={"event": event, **self.fields, **extra})  # fmt: skip
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        if isinstance(reply, m.StepReply):
-            self.returns[0] += reply.reward
-            self.lengths[0] += 1
+        if type(reply) is m.StepReply:  # the hot path: plain floats, no numpy
+            self.episode_return += reply.reward
+            self.episode_length += 1
             if reply.terminated or reply.truncated:
+                self.returns[0], self.lengths[0] = self.episode_return, self.episode_length
+                self.episode_return, self.episode_length = 0.0, 0
                 self._ended(0)
         elif isinstance(reply, m.VectorStepReply):
             self.returns += reply.rewards
@@ -73,6 +76,7 @@ class _LiveTap:
         elif isinstance(reply, m.ResetReply):
             self.returns[:] = 0
             self.lengths[:] = 0
+            self.episode_return, self.episode_length = 0.0, 0
 
     def _ended(self, i: int) -> None:
         episode_return, length = float(self.returns[i]), int(self.lengths[i])

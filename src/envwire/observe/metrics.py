@@ -1,42 +1,29 @@
 """Prometheus metrics of one server, kept by ``prometheus-client``.
 
 Every metric's labels are bounded: front end names, env ids of the catalog, request kinds,
-error codes and crash reasons; never session ids, peers or the env names clients send. A
-session binds its label children once when it opens, so a step costs a few counter increments
-and one histogram observation, not label lookups.
+error codes and crash reasons; never session ids, peers or the env names clients send. The
+step path's metrics (steps, episodes, requests and their durations) are counted per session in
+plain attributes and summed at scrape time (:mod:`envwire.observe.hot`).
 """
 
 from __future__ import annotations
 
-import threading
+from bisect import bisect_left
 from typing import Any
 
 import numpy as np
-from prometheus_client import (
-    CollectorRegistry,
-    Counter,
-    Gauge,
-    Histogram,
-    ProcessCollector,
-    generate_latest,
-)
+from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from envwire import messages as m
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
+from envwire.observe.hot import BUCKETS, HotCollector, SessionCounts
 from envwire.session import Session
 
 __all__ = ["CONTENT_TYPE", "Metrics", "crash_reason", "request_kind"]
 
 #: The ``Content-Type`` of :meth:`Metrics.render`'s text.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
-
-#: Request-duration buckets, in seconds: an inline step takes microseconds, a worker process
-#: round trip a fraction of a millisecond, a slow env seconds.
-_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
-    2.5, 5.0, 10.0, 30.0,
-)  # fmt: skip
 
 _KINDS: dict[type, str] = {
     m.Reset: "reset",
@@ -86,26 +73,14 @@ class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
+        self.hot = HotCollector()
+        self.registry.register(self.hot)
         r = self.registry
         fe_env = ["front_end", "env"]
         self.sessions = Gauge("envwire_sessions", "Sessions open now.", fe_env, registry=r)
         self.opened_total = Counter(
             "envwire_sessions_opened", "Sessions opened.", fe_env, registry=r
         )
-        self.steps = Counter(
-            "envwire_steps", "Env steps (a vector step of N copies counts N).", fe_env, registry=r
-        )
-        self.requests = Counter(
-            "envwire_requests", "Session requests carried out.", ["front_end", "kind"], registry=r
-        )
-        self.request_seconds = Histogram(
-            "envwire_request_seconds",
-            "Seconds a session request took, env call included.",
-            ["front_end", "kind"],
-            buckets=_BUCKETS,
-            registry=r,
-        )
-        self.episodes = Counter("envwire_episodes", "Episodes ended.", ["env"], registry=r)
         self.errors = Counter(
             "envwire_errors", "Errors answered to clients.", ["front_end", "code"], registry=r
         )
@@ -124,11 +99,12 @@ class Metrics:
         self.dropped = Counter(
             "envwire_recording_dropped_episodes",
             "Episodes not recorded: the writer's queue was full (queue_full), the disk budget "
-            "was spent (disk_full), or writing failed (error).",
+            "was spent (disk_full), the episode was too long (too_long), its env failed "
+            "(env_failed), Minari cannot store its spaces (unsupported), or writing failed "
+            "(error).",
             ["env", "reason"],
             registry=r,
         )
-        self._lock = threading.Lock()
 
     # -- SessionObserver ---------------------------------------------------------------------
 
@@ -137,12 +113,12 @@ class Metrics:
         return _MetricsTap(self, session)
 
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
-        """Count a session the server could not open (``env_id`` is not a label: clients
-        choose it)."""
+        """Count a session the server could not open (the env id is a label only when the env
+        itself failed, which means it is in the catalog)."""
         self.error(front_end, error.code)
         reason = crash_reason(error)
         if reason is not None:
-            self.crashes.labels("", reason).inc()
+            self.crashes.labels(env_id, reason).inc()
 
     # -- what front ends report ----------------------------------------------------------------
 
@@ -168,59 +144,46 @@ class Metrics:
 
 
 class _MetricsTap:
-    """One session's bound label children."""
+    """One session's counts (see :mod:`envwire.observe.hot`)."""
 
-    __slots__ = (
-        "env",
-        "episodes",
-        "front_end",
-        "metrics",
-        "num_envs",
-        "open_gauge",
-        "step_requests",
-        "step_seconds",
-        "steps",
-    )
+    __slots__ = ("counts", "metrics", "num_envs", "open_gauge", "step")
 
     def __init__(self, metrics: Metrics, session: Session) -> None:
         self.metrics = metrics
-        self.front_end = front_end = session.front_end
-        self.env = env = session.env_id
+        self.counts = SessionCounts(session.front_end, session.env_id)
+        self.step = self.counts.kind("step")
         self.num_envs = session.num_envs
-        self.steps = metrics.steps.labels(front_end, env)
-        self.step_requests = metrics.requests.labels(front_end, "step")
-        self.step_seconds = metrics.request_seconds.labels(front_end, "step")
-        self.episodes = metrics.episodes.labels(env)
-        self.open_gauge: Any = metrics.sessions.labels(front_end, env)
+        self.open_gauge: Any = metrics.sessions.labels(session.front_end, session.env_id)
         self.open_gauge.inc()
-        metrics.opened_total.labels(front_end, env).inc()
+        metrics.opened_total.labels(session.front_end, session.env_id).inc()
+        metrics.hot.add(self.counts)
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        if type(request) is m.Step:
-            self.step_requests.inc()
-            self.step_seconds.observe(seconds)
-            if type(reply) is m.StepReply:
-                self.steps.inc()
-                if reply.terminated or reply.truncated:
-                    self.episodes.inc()
-                return
-            self.steps.inc(self.num_envs)
-            ended = episodes_ended(reply)
-            if ended:
-                self.episodes.inc(ended)
+        if type(reply) is m.StepReply:  # the hot path, inlined
+            step = self.step
+            step.count += 1
+            step.seconds += seconds
+            step.buckets[bisect_left(BUCKETS, seconds)] += 1
+            counts = self.counts
+            counts.steps += 1
+            if reply.terminated or reply.truncated:
+                counts.episodes += 1
             return
-        kind = request_kind(request)
-        self.metrics.requests.labels(self.front_end, kind).inc()
-        self.metrics.request_seconds.labels(self.front_end, kind).observe(seconds)
+        if type(reply) is m.VectorStepReply:
+            self.step.observe(seconds)
+            self.counts.steps += self.num_envs
+            self.counts.episodes += episodes_ended(reply)
+            return
+        self.counts.kind(request_kind(request)).observe(seconds)
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
-        kind = request_kind(request)
-        self.metrics.requests.labels(self.front_end, kind).inc()
-        self.metrics.request_seconds.labels(self.front_end, kind).observe(seconds)
-        self.metrics.errors.labels(self.front_end, error.code).inc()
+        self.counts.kind(request_kind(request)).observe(seconds)
+        metrics = self.metrics
+        metrics.errors.labels(self.counts.front_end, error.code).inc()
         reason = crash_reason(error)
         if reason is not None:
-            self.metrics.crashes.labels(self.env, reason).inc()
+            metrics.crashes.labels(self.counts.env, reason).inc()
 
     def closed(self) -> None:
         self.open_gauge.dec()
+        self.metrics.hot.retire(self.counts)
