@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import envwire
+from envwire.errors import ConfigError
 from envwire.observe.datasets import DatasetWriter, dataset_id, directory_size
 from envwire.observe.episodes import Episode
 from envwire.observe.hub import RecordSettings
@@ -277,3 +278,9 @@ def test_episodes_finished_before_a_sigkill_are_on_disk(
         env.close()
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(root))
     _assert_same(minari.load_dataset(CART), seen)
+
+
+def test_recording_settings_are_checked(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        start(ports={"gym-socket": None, "http": None, "grpc": None},
+              record=RecordSettings(root=str(tmp_path), fraction=2.0))  # fmt: skip

@@ -275,18 +275,27 @@ class DatasetWriter:
             if episode is _STOP:
                 return
             try:
-                self._write(episode)
+                if self._write(episode):
+                    self.on_written(episode.env_id)
             finally:
                 self._done()
 
-    def _write(self, episode: Episode) -> None:
+    def write(self, episode: Episode) -> bool:
+        """Write ``episode`` now, in the calling thread (exports: do not mix with
+        :meth:`offer`); whether it was written (drops go to ``on_drop`` as usual)."""
+        if not self._write(episode):
+            return False
+        self.on_written(episode.env_id)
+        return True
+
+    def _write(self, episode: Episode) -> bool:
         env_id = episode.env_id
         if env_id in self._unsupported:
             self.on_drop(env_id, "unsupported")
-            return
+            return False
         if self.used >= self.max_bytes:
             self.on_drop(env_id, "disk_full")
-            return
+            return False
         try:
             dataset = self._datasets.get(env_id)
             if dataset is None:
@@ -296,19 +305,19 @@ class DatasetWriter:
             if self.used + size > self.max_bytes:
                 shutil.rmtree(dataset.staging, ignore_errors=True)
                 self.on_drop(env_id, "disk_full")
-                return
+                return False
             dataset.commit()
         except (NotImplementedError, TypeError) as exc:
             log.warning("cannot record %s as a Minari dataset: %s", env_id, exc)
             self._unsupported.add(env_id)
             self.on_drop(env_id, "unsupported")
-            return
+            return False
         except Exception:  # a disk or encoding failure must not end the writer
             log.exception("recording an episode of %s failed", env_id)
             self.on_drop(env_id, "error")
-            return
+            return False
         self.used += size
-        self.on_written(env_id)
+        return True
 
 
 def list_episodes(root: Path, limit: int = 100) -> dict[str, list[dict[str, Any]]]:
