@@ -3,7 +3,10 @@
 Run: ``python benchmarks/bench_observe.py [--seconds S] [--runs R] [--quick]``.
 
 Two measurements, each against a baseline measured in the same run, with the variants
-interleaved run by run (the machines are shared and noisy; medians of alternating runs):
+interleaved run by run (the machines are shared and noisy; medians of alternating runs). Rates
+are steps per second of this process's CPU time (client and in-process server together), not
+of wall time: on a loaded machine wall time mostly measures the other processes, while the
+observer's cost is CPU the step path spends.
 
 - the session core: ``Session.handle(Step)`` on an inline CartPole in this process, with no
   observer, with the server's observer (metrics and the live activity), and with recording too;
@@ -20,6 +23,7 @@ import argparse
 import importlib.util
 import statistics
 import tempfile
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -31,10 +35,22 @@ from envwire.registry import Catalog, parse_env_arg
 from envwire.runtime import make_worker
 from envwire.server.app import Server, ServerConfig
 from envwire.session import Session
-from harness import Result, Settings, machine, print_table, rate
+from harness import Result, Settings, machine, print_table
 
 CART = "CartPole-v1"
 RECORDING = importlib.util.find_spec("minari") is not None
+
+
+def cpu_rate(call: Callable[[], Any], seconds: float, warmup: int = 50) -> float:
+    """Calls per second of this process's CPU time, over about ``seconds`` of wall time."""
+    for _ in range(warmup):
+        call()
+    count, deadline = 0, time.perf_counter() + seconds
+    start = time.process_time()
+    while time.perf_counter() < deadline:
+        call()
+        count += 1
+    return count / max(time.process_time() - start, 1e-9)
 
 
 def _core_step(observer: Any) -> Callable[[], None]:
@@ -73,18 +89,28 @@ def _wire_rate(server: Server, seconds: float) -> float:
             env.reset()
 
     try:
-        return rate(one, seconds)
+        return cpu_rate(one, seconds)
     finally:
         env.close()
 
 
-def _interleaved(settings: Settings, variants: dict[str, Callable[[], float]]) -> dict[str, float]:
-    """Median rate of each variant over ``settings.runs`` rounds, the variants alternating."""
-    samples: dict[str, list[float]] = {name: [] for name in variants}
-    for _ in range(settings.runs):
-        for name, measure in variants.items():
-            samples[name].append(measure())
-    return {name: statistics.median(values) for name, values in samples.items()}
+def _interleaved(
+    settings: Settings, variants: dict[str, Callable[[], float]]
+) -> tuple[dict[str, float], dict[str, float]]:
+    """Each variant's median rate over ``settings.runs`` rounds, and the median over rounds of
+    its ratio to the first variant's rate in the same round (the order alternates round by
+    round, so that drift in the machine's load falls on every variant alike)."""
+    names = list(variants)
+    samples: dict[str, list[float]] = {name: [] for name in names}
+    ratios: dict[str, list[float]] = {name: [] for name in names}
+    for round_no in range(settings.runs):
+        order = names if round_no % 2 == 0 else names[::-1]
+        measured = {name: variants[name]() for name in order}
+        for name in names:
+            samples[name].append(measured[name])
+            ratios[name].append(measured[name] / measured[names[0]])
+    medians = {name: statistics.median(values) for name, values in samples.items()}
+    return medians, {name: statistics.median(values) for name, values in ratios.items()}
 
 
 def main() -> None:
@@ -99,18 +125,21 @@ def main() -> None:
         hubs: dict[str, Any] = {"off": None, "metrics": Observability()}
         if RECORDING:
             hubs["metrics + recording"] = Observability(record)
-        core = _interleaved(
+        core, core_ratios = _interleaved(
             settings,
-            {name: (lambda o=o: rate(_core_step(o), settings.seconds)) for name, o in hubs.items()},
+            {
+                name: (lambda o=o: cpu_rate(_core_step(o), settings.seconds))
+                for name, o in hubs.items()
+            },
         )
         servers = {"off": _server(False, None), "metrics": _server(True, None)}
         if RECORDING:
             servers["metrics + recording"] = _server(True, RecordSettings(root=scratch + "/w"))
         try:
-            wire = _interleaved(
-                settings,
-                {name: (lambda s=s: _wire_rate(s, settings.seconds)) for name, s in servers.items()},
-            )
+            measures = {
+                name: (lambda s=s: _wire_rate(s, settings.seconds)) for name, s in servers.items()
+            }
+            wire, wire_ratios = _interleaved(settings, measures)
         finally:
             for server in servers.values():
                 server.shutdown()
@@ -118,15 +147,17 @@ def main() -> None:
                 if hub is not None:
                     hub.close()
     results = []
-    for label, figures in (("Session.handle(Step), inline CartPole", core),
-                           ("gym-socket: CartPole, one step at a time", wire)):  # fmt: skip
+    for label, figures, ratios in (
+        ("Session.handle(Step), inline CartPole", core, core_ratios),
+        ("gym-socket: CartPole, one step at a time", wire, wire_ratios),
+    ):
         base = f"{label}, not observed"
-        results.append(Result(base, figures["off"]))
+        results.append(Result(base, figures["off"], unit="steps/CPU-s"))
         for name in ("metrics", "metrics + recording"):
             if name in figures:
                 results.append(Result(
-                    f"{label}, {name}", figures[name], baseline=base,
-                    ratio=figures[name] / figures["off"],
+                    f"{label}, {name}", figures[name], unit="steps/CPU-s", baseline=base,
+                    ratio=ratios[name],
                     target=0.97 if name == "metrics" and label.startswith("gym") else None,
                 ))  # fmt: skip
     print_table({"results": [vars(r) for r in results], "machine": machine()})
