@@ -188,3 +188,18 @@ def test_arena_actions_and_sessions_are_counted(tmp_path: Path) -> None:
         assert value(samples, "envwire_steps_total", front_end="arena", env=CART) >= len(actions)
     finally:
         running.shutdown()
+
+
+def test_front_end_errors_are_counted_once(server: Server) -> None:
+    """Errors a session raised and errors the front end found itself, each counted once."""
+    base = url(server, "http", f"envs/{CART}")
+    reset = requests.post(f"{base}/reset", json={"seed": 0}, timeout=30)
+    session = {"envwire-session": reset.headers["envwire-session"]}
+    bad_action = requests.post(f"{base}/step", json={"action": {"action": 7}}, headers=session,
+                               timeout=30)  # fmt: skip
+    assert bad_action.status_code == 422
+    malformed = requests.post(f"{base}/step", data=b"{not json", headers=session, timeout=30)
+    assert malformed.status_code == 422
+    samples = scrape(url(server, "http", "metrics"))
+    assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_action") == 1
+    assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_argument") == 1

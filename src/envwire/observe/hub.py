@@ -123,9 +123,11 @@ class Observability:
             observer.refused(front_end, env_id, error)
 
     def error(self, front_end: str, error: EnvwireError, env_id: str = "") -> None:
-        """An error a front end answered outside any session's requests (a malformed message,
-        a refused handshake): counted and shown like the sessions' own."""
-        self.metrics.error(front_end, error.code)
+        """An error a front end answered: counted and shown once (one a session raised, or a
+        refused session, was seen already; a malformed message was not)."""
+        if error.observed:
+            return
+        self.metrics.error(front_end, error)
         self.activity.note_error(front_end, env_id, error)
 
     def arena_acted(self, env: str, actions: int) -> None:

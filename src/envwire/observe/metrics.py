@@ -115,16 +115,19 @@ class Metrics:
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
         """Count a session the server could not open (the env id is a label only when the env
         itself failed, which means it is in the catalog)."""
-        self.error(front_end, error.code)
+        self.error(front_end, error)
         reason = crash_reason(error)
         if reason is not None:
             self.crashes.labels(env_id, reason).inc()
 
     # -- what front ends report ----------------------------------------------------------------
 
-    def error(self, front_end: str, code: str) -> None:
-        """Count an error a front end answered outside any session's requests."""
-        self.errors.labels(front_end, code).inc()
+    def error(self, front_end: str, error: EnvwireError) -> None:
+        """Count an error a front end answered, unless it was counted already (an error a
+        session raised is counted by its tap)."""
+        if not error.observed:
+            error.observed = True
+            self.errors.labels(front_end, error.code).inc()
 
     def arena_acted(self, env: str, actions: int) -> None:
         """Count actions sent to an arena env."""
@@ -179,7 +182,7 @@ class _MetricsTap:
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         self.counts.kind(request_kind(request)).observe(seconds)
         metrics = self.metrics
-        metrics.errors.labels(self.counts.front_end, error.code).inc()
+        metrics.error(self.counts.front_end, error)
         reason = crash_reason(error)
         if reason is not None:
             metrics.crashes.labels(self.counts.env, reason).inc()

@@ -52,6 +52,7 @@ class GymSocketFrontEnd(ThreadedListener):
         handshake_timeout: float = 30.0,
     ) -> None:
         self.sessions: SessionTable = server.sessions
+        self.observe = server.observe
         self.host, self.port = host, port
         self.monitor_layout = server.config.monitor_layout
         self.handshake_timeout = handshake_timeout
@@ -161,6 +162,7 @@ class _Connection:
                 raise event.error
             return codec.send_reply(self.session.handle(event))
         except EnvwireError as exc:
+            self.front.observe.error(self.front.name, exc, self.session.env_id)
             if self._dead:
                 return None
             if isinstance(event, m.Render) and not codec.flags & Flags.ERRORS:
@@ -206,6 +208,7 @@ class _Connection:
                 **_vector_options(event.vector),
             )
         except EnvwireError as exc:
+            self.front.observe.error(self.front.name, exc)
             self._send(self.codec.send_handshake_reply(str(exc)))
             return None
         try:  # every space must have a gym-socket description (typed envs' have none)
