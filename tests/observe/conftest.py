@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -10,6 +10,7 @@ import pytest
 import requests
 from prometheus_client.parser import text_string_to_metric_families
 
+import envwire
 from envwire.registry import Catalog, parse_env_arg
 from envwire.server.app import Server, ServerConfig
 
@@ -35,6 +36,23 @@ def url(server: Server, front_end: str, path: str = "") -> str:
     host, port = server.addresses[front_end]
     scheme = {"gym-socket": "gym-socket", "http": "http", "grpc": "grpc"}[front_end]
     return f"{scheme}://{host}:{port}/{path.lstrip('/')}"
+
+
+def play_episode(address: str, policy: Callable[[int, Any], Any], seed: int = 0) -> list[Any]:
+    """Connect, reset with ``seed`` and step ``policy(t, env)`` until the episode ends (at most
+    10,000 steps); the observations after each step."""
+    env = envwire.make(address)
+    try:
+        env.reset(seed=seed)
+        observations: list[Any] = []
+        for t in range(10_000):
+            obs, _, terminated, truncated, _ = env.step(policy(t, env))
+            observations.append(obs)
+            if terminated or truncated:
+                return observations
+        raise AssertionError("the episode did not end in 10,000 steps")
+    finally:
+        env.close()
 
 
 def scrape(address: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:

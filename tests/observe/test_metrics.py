@@ -104,18 +104,13 @@ def test_errors_and_env_crashes_are_counted(server: Server) -> None:
             env.step(7)  # not in Discrete(2)
     finally:
         env.close()
-    raising = envwire.make(url(server, "gym-socket", "test/Raise-v0"))
-    try:
-        raising.reset(seed=0)
-        assert isinstance(_step_until_error(raising), envwire.EnvwireError)
-    finally:
-        raising.close()
-    crashing = envwire.make(url(server, "grpc", "test/Crash-v0"))
-    try:
-        crashing.reset(seed=0)
-        assert isinstance(_step_until_error(crashing), envwire.EnvwireError)
-    finally:
-        crashing.close()
+    for front_end, failing in (("gym-socket", "test/Raise-v0"), ("grpc", "test/Crash-v0")):
+        env = envwire.make(url(server, front_end, failing))
+        try:
+            env.reset(seed=0)
+            assert isinstance(_step_until_error(env), envwire.EnvwireError)
+        finally:
+            env.close()
     with pytest.raises(envwire.EnvwireError):
         envwire.make(url(server, "gym-socket", "NoSuchEnv-v0"))
     samples = scrape(url(server, "http", "metrics"))

@@ -21,7 +21,7 @@ from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.server.app import Server, ServerConfig
 from envwire.testing import ServerProcess
-from tests.observe.conftest import scrape, start, url, value
+from tests.observe.conftest import play_episode, scrape, start, url, value
 
 CART = "CartPole-v1"
 
@@ -103,21 +103,13 @@ def test_dict_observations_and_infos_are_recorded(
                                           record=RecordSettings(root=str(tmp_path))))  # fmt: skip
     server.start()
     try:
-        env = envwire.make(url(server, "gym-socket", "test/Dict-v0"))
-        try:
-            env.reset(seed=3)
-            observations, done = [], False
-            while not done and len(observations) < 50:
-                obs, _, terminated, truncated, _ = env.step(env.action_space.sample())
-                observations.append(obs)
-                done = terminated or truncated
-        finally:
-            env.close()
+        address = url(server, "gym-socket", "test/Dict-v0")
+        observations = play_episode(address, lambda t, env: env.action_space.sample(), seed=3)
         _flush(server)
     finally:
         server.shutdown()
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(tmp_path))
-    assert done  # DictEnv ends after 20 steps
+    assert len(observations) == 20  # DictEnv's episodes
     episode = next(minari.load_dataset("test/Dict-v0").iterate_episodes())
     for key in observations[0]:
         recorded = episode.observations[key][1:]
@@ -175,16 +167,7 @@ def test_frames_are_recorded_when_asked(tmp_path: Path, monkeypatch: pytest.Monk
     ))  # fmt: skip
     server.start()
     try:
-        env = envwire.make(url(server, "gym-socket", spec.id))
-        try:
-            env.reset(seed=0)
-            steps, done = 0, False
-            while not done:
-                _, _, terminated, truncated, _ = env.step(1)
-                steps += 1
-                done = terminated or truncated
-        finally:
-            env.close()
+        steps = len(play_episode(url(server, "gym-socket", spec.id), lambda t, env: 1))
         _flush(server)
     finally:
         server.shutdown()

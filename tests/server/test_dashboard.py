@@ -15,7 +15,7 @@ from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.server.app import Server, ServerConfig
 from tests.observe.browser import CHROMIUM, Browser, artifacts
-from tests.observe.conftest import url
+from tests.observe.conftest import play_episode, url
 
 CATCH = "test/CatchFrames-v0"
 
@@ -39,15 +39,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 
 def _catch_episode(server: Server) -> int:
     """Play one recorded Catch episode to its end; its length."""
-    env = envwire.make(url(server, "gym-socket", CATCH))
-    try:
-        env.reset(seed=0)
-        steps, done = 0, False
-        while not done:
-            _, _, terminated, truncated, _ = env.step(steps % 3)
-            steps, done = steps + 1, terminated or truncated
-    finally:
-        env.close()
+    steps = len(play_episode(url(server, "gym-socket", CATCH), lambda t, env: t % 3))
     assert server.observe.recorder is not None
     assert server.observe.recorder.writer.flush(30)
     return steps
