@@ -3,8 +3,9 @@ session), gathered on the step path and handed over whole when the episode ends.
 
 Nothing here writes: an :class:`EpisodeTap` gives each finished :class:`Episode` to a ``sink``
 callable (the dataset writer's non-blocking ``offer``). Memory is bounded per session: an
-episode longer than ``max_steps`` is abandoned (reported to the sink's ``on_drop`` as
-``too_long``) instead of growing without end.
+episode longer than ``max_steps`` steps, or than ``max_bytes`` bytes of observations and
+frames (estimated from the reset's), is abandoned (reported to ``on_drop`` as ``too_long``)
+instead of growing without end.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from envwire.session import Session
 
 __all__ = [
     "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_EPISODE_BYTES",
     "DEFAULT_MAX_EPISODE_STEPS",
     "DEFAULT_QUEUE_SIZE",
     "Episode",
@@ -30,6 +32,8 @@ __all__ = [
 
 #: Steps one episode may have and still be recorded (bounds a session's memory).
 DEFAULT_MAX_EPISODE_STEPS = 100_000
+#: Bytes of observations (and frames) one episode may gather in memory (256 MiB).
+DEFAULT_MAX_EPISODE_BYTES = 256 << 20
 #: Bytes the recording directory may hold before new episodes are dropped (1 GiB).
 DEFAULT_MAX_BYTES = 1 << 30
 #: Finished episodes waiting for the writer before new ones are dropped.
@@ -77,6 +81,17 @@ def _copy_info(infos: dict[str, Any], index: int) -> dict[str, Any]:
     return info
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes of an observation or frame (arrays in dicts and tuples summed; others ~64)."""
+    if isinstance(value, np.ndarray | np.generic):
+        return int(value.nbytes)
+    if isinstance(value, dict):
+        return sum(_nbytes(v) for v in value.values())
+    if isinstance(value, tuple | list):
+        return sum(_nbytes(v) for v in value)
+    return 64
+
+
 class EpisodeTap:
     """A session tap that gathers episodes and gives each finished one to ``sink``.
 
@@ -86,7 +101,8 @@ class EpisodeTap:
         on_drop: told ``(env_id, reason)`` when an episode is abandoned.
         frames: also keep the env's rendered frame after the reset and every step (one-env
             sessions of envs with a render mode).
-        max_steps: longest episode kept.
+        max_steps: longest episode kept, in steps.
+        max_bytes: largest episode kept, in bytes of observations and frames.
     """
 
     def __init__(
@@ -97,6 +113,7 @@ class EpisodeTap:
         *,
         frames: bool = False,
         max_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+        max_bytes: int = DEFAULT_MAX_EPISODE_BYTES,
     ) -> None:
         self.session = session
         self.env_id = session.env_id
@@ -104,6 +121,8 @@ class EpisodeTap:
         self.on_drop = on_drop
         self.frames = frames and session.autoreset_mode is None
         self.max_steps = max_steps
+        self.max_bytes = max_bytes
+        self.step_limit = [max_steps] * session.num_envs
         self.mode = session.autoreset_mode
         self.num_envs = session.num_envs
         self.observation_space = session.observation_space
@@ -116,14 +135,17 @@ class EpisodeTap:
         # NextStep: a copy whose episode ended is reset by its next step.
         self.restarting = np.zeros(self.num_envs, dtype=bool)
 
-    def _new(self, observation: Any, info: dict[str, Any], seed: Any) -> Episode:
+    def _new(self, observation: Any, info: dict[str, Any], seed: Any, i: int = 0) -> Episode:
         episode = Episode(self.env_id, self.observation_space, self.action_space)
         episode.seed = seed if isinstance(seed, int) else None
         episode.observations.append(observation)
         episode.infos.append(info)
+        per_step = _nbytes(observation)
         if self.frames:
             frame = self.session.frame()
             episode.frames = None if frame is None else [frame]
+            per_step += _nbytes(frame)
+        self.step_limit[i] = min(self.max_steps, self.max_bytes // max(per_step, 1))
         return episode
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
@@ -148,7 +170,8 @@ class EpisodeTap:
         for i in range(self.num_envs):
             if mask is None or bool(mask[i]):
                 first_seed = seed + i if isinstance(seed, int) else seeds[i]
-                self.open[i] = self._new(observations[i], _copy_info(reply.info, i), first_seed)
+                info = _copy_info(reply.info, i)
+                self.open[i] = self._new(observations[i], info, first_seed, i)
                 self.restarting[i] = False
 
     def _step(self, i: int, action: Any, reply: m.StepReply) -> None:
@@ -172,7 +195,7 @@ class EpisodeTap:
         if term or trunc:
             self.open[i] = None
             self.sink(episode)
-        elif len(episode) >= self.max_steps:
+        elif len(episode) >= self.step_limit[i]:
             self.open[i] = None
             self.on_drop(self.env_id, "too_long")
 
@@ -185,7 +208,7 @@ class EpisodeTap:
             info = _copy_info(infos, i)
             if self.restarting[i]:  # NextStep: this step was copy i's reset
                 self.restarting[i] = False
-                self.open[i] = self._new(observations[i], info, None)
+                self.open[i] = self._new(observations[i], info, None, i)
                 continue
             term, trunc = reply.terminations[i], reply.truncations[i]
             obs = observations[i]
@@ -196,7 +219,7 @@ class EpisodeTap:
             if done and self.mode == "NextStep":
                 self.restarting[i] = True
             elif done and self.mode == "SameStep":
-                self.open[i] = self._new(observations[i], {}, None)
+                self.open[i] = self._new(observations[i], {}, None, i)
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         if isinstance(error, EnvError):  # the env failed mid-episode: no whole episode to keep

@@ -12,6 +12,7 @@ from envwire import messages as m
 from envwire.errors import ConfigError, EnvwireError
 from envwire.observe.episodes import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_EPISODE_BYTES,
     DEFAULT_MAX_EPISODE_STEPS,
     DEFAULT_QUEUE_SIZE,
 )
@@ -35,6 +36,7 @@ class RecordSettings:
         max_bytes: bytes the directory may hold (``--record-max-bytes``; default 1 GiB).
         queue_size: finished episodes waiting for the writer (default 64).
         max_episode_steps: longest episode recorded (default 100 000 steps).
+        max_episode_bytes: largest episode gathered in memory (default 256 MiB).
     """
 
     root: str
@@ -45,6 +47,7 @@ class RecordSettings:
     max_bytes: int = DEFAULT_MAX_BYTES
     queue_size: int = DEFAULT_QUEUE_SIZE
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
+    max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES
 
 
 class _FanOut:
@@ -106,6 +109,7 @@ class Observability:
                 max_bytes=record.max_bytes,
                 queue_size=record.queue_size,
                 max_episode_steps=record.max_episode_steps,
+                max_episode_bytes=record.max_episode_bytes,
                 on_written=self.metrics.recorded_one,
                 on_drop=self.metrics.dropped_one,
             )

@@ -15,6 +15,7 @@ from envwire.errors import EnvwireError
 from envwire.observe.datasets import DatasetWriter, list_episodes, load_episode
 from envwire.observe.episodes import (
     DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_EPISODE_BYTES,
     DEFAULT_MAX_EPISODE_STEPS,
     DEFAULT_QUEUE_SIZE,
     EpisodeTap,
@@ -36,7 +37,8 @@ class Recorder:
         fraction: the share of sessions recorded (each session drawn at random).
         frames: keep rendered frames (in each step's ``infos["render"]``).
         max_bytes, queue_size: the writer's bounds (see :class:`DatasetWriter`).
-        max_episode_steps: longest episode recorded.
+        max_episode_steps: longest episode recorded, in steps.
+        max_episode_bytes: largest episode gathered in memory, in bytes.
         on_written, on_drop: told of each episode written or dropped (metrics).
     """
 
@@ -51,6 +53,7 @@ class Recorder:
         max_bytes: int = DEFAULT_MAX_BYTES,
         queue_size: int = DEFAULT_QUEUE_SIZE,
         max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+        max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES,
         on_written: Callable[[str], None] = lambda env: None,
         on_drop: Callable[[str, str], None] = lambda env, reason: None,
     ) -> None:
@@ -62,6 +65,7 @@ class Recorder:
         self.fraction = fraction
         self.frames = frames
         self.max_episode_steps = max_episode_steps
+        self.max_episode_bytes = max_episode_bytes
         self.on_drop = on_drop
         self.writer = DatasetWriter(
             root,
@@ -99,6 +103,7 @@ class Recorder:
             self.on_drop,
             frames=self.frames,
             max_steps=self.max_episode_steps,
+            max_bytes=self.max_episode_bytes,
         )
 
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
