@@ -130,7 +130,7 @@ class Router:
             return self._dispatch(request, env_id, endpoint, prefix, on_hang)
         except BodyError as exc:
             service.server.observe.error(FRONT_END, InvalidArgumentError(str(exc.detail)), env_id)
-            return json_response(422, dumps({"detail": exc.detail}))
+            return json_response(exc.status, dumps({"detail": exc.detail}))
         except EnvwireError as exc:
             service.server.observe.error(FRONT_END, exc, env_id)
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
