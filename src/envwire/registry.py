@@ -86,6 +86,8 @@ class EnvSpec:
         client_kwargs: constructor arguments clients may set when they open a session (e.g.
             dm_env_rpc's CreateWorld settings); any other name is refused. Empty by default:
             what an env is made with is the operator's choice.
+        record: record this env's episodes as a Minari dataset (``record = true`` in an
+            ``[[env]]`` table; see ``docs/observability.md``).
     """
 
     id: str
@@ -96,6 +98,7 @@ class EnvSpec:
     step_timeout: float = 30.0
     make_timeout: float = 120.0
     client_kwargs: tuple[str, ...] = ()
+    record: bool = False
 
     def __post_init__(self) -> None:
         # Every wait has a bound: a zero or negative timeout would fail every call at once.

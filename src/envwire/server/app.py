@@ -11,10 +11,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envwire.observe import Observability
+from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog
 from envwire.server.sessions import SessionTable
 
-__all__ = ["FRONT_ENDS", "FrontEnd", "FrontEndSpec", "Server", "ServerConfig"]
+__all__ = [
+    "EXTRA_LISTENERS",
+    "FRONT_ENDS",
+    "FrontEnd",
+    "FrontEndSpec",
+    "Server",
+    "ServerConfig",
+]
 
 log = logging.getLogger("envwire")
 
@@ -50,6 +59,12 @@ FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
+#: Listeners that are off unless given a port: ``--metrics PORT`` serves ``/metrics`` alone
+#: (for servers whose HTTP front end is off; the HTTP front end serves it too).
+EXTRA_LISTENERS: tuple[FrontEndSpec, ...] = (
+    FrontEndSpec("metrics", "metrics", 0, "envwire.server.metrics:MetricsListener"),
+)
+
 
 @dataclass
 class ServerConfig:
@@ -62,6 +77,7 @@ class ServerConfig:
     monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
     options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
+    record: RecordSettings | None = None  # recording episodes as Minari datasets: off
 
 
 class Server:
@@ -70,8 +86,12 @@ class Server:
     def __init__(self, catalog: Catalog, config: ServerConfig | None = None) -> None:
         self.catalog = catalog
         self.config = config or ServerConfig()
+        self.observe = Observability(self.config.record)
         self.sessions = SessionTable(
-            catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
+            catalog,
+            capacity=self.config.capacity,
+            monitor_root=self.config.monitor_root,
+            observer=self.observe,
         )
         self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -85,8 +105,11 @@ class Server:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self._stopped.set())
-        for spec in FRONT_ENDS:
-            port = self.config.ports.get(spec.name, spec.default_port)
+        self.observe.start()
+        ports = self.config.ports
+        listeners = [(s, ports.get(s.name, s.default_port)) for s in FRONT_ENDS]
+        listeners += [(s, ports.get(s.name)) for s in EXTRA_LISTENERS]
+        for spec, port in listeners:
             if port is None:
                 continue
             module_name, _, class_name = spec.target.partition(":")
@@ -121,6 +144,7 @@ class Server:
                 log.exception("stopping %s failed", front.name)
         self.front_ends.clear()
         self.sessions.close_all()
+        self.observe.close()
 
     def __enter__(self) -> Server:
         self.start()
