@@ -36,7 +36,7 @@ from envwire.errors import (
 from envwire.typed.env import Tool, TypedEnv
 from envwire.typed.models import EnvMetadata, State
 
-__all__ = ["ModelSpace", "TypedGymEnv", "as_gymnasium", "is_typed_env", "model_types"]
+__all__ = ["ModelSpace", "TypedGymEnv", "about", "as_gymnasium", "is_typed_env", "model_types"]
 
 
 class ModelSpace(gymnasium.Space[Any]):
@@ -145,7 +145,8 @@ def _filtered(names: frozenset[str], any_name: bool, kwargs: Mapping[str, Any]) 
     return {k: v for k, v in kwargs.items() if any_name or k in names}
 
 
-def _about(env: Any) -> EnvMetadata:
+def about(env: Any) -> EnvMetadata:
+    """What ``/metadata`` says of an env: its ``get_metadata()``, else its class name."""
     getter = getattr(env, "get_metadata", None)
     raw = getter() if callable(getter) else None
     if isinstance(raw, EnvMetadata):
@@ -181,7 +182,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
             self.action_type, tools=tuple(t.spec() for t in self._tools.values())
         )
         self.observation_space = ModelSpace(
-            self.observation_type, state_model=self.state_type, about=_about(env)
+            self.observation_type, state_model=self.state_type, about=about(env)
         )
         self._reset_params = _accepted(env.reset)
         # Our own base leaves transforms to the host; foreign envs apply theirs themselves.
