@@ -47,7 +47,7 @@ class FrontEndSpec:
 FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.server.gymsocket:GymSocketFrontEnd"),
     FrontEndSpec("http", "http", 8000, "envwire.server.http:HttpFrontEnd"),
-    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.grpc:GrpcFrontEnd"),
+    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
 
@@ -59,7 +59,7 @@ class ServerConfig:
     ports: dict[str, int | None] = field(default_factory=dict)  # None = front end off
     capacity: int | None = None
     monitor_root: str | None = "envwire-monitor"
-    legacy_monitor_reply: bool = False
+    monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
     options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
 
@@ -73,7 +73,7 @@ class Server:
         self.sessions = SessionTable(
             catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
         )
-        self.front_ends: list[Any] = []
+        self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from envwire.errors import CapacityError
 from envwire.registry import Catalog
-from envwire.session import Session
+from envwire.runtime import make_worker
+from envwire.session import Session, WorkerFactory
 
 __all__ = ["SessionTable"]
 
@@ -22,7 +23,8 @@ class SessionTable:
         catalog: the envs served.
         capacity: most sessions open at once (None = no limit).
         monitor_root: directory under which Monitor requests may write (None disables Monitor).
-        worker_factory: override where envs live (tests, custom runtimes).
+        worker_factory: where envs live (default :func:`envwire.runtime.make_worker`: inline or
+            in worker processes, as each spec's isolation says).
         max_workers: most worker processes one vector session may use (default: the cores).
     """
 
@@ -32,7 +34,7 @@ class SessionTable:
         *,
         capacity: int | None = None,
         monitor_root: str | None = None,
-        worker_factory: Callable[..., Any] | None = None,
+        worker_factory: WorkerFactory = make_worker,
         max_workers: int | None = None,
     ) -> None:
         self.catalog = catalog
