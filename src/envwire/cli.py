@@ -17,7 +17,7 @@ from envwire.arena import cli as arena_cli
 from envwire.errors import ConfigError, EnvwireError
 from envwire.godot.bridge import main as bridge_main
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
-from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
+from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg, with_openenv
 from envwire.runtime.host import EnvHost
 from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
 
@@ -83,7 +83,8 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
             specs.append(EnvSpec(**table))
         except TypeError as exc:
             raise ConfigError(f"bad [[env]] table {table!r}: {exc}") from exc
-    catalog = Catalog(specs) if specs else default_catalog()
+    # OpenEnv's own envs are recognised (and their app modules imported) here, at start-up.
+    catalog = Catalog(with_openenv(spec) for spec in specs) if specs else default_catalog()
     changes: dict[str, Any] = {}
     if args.isolation:
         changes["isolation"] = args.isolation
@@ -116,7 +117,8 @@ _HTTP_FLAGS: tuple[tuple[str, type, str], ...] = (
 
 def _http_options(args: argparse.Namespace) -> dict[str, Any]:
     """The OpenEnv front end's settings given on the command line."""
-    names = [flag[2:].replace("-", "_") for flag, _, _ in _HTTP_FLAGS] + ["openenv_arrays"]
+    names = [flag[2:].replace("-", "_") for flag, _, _ in _HTTP_FLAGS]
+    names += ["openenv_arrays", "openenv_compat"]
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
@@ -244,6 +246,12 @@ def _parser() -> argparse.ArgumentParser:
         "--openenv-arrays",
         choices=["base64", "list"],
         help="Gymnasium arrays over OpenEnv as base64 objects (default) or JSON lists",
+    )
+    http.add_argument(
+        "--openenv-compat",
+        choices=["default", "strict"],
+        help="strict: answer exactly as openenv-core does, without envwire's deliberate "
+        "differences (stateless HTTP, no extensions; docs/openenv.md)",
     )
     arena_cli.add_serve_options(serve)
     serve.set_defaults(run=_serve)

@@ -34,7 +34,7 @@ from envwire.errors import (
 )
 from envwire.registry import EnvSpec
 
-__all__ = ["ALLOWED", "Session", "State", "Worker", "WorkerFactory", "confine"]
+__all__ = ["ALLOWED", "OPENENV_ALLOWED", "Session", "State", "Worker", "WorkerFactory", "confine"]
 
 
 class Worker(Protocol):
@@ -82,6 +82,15 @@ ALLOWED: dict[State, frozenset[type]] = {
     State.BROKEN: frozenset({m.Reset, m.GetSpace, m.SampleAction, m.Upload, m.Close}),
     State.NO_ENV: frozenset({m.Upload, m.Close}),
     State.CLOSED: frozenset(),
+}
+
+#: OpenEnv's own envs decide for themselves what a step before the first reset, or after the
+#: episode ended, means (openenv-core passes every step to the env): the same table, with Step
+#: allowed in NEW and ENDED.
+OPENENV_ALLOWED: dict[State, frozenset[type]] = {
+    **ALLOWED,
+    State.NEW: ALLOWED[State.NEW] | {m.Step},
+    State.ENDED: ALLOWED[State.ENDED] | {m.Step},
 }
 
 _UPLOAD_GONE = (
@@ -134,6 +143,7 @@ class Session:
     ) -> None:
         self.id = uuid.uuid4().hex
         self.spec = spec
+        self._allowed = OPENENV_ALLOWED if spec is not None and spec.openenv else ALLOWED
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
             raise InvalidArgumentError(
                 f"num_envs must be 1, or >= 1 with an autoreset mode; got {num_envs}"
@@ -207,7 +217,7 @@ class Session:
             UnsupportedError, InvalidArgumentError: as the request's docs say.
         """
         with self._lock:
-            if type(request) not in ALLOWED[self.state]:
+            if type(request) not in self._allowed[self.state]:
                 raise StateError(self._refusal(request))
             self.last_active = time.monotonic()
             match request:

@@ -216,11 +216,16 @@ class WsSample:
 
 @dataclass(frozen=True, slots=True)
 class WsInvalid:
-    """A message that cannot be carried out; the reply is an error with ``code``."""
+    """A message that cannot be carried out; the reply is an error with ``code``.
+
+    ``not_object`` marks JSON that is not an object, which openenv-core answers by ending the
+    session (``SESSION_ERROR``).
+    """
 
     code: ErrorCode
     message: str
     errors: list[dict[str, Any]] | None = None
+    not_object: bool = False
 
 
 WsEvent = WsReset | WsStep | WsState | WsClose | WsMcp | WsSpaces | WsSample | WsInvalid
@@ -265,6 +270,7 @@ def parse_client_message(text: str | bytes) -> WsEvent:
             ErrorCode.VALIDATION_ERROR,
             f"a message must be a JSON object, got {type(obj).__name__}",
             [{"type": "model_type", "loc": [], "msg": "Input should be an object", "input": obj}],
+            not_object=True,
         )
     kind = obj.get("type", "")
     # The common, well-formed case is decided without pydantic.
@@ -289,9 +295,8 @@ def _invalid(model: type[BaseModel], obj: dict[str, Any]) -> WsInvalid:
     try:
         model.model_validate(obj)
     except ValidationError as exc:
-        errors = validation_detail(exc)
-        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
-        return WsInvalid(ErrorCode.VALIDATION_ERROR, f"Invalid message: {where}", errors)
+        # openenv-core's words; the errors list says what is wrong.
+        return WsInvalid(ErrorCode.VALIDATION_ERROR, "Invalid message", validation_detail(exc))
     return WsInvalid(ErrorCode.VALIDATION_ERROR, "Invalid message")  # pragma: no cover
 
 
@@ -371,11 +376,13 @@ class StepRequest(BaseModel):
 
 
 class BodyError(Exception):
-    """A request body that fails validation; answer 422 with ``{"detail": detail}``."""
+    """A request body that fails validation; answer ``status`` (422: FastAPI's detail list;
+    400 for a body that is not UTF-8, as FastAPI answers) with ``{"detail": detail}``."""
 
-    def __init__(self, detail: list[dict[str, Any]]) -> None:
+    def __init__(self, detail: list[dict[str, Any]] | str, status: int = 422) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.status = status
 
 
 def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) -> Any:
@@ -400,9 +407,7 @@ def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) ->
             ]
         ) from None
     except UnicodeDecodeError:
-        raise BodyError(
-            [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "input": {}}]
-        ) from None
+        raise BodyError("There was an error parsing the body", 400) from None
     if not isinstance(obj, dict):
         raise BodyError(
             [
@@ -482,6 +487,8 @@ def parse_rpc(raw: bytes | str | Any, *, decoded: bool = False) -> RpcRequest | 
         except (ValueError, UnicodeDecodeError, TypeError):
             return rpc_error(None, RpcCode.PARSE_ERROR)
     if not isinstance(raw, dict):
+        if not decoded:  # JSON that is not an object is no request at all: openenv-core's code
+            return rpc_error(None, RpcCode.PARSE_ERROR)
         return rpc_error(None, RpcCode.INVALID_REQUEST, "Invalid request: not a JSON object")
     try:
         parsed = _RpcModel.model_validate(raw)

@@ -48,7 +48,15 @@ _INTERNAL_ERROR = -32603
 
 class OpenEnvSpace(ModelSpace):
     """A space of an OpenEnv env's models: the action space holds any action the env may be
-    given (its Action model, or openenv-core's MCP actions for MCP envs)."""
+    given (its Action model, or openenv-core's MCP actions for MCP envs).
+
+    Attributes:
+        production: (action spaces) the app was built in openenv-core's production mode.
+    """
+
+    def __init__(self, model: type[BaseModel], *, production: bool = False, **kw: Any) -> None:
+        super().__init__(model, **kw)
+        self.production = production
 
     def contains(self, x: Any) -> bool:
         if isinstance(x, StepCall):
@@ -171,7 +179,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             self._run(self._stack.enter_async_context(self.env.mcp_session()))
         from openenv.core.env_server.types import State  # the /schema openenv-core gives
 
-        self.action_space = OpenEnvSpace(target.action)
+        self.action_space = OpenEnvSpace(target.action, production=target.production)
         self.observation_space = OpenEnvSpace(
             target.observation, state_model=State, about=about(self.env)
         )

@@ -24,6 +24,7 @@ built by openenv-core 0.3's ``create_app`` / ``HTTPEnvServer.register_routes``.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import inspect
 import os
@@ -41,7 +42,9 @@ __all__ = [
     "MANIFEST",
     "OpenEnvTarget",
     "StepCall",
+    "detect",
     "find_server",
+    "from_class",
     "from_config",
     "from_server",
     "load_app",
@@ -80,7 +83,8 @@ class OpenEnvTarget:
         factory: makes one env instance, called without arguments (openenv-core's contract).
         action: the Action model clients send.
         observation: the Observation model ``/schema`` describes.
-        max_concurrent_envs: most sessions at once (openenv-core's default is 1).
+        max_concurrent_envs: most sessions at once (openenv-core's default is 1; None: no
+            limit, for an env class served without an app that supports concurrent sessions).
         session_timeout: seconds an idle session is kept (None: openenv-core reaps none).
         production: True when the app was built in openenv-core's production mode (no HTTP
             ``/reset``, ``/step``, ``/state``).
@@ -91,7 +95,7 @@ class OpenEnvTarget:
     factory: Callable[[], Any]
     action: type[BaseModel]
     observation: type[BaseModel]
-    max_concurrent_envs: int = 1
+    max_concurrent_envs: int | None = 1
     session_timeout: float | None = None
     production: bool = False
     name: str = ""
@@ -127,12 +131,19 @@ def _is_model(value: Any) -> bool:
 
 
 def _looks_like_server(value: Any) -> bool:
-    """Duck-typed openenv-core ``HTTPEnvServer``: a factory and the two models."""
+    """Duck-typed openenv-core ``HTTPEnvServer``: a factory and the two model slots."""
     return (
-        callable(getattr(value, "_env_factory", None))
-        and _is_model(getattr(value, "action_cls", None))
-        and _is_model(getattr(value, "observation_cls", None))
+        not isinstance(value, type)
+        and callable(getattr(value, "_env_factory", None))
+        and hasattr(value, "action_cls")
+        and hasattr(value, "observation_cls")
     )
+
+
+def _base_models() -> tuple[type[BaseModel], type[BaseModel]]:
+    from openenv.core.env_server.types import Action, Observation
+
+    return Action, Observation
 
 
 def _routes(app: Any) -> Iterator[Any]:
@@ -183,10 +194,13 @@ def from_server(server: Any, app: Any = None) -> OpenEnvTarget:
     factory = server._env_factory
     paths = {getattr(route, "path", "") for route in _routes(app)} if app is not None else set()
     extra = tuple(sorted(p for p in paths if p and p not in _CORE_PATHS and "/web" not in p))
+    # An app built without models (``create_app(env, None, None)``) still serves MCP; its
+    # actions are validated as openenv-core's base Action, which routes MCP actions.
+    action, observation = _base_models()
     return OpenEnvTarget(
         factory=factory,
-        action=server.action_cls,
-        observation=server.observation_cls,
+        action=server.action_cls if _is_model(server.action_cls) else action,
+        observation=server.observation_cls if _is_model(server.observation_cls) else observation,
         max_concurrent_envs=int(limit),
         session_timeout=float(timeout) if timeout else None,
         production=app is not None and "/reset" not in paths,
@@ -215,6 +229,59 @@ def _load_attr(entry: str) -> Any:
     return target
 
 
+def _is_environment_class(value: Any) -> bool:
+    """A subclass of openenv-core's ``Environment`` (recognised by its module's name, so that
+    openenv-core need not be imported to tell)."""
+    return isinstance(value, type) and any(
+        klass.__name__ == "Environment"
+        and klass.__module__.startswith("openenv.core.env_server.interfaces")
+        for klass in value.__mro__[1:]
+    )
+
+
+def detect(entry: str) -> dict[str, Any] | None:
+    """The settings :func:`resolve` needs if ``entry`` (``module:attr``) names an OpenEnv app,
+    server or ``Environment`` subclass; None for anything else, or when it cannot be loaded."""
+    try:
+        value = _load_attr(entry)
+    except ConfigError:
+        return None
+    if _is_environment_class(value):
+        return {"class": True}
+    try:
+        find_server(value)
+    except ConfigError:
+        return None
+    return {"app": True}
+
+
+def from_class(cls: type) -> OpenEnvTarget:
+    """A target for an ``Environment[Act, Obs, State]`` subclass served without an app: its
+    models are the type arguments; it takes any number of sessions if it declares
+    ``SUPPORTS_CONCURRENT_SESSIONS``, else one.
+
+    Raises:
+        ConfigError: the class has no model type arguments.
+    """
+    from envwire.typed.gym import generic_models
+
+    models = generic_models(cls)
+    if models is None:
+        raise ConfigError(
+            f"{cls.__name__} gives openenv-core's Environment no type arguments: serve its app "
+            "module (pkg.server.app:app), or name its models in the config ([env.openenv] "
+            "action = ..., observation = ...)"
+        )
+    concurrent = getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False)
+    return OpenEnvTarget(
+        factory=cls,
+        action=models[0],
+        observation=models[1],
+        max_concurrent_envs=None if concurrent else 1,
+        name=cls.__name__,
+    )
+
+
 def load_app(entry: str) -> OpenEnvTarget:
     """Import an app module (``pkg.server.app:app``) and read what its app was built from.
 
@@ -234,13 +301,15 @@ def from_config(
     action: str,
     observation: str,
     *,
-    max_concurrent_envs: int = 1,
+    max_concurrent_envs: int | None = None,
     session_timeout: float | None = None,
 ) -> OpenEnvTarget:
     """A target from an env class (or factory) and its models, named as ``module:attr``.
 
     The same checks as openenv-core's ``HTTPEnvServer``: the env must be callable, and more
-    than one concurrent session needs ``SUPPORTS_CONCURRENT_SESSIONS``.
+    than one concurrent session needs ``SUPPORTS_CONCURRENT_SESSIONS``. Without
+    ``max_concurrent_envs``, a class that supports concurrent sessions takes any number, any
+    other env one.
 
     Raises:
         ConfigError: something cannot be imported, or the settings are inconsistent.
@@ -260,10 +329,12 @@ def from_config(
         session_timeout=session_timeout,
         name=getattr(factory, "__name__", env),
     )
-    if max_concurrent_envs < 1:
-        raise ConfigError(f"{env}: max_concurrent_envs must be >= 1")
     cls = target.env_class
     concurrent = getattr(cls, "SUPPORTS_CONCURRENT_SESSIONS", False)
+    if max_concurrent_envs is None:
+        return dataclasses.replace(target, max_concurrent_envs=None if concurrent else 1)
+    if max_concurrent_envs < 1:
+        raise ConfigError(f"{env}: max_concurrent_envs must be >= 1")
     if max_concurrent_envs > 1 and cls is not None and not concurrent:
         raise ConfigError(
             f"Environment '{cls.__name__}' is not marked as SUPPORTS_CONCURRENT_SESSIONS: "
@@ -327,7 +398,8 @@ def resolve(settings: Mapping[str, Any], entry_point: str) -> OpenEnvTarget:
     """The target an ``EnvSpec``'s ``openenv`` settings and entry point describe.
 
     ``settings`` keys: ``target`` (an :class:`OpenEnvTarget` made in this process, for envs
-    served in-process), ``app`` (True: the entry point names an app), ``action`` and
+    served in-process), ``app`` (True: the entry point names an app), ``class`` (True: an
+    ``Environment[Act, Obs, State]`` subclass), ``action`` and
     ``observation`` (model entry points, with the env class or factory as entry point),
     ``max_concurrent_envs``, ``session_timeout``, ``paths`` (added to ``sys.path`` first).
     Loading is cached per process: an app module is imported once.
@@ -343,19 +415,24 @@ def resolve(settings: Mapping[str, Any], entry_point: str) -> OpenEnvTarget:
     if cached is not None:
         return cached
     add_paths(tuple(settings.get("paths", ())))
-    if settings.get("app"):
+    if settings.get("class"):
+        cls = _load_attr(entry_point)
+        if not _is_environment_class(cls):
+            raise ConfigError(f"{entry_point} is not a subclass of openenv-core's Environment")
+        target = from_class(cls)
+    elif settings.get("app"):
         target = load_app(entry_point)
         overrides = {
             k: settings[k] for k in ("max_concurrent_envs", "session_timeout") if k in settings
         }
         if overrides:
-            target = OpenEnvTarget(**{**target.__dict__, **overrides})
+            target = dataclasses.replace(target, **overrides)
     elif "action" in settings and "observation" in settings:
         target = from_config(
             entry_point,
             str(settings["action"]),
             str(settings["observation"]),
-            max_concurrent_envs=int(settings.get("max_concurrent_envs", 1)),
+            max_concurrent_envs=settings.get("max_concurrent_envs"),
             session_timeout=settings.get("session_timeout"),
         )
     else:

@@ -22,6 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from envwire import messages as m
 from envwire.protocols.openenv import ResetRequest, validation_detail
+from envwire.runtime.openenv import OpenEnvSpace
 from envwire.server.openenv.bindings import ActionRejected, TypedBinding
 from envwire.typed.openenv_app import StepCall
 
@@ -41,6 +42,12 @@ class OpenEnvBinding(TypedBinding):
     """An OpenEnv env's wire forms (see the module docstring)."""
 
     native = True
+
+    def __init__(
+        self, env_id: str, action_space: OpenEnvSpace, observation_space: OpenEnvSpace
+    ) -> None:
+        super().__init__(env_id, action_space, observation_space)
+        self.production = action_space.production
 
     def reset(self, args: ResetRequest) -> tuple[m.Reset, str | None]:
         options = args.model_dump(exclude_unset=True)

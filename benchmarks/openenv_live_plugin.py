@@ -1,6 +1,6 @@
 """A pytest plugin that points OpenEnv's own tests at a live envwire server.
 
-Loaded by ``scripts/openenv_protocol_tests.py`` (``-p openenv_live_plugin``). OpenEnv's tests
+Loaded by ``benchmarks/openenv_protocol_tests.py`` (``-p openenv_live_plugin``). OpenEnv's tests
 build an app with openenv-core (``create_app``, ``HTTPEnvServer(...).register_routes``) and
 drive it in-process with Starlette's ``TestClient``; some start ``uvicorn`` on a port
 (``run_server`` in ``tests/envs/test_websockets.py``). With this plugin:

@@ -1,7 +1,7 @@
 """Serve every env of an OpenEnv checkout through openenv-core and through envwire, drive both
 with the env's own client, compare what comes back, and print a table.
 
-    python scripts/openenv_compare.py /path/to/OpenEnv [--envs echo_env,connect4_env]
+    python benchmarks/openenv_compare.py /path/to/OpenEnv [--envs echo_env,connect4_env]
                                        [--openenv-compat strict] [--markdown]
 
 For each ``envs/<name>/openenv.yaml`` of the checkout:

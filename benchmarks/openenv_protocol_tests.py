@@ -1,13 +1,13 @@
 """Run OpenEnv's own protocol tests against a live envwire, and print a table.
 
-    python scripts/openenv_protocol_tests.py /path/to/OpenEnv [--markdown] [FILE ...]
+    python benchmarks/openenv_protocol_tests.py /path/to/OpenEnv [--markdown] [FILE ...]
 
 OpenEnv's tests drive openenv-core's app in-process (Starlette's ``TestClient``) or start it
 with uvicorn. This script runs the chosen test files of a checkout three times:
 
 1. as they are, against openenv-core (the baseline: some fail on openenv-core itself with the
    installed library versions);
-2. with ``scripts/openenv_live_plugin.py``, which serves what each test's app was built from
+2. with ``benchmarks/openenv_live_plugin.py``, which serves what each test's app was built from
    with envwire (in this process, on a free port, or as ``envwire serve``) and sends every
    request and WebSocket message over real sockets, in envwire's default mode;
 3. the same in ``--openenv-compat strict``.
