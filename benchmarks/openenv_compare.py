@@ -4,12 +4,14 @@ with the env's own client, compare what comes back, and print a table.
     python benchmarks/openenv_compare.py /path/to/OpenEnv [--envs echo_env,connect4_env]
                                        [--openenv-compat strict] [--markdown]
 
-For each ``envs/<name>/openenv.yaml`` of the checkout:
+For each env of the checkout (``envs/<name>/`` with an ``openenv.yaml`` manifest or a
+``server/app.py``):
 
 1. a child Python imports the env's app module and its client (``PYTHONPATH=envs``); an env
    whose dependencies do not import here is reported as skipped, with the import error;
 2. openenv-core serves it as its authors do (``uvicorn <name>.server.app:app``) and envwire
-   serves the same directory unmodified (``envwire serve oe/<name>=<dir>``);
+   serves the same env unmodified (``envwire serve oe/<name>=<dir>``, or
+   ``oe/<name>=<name>.server.app:app`` without a manifest);
 3. the same scenario runs against each: the env's own ``EnvClient`` subclass resets (seed 0),
    reads the state, then steps with actions built from the action model's JSON Schema (or, for
    MCP clients, lists the tools and calls those whose arguments can be built the same way);
@@ -49,7 +51,8 @@ import importlib, inspect, json, sys
 from pathlib import Path
 import yaml
 root = Path(sys.argv[1])
-manifest = yaml.safe_load((root / "openenv.yaml").read_text())
+path = root / "openenv.yaml"
+manifest = yaml.safe_load(path.read_text()) if path.exists() else {"app": "server.app:app"}
 module, _, attr = manifest["app"].partition(":")
 app_module = f"{root.name}.{module}"
 getattr(importlib.import_module(app_module), attr)
@@ -111,11 +114,17 @@ def openenv_core(envs: Path, app: str, timeout: float) -> Iterator[str]:
 
 
 @contextlib.contextmanager
-def envwire(directory: Path, compat: str, timeout: float) -> Iterator[str]:
-    """``envwire serve oe/<name>=<dir>``; yields the base URL (the root serves that env)."""
+def envwire(directory: Path, app: str, compat: str, timeout: float) -> Iterator[str]:
+    """``envwire serve oe/<name>=<dir>`` (an env directory with a manifest) or
+    ``oe/<name>=<app module>``; yields the base URL (the root serves that env)."""
     args = ("--openenv-compat", compat) if compat != "default" else ()
+    target = directory if (directory / "openenv.yaml").exists() else app
     server = ServerProcess(
-        [f"oe/{directory.name}={directory}"], args, front_ends=("http",), start_timeout=timeout
+        [f"oe/{directory.name}={target}"],
+        args,
+        front_ends=("http",),
+        start_timeout=timeout,
+        cwd=directory.parent,
     )
     with server:
         base = f"http://127.0.0.1:{server.ports['http']}"
@@ -315,7 +324,7 @@ def compare_env(directory: Path, envs: Path, compat: str, timeout: float) -> dic
                 (k, masked(v, w)) for (k, v), (_, w) in zip(first, second, strict=False)
             ]
             results["core_http"] = http_checks(base)
-        with envwire(directory, compat, timeout) as base:
+        with envwire(directory, found["app"], compat, timeout) as base:
             results["envwire"] = scenario(base, found["client"])
             results["envwire_http"] = http_checks(base)
     except Exception as exc:
@@ -387,8 +396,11 @@ def main() -> int:
     directories = sorted(
         d
         for d in envs.iterdir()
-        if (d / "openenv.yaml").exists() and (wanted is None or d.name in wanted)
+        if ((d / "openenv.yaml").exists() or (d / "server" / "app.py").exists())
+        and (wanted is None or d.name in wanted)
     )
+    # envwire's servers import the envs' packages (those without a manifest by module name).
+    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(envs), os.getenv("PYTHONPATH")]))
     rows = []
     for directory in directories:
         print(f"... {directory.name}", file=sys.stderr, flush=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,8 @@ __all__ = [
     "parse_env_arg",
     "with_openenv",
 ]
+
+log = logging.getLogger(__name__)
 
 Isolation = Literal["auto", "inline", "process"]
 
@@ -267,6 +270,11 @@ def parse_env_arg(arg: str) -> EnvSpec:
     directory = target if eq else text
     if os.path.isfile(os.path.join(directory, "openenv.yaml")):
         return _manifest_spec(env_id if eq else None, directory, iso)
+    if os.sep in directory and os.path.isdir(directory):
+        raise ConfigError(
+            f"{directory!r} is a directory without an openenv.yaml manifest: name its app "
+            "module instead (pkg.server.app:app, with the directory's parent on PYTHONPATH)"
+        )
     if eq:
         entry = target if ":" in target else f"gym:{target}"
         return EnvSpec(env_id, entry, isolation=iso)
@@ -307,6 +315,12 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
     if settings is None:
         return spec
     target = openenv_app.resolve(settings, spec.entry_point)
+    if target.extra_routes:
+        log.warning(
+            "%s: routes its app module added itself are not served: %s",
+            spec.id,
+            ", ".join(target.extra_routes),
+        )
     limit = spec.max_sessions if spec.max_sessions is not None else target.max_concurrent_envs
     return replace(spec, openenv=settings, max_sessions=limit)
 

@@ -19,13 +19,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from envwire._version import __version__
-from envwire.errors import CapacityError, EnvCapacityError, EnvwireError, UnknownEnvError
+from envwire.errors import (
+    CapacityError,
+    EnvCapacityError,
+    EnvwireError,
+    InvalidArgumentError,
+    UnknownEnvError,
+)
 from envwire.protocols.openenv import RpcCode, RpcRequest, dumps, jsonable, rpc_error, rpc_result
 
 if TYPE_CHECKING:
     from envwire.server.openenv.service import OpenEnvService, Record
 
-__all__ = ["answer"]
+__all__ = ["UnknownToolError", "answer", "tool_step"]
 
 _NO_MCP = "Environment does not support MCP"
 
@@ -145,20 +151,28 @@ def _typed_tools(
     name, arguments = params.get("name"), params.get("arguments", {})
     if not isinstance(name, str) or not name:
         raise _Failure(RpcCode.INVALID_PARAMS, "Missing 'name' in params")
-    if not any(spec["name"] == name for spec in specs):
-        raise _Failure(RpcCode.INTERNAL_ERROR, f"Unknown tool: {name!r}")
-    if not isinstance(arguments, dict):
-        raise _Failure(RpcCode.INTERNAL_ERROR, f"tool {name!r}: arguments must be an object")
     temporary = record is None
     target = service.open(env_id, "mcp", transient=True) if record is None else record
     try:
-        value = service.extension(target, "call_tool", name, arguments)
+        return _call_tool(service, target, name, arguments)
     except EnvwireError as exc:
         raise _Failure(RpcCode.INTERNAL_ERROR, str(exc)) from None
     finally:
         if temporary:
             service.close(target)
-    value = jsonable(value, service.arrays)
+
+
+def _call_tool(service: OpenEnvService, record: Record, name: str, arguments: Any) -> Any:
+    """A typed env's tool called in the record's session, as openenv-core words the result.
+
+    Raises:
+        EnvwireError: the tool is unknown, its arguments are not an object, or it failed.
+    """
+    if not any(spec["name"] == name for spec in record.binding.tools()):
+        raise UnknownToolError(f"Unknown tool: {name!r}")
+    if not isinstance(arguments, dict):
+        raise UnknownToolError(f"tool {name!r}: arguments must be an object")
+    value = jsonable(service.extension(record, "call_tool", name, arguments), service.arrays)
     text = value if isinstance(value, str) else dumps(value)
     return {
         "content": [{"type": "text", "text": text, "annotations": None, "meta": None}],
@@ -167,6 +181,36 @@ def _typed_tools(
         "data": value,
         "is_error": False,
     }
+
+
+def tool_step(service: OpenEnvService, record: Record, data: dict[str, Any]) -> str | None:
+    """openenv-core's MCP actions (``{"type": "list_tools"}``, ``{"type": "call_tool",
+    "tool_name", "arguments"}``: what ``MCPToolClient`` sends in its default mode) as a step
+    of an envwire typed env with tools: the step payload, as JSON text, with a
+    ``ListToolsObservation`` or ``CallToolObservation``. None when ``data`` is no such action
+    for this env (OpenEnv's own envs take them as their own actions)."""
+    binding = record.binding
+    kind = data.get("type")
+    if binding.native or kind not in ("list_tools", "call_tool") or not binding.tools():
+        return None
+    observation: dict[str, Any]
+    if kind == "list_tools":
+        observation = {"tools": [_listed(spec) for spec in binding.tools()]}
+    else:
+        name = data.get("tool_name")
+        observation = {"tool_name": name, "result": None, "error": None}
+        try:
+            observation["result"] = _call_tool(service, record, str(name), data.get("arguments"))
+        except UnknownToolError as exc:
+            observation["error"] = {"error_type": "tool_not_found", "message": str(exc)}
+        except EnvwireError as exc:
+            observation["error"] = {"error_type": "execution_error", "message": str(exc)}
+    observation["metadata"] = {}
+    return dumps({"observation": observation, "reward": None, "done": False})
+
+
+class UnknownToolError(InvalidArgumentError):
+    """A tool call names no tool of the env, or gives it no argument object."""
 
 
 def _listed(spec: dict[str, Any]) -> dict[str, Any]:

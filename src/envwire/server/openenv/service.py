@@ -277,7 +277,12 @@ class OpenEnvService:
         http: bool = False,
     ) -> str:
         """Take a step with the action ``data`` describes (``kwargs``: the HTTP body's other
-        keys); the payload as JSON text."""
+        keys); the payload as JSON text. An envwire typed env with tools also takes
+        openenv-core's MCP actions (:func:`.mcp.tool_step`)."""
+        if isinstance(data, dict) and "type" in data and not record.binding.native:
+            answered = mcp.tool_step(self, record, data)
+            if answered is not None:
+                return answered
         action = record.binding.step_call(record.binding.action(data, prefix), kwargs or {})
 
         def work() -> str:
