@@ -100,7 +100,7 @@ def free_port() -> int:
         return port
 
 
-def wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+def wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:

@@ -405,6 +405,10 @@ def main() -> int:
     for directory in directories:
         print(f"... {directory.name}", file=sys.stderr, flush=True)
         rows.append(compare_env(directory, envs, args.openenv_compat, args.timeout))
+        # Each row as soon as it is known: a long run that is stopped keeps what it found.
+        row = rows[-1]
+        for line in [f"{row['status']}: {row.get('client', '')}", *row.get("details", ())]:
+            print(f"    {line}", file=sys.stderr, flush=True)
     print(table(rows, args.markdown))
     return 0
 

@@ -97,11 +97,16 @@ def _close(service: OpenEnvService, params: dict[str, Any], record: Record | Non
         raise _Failure(
             RpcCode.INVALID_REQUEST, "Cannot close active WebSocket-managed session via MCP method"
         )
-    target = service.find(token)
-    if target is None:
-        raise _Failure(RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}")
-    service.close(target)
+    service.close(_find(service, token))
     return {"session_id": token, "closed": True}
+
+
+def _find(service: OpenEnvService, token: str) -> Record:
+    """The HTTP MCP session a ``session_id`` names (``-32602`` if there is none)."""
+    record = service.find(token)
+    if record is None:
+        raise _Failure(RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}")
+    return record
 
 
 def _tools(
@@ -113,9 +118,7 @@ def _tools(
 ) -> Any:
     token = params.get("session_id")
     if record is None and isinstance(token, str) and token:
-        record = service.find(token)
-        if record is None:
-            raise _Failure(RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}")
+        record = _find(service, token)
     binding = service.binding(env_id) if record is None else record.binding
     if not binding.native:
         return _typed_tools(service, method, params, env_id, record)
