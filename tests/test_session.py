@@ -152,6 +152,18 @@ def test_session_without_env_allows_only_upload_and_close() -> None:
     assert s.handle(m.Close()) == m.Ok()
 
 
+def test_upload_names_where_the_monitor_keeps_the_files(tmp_path: Any) -> None:
+    s = Session(None, worker_factory=make_worker, monitor_root=str(tmp_path))
+    with pytest.raises(UnsupportedError) as asked:
+        s.handle(m.Upload("/runs/catch", "k", "a"))
+    assert f"stay in {tmp_path}/runs/catch on the server" in str(asked.value)
+    with pytest.raises(UnsupportedError, match=r"no directory \('a\\x00b' is not a usable"):
+        s.handle(m.Upload("a\x00b", "k", "a"))
+    s = Session(None, worker_factory=make_worker)
+    with pytest.raises(UnsupportedError, match=r"no directory \(Monitor is disabled"):
+        s.handle(m.Upload("/runs/catch", "k", "a"))
+
+
 def test_monitor_needs_a_root(tmp_path: Any) -> None:
     s = session("envwire/Catch-v0")
     with pytest.raises(UnsupportedError, match="Monitor is disabled"):
@@ -182,3 +194,19 @@ def test_confine_keeps_paths_under_the_root(requested: str, expected: str) -> No
 def test_confine_refuses_unusable_paths(bad: str) -> None:
     with pytest.raises(InvalidArgumentError):
         confine("/r", bad)
+
+
+def test_native_specs_come_from_dm_env_envs_only() -> None:
+    grid = session("grid=envwire.testing.dmenvs:GridEnv")
+    try:
+        specs = grid.native_specs()
+        assert list(specs.observation) == ["position", "arm", "count", "cell"]  # the env's order
+        assert specs.action["move"].num_values == 3
+    finally:
+        grid.close()
+    cartpole = session()
+    assert cartpole.native_specs() is None
+    cartpole.close()
+    vector = session(num_envs=2, autoreset_mode="NextStep")
+    assert vector.native_specs() is None
+    vector.close()

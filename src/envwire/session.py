@@ -206,6 +206,14 @@ class Session:
             self.state = State.BROKEN
             raise
 
+    def native_specs(self) -> Any:
+        """The env's own specs when it is a dm_env env (:class:`~envwire.dmenv.DmSpecs`), else
+        None; always None for vector sessions."""
+        if self.autoreset_mode is not None or self.worker is None:
+            return None
+        with self._lock:
+            return self._call("dm_specs")
+
     def handle(self, request: m.Request) -> m.Reply:
         """Carry out one request.
 
@@ -240,11 +248,20 @@ class Session:
                 case m.Monitor():
                     return self._monitor(request)
                 case m.Upload(directory=directory):
-                    raise UnsupportedError(_UPLOAD_GONE.format(directory=directory or "?"))
+                    raise UnsupportedError(_UPLOAD_GONE.format(directory=self._kept(directory)))
                 case m.Close():
                     self._close()
                     return m.Ok()
             raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
+
+    def _kept(self, directory: str) -> str:
+        """Where Monitor keeps the files of ``directory`` on this server (Upload's answer)."""
+        if self.monitor_root is None:
+            return "no directory (Monitor is disabled on this server)"
+        try:
+            return confine(self.monitor_root, directory)
+        except InvalidArgumentError:
+            return f"no directory ({directory!r} is not a usable monitor directory)"
 
     def _refusal(self, request: m.Request) -> str:
         name = type(request).__name__

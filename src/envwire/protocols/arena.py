@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
+from envwire import safejson
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -170,7 +171,7 @@ def decode_body(body: bytes, content_type: str | None, limit: int) -> Any:
     if not body.strip():
         raise MalformedRequestError("body", "empty; expected a JSON object")
     try:
-        return json.loads(body)
+        return safejson.loads(body)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, huge ints
         raise MalformedRequestError("body", f"not valid JSON ({exc})") from None
 

@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote
 
+from envwire import safejson
+
 __all__ = [
     "NEED_DATA",
     "HttpError",
@@ -99,8 +101,9 @@ class Response:
 
 
 def json_response(status: int, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
-    """A JSON response from already-encoded JSON text."""
-    return Response(status, text.encode(), "application/json", headers or [])
+    """A JSON response from already-encoded JSON text (which may quote a lone surrogate a
+    client sent: :func:`envwire.safejson.utf8` writes it back as its escape)."""
+    return Response(status, safejson.utf8(text), "application/json", headers or [])
 
 
 def parse_cookies(values: list[str]) -> list[tuple[str, str]]:

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from envwire import tensor
+from envwire import safejson, tensor
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -260,9 +260,13 @@ _BARE: dict[str, WsEvent] = {
 
 
 def parse_client_message(text: str | bytes) -> WsEvent:
-    """Decode one client message; malformed ones become :class:`WsInvalid` (never raises)."""
+    """Decode one client message; malformed ones become :class:`WsInvalid` (never raises).
+
+    JSON nested deeper than :data:`envwire.safejson.MAX_DEPTH` is ``INVALID_JSON``; a ``type``
+    that is not a string is ``UNKNOWN_TYPE``, as openenv-core answers both.
+    """
     try:
-        obj = json.loads(text)
+        obj = safejson.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         return WsInvalid(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}")
     if not isinstance(obj, dict):
@@ -273,6 +277,8 @@ def parse_client_message(text: str | bytes) -> WsEvent:
             not_object=True,
         )
     kind = obj.get("type", "")
+    if not isinstance(kind, str):  # a list or an object cannot even be looked up
+        return WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
     # The common, well-formed case is decided without pydantic.
     if kind in _DATA_REQUIRED:
         data = obj.get("data")
@@ -284,7 +290,7 @@ def parse_client_message(text: str | bytes) -> WsEvent:
         if isinstance(data, dict) and obj.keys() <= {"type", "data"}:
             return WsReset(data)
         return _invalid(_ResetMessage, obj)
-    if isinstance(kind, str) and kind in _BARE:
+    if kind in _BARE:
         if len(obj) == 1:
             return _BARE[kind]
         return _invalid(_BareMessage, obj)
@@ -341,7 +347,7 @@ def parse_server_message(text: str | bytes) -> ServerMessage:
         ProtocolError: not JSON, or not ``{"type": str, "data": object}``.
     """
     try:
-        obj = json.loads(text)
+        obj = safejson.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the server sent invalid JSON: {exc}") from None
     if not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
@@ -377,7 +383,8 @@ class StepRequest(BaseModel):
 
 class BodyError(Exception):
     """A request body that fails validation; answer ``status`` (422: FastAPI's detail list;
-    400 for a body that is not UTF-8, as FastAPI answers) with ``{"detail": detail}``."""
+    400 for a body that Python's JSON decoder cannot read, as FastAPI answers) with
+    ``{"detail": detail}``."""
 
     def __init__(self, detail: list[dict[str, Any]] | str, status: int = 422) -> None:
         super().__init__(detail)
@@ -393,7 +400,9 @@ def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) ->
             [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
         )
     try:
-        obj = json.loads(raw)
+        obj = safejson.loads(raw)
+    except safejson.TooDeepError:
+        raise BodyError("There was an error parsing the body", 400) from None
     except json.JSONDecodeError as exc:
         raise BodyError(
             [
@@ -483,7 +492,7 @@ def parse_rpc(raw: bytes | str | Any, *, decoded: bool = False) -> RpcRequest | 
     """A JSON-RPC request, or the error response that answers a malformed one."""
     if not decoded:
         try:
-            raw = json.loads(raw)
+            raw = safejson.loads(raw)
         except (ValueError, UnicodeDecodeError, TypeError):
             return rpc_error(None, RpcCode.PARSE_ERROR)
     if not isinstance(raw, dict):
