@@ -14,6 +14,7 @@ with a table lookup instead of a chain of ``except`` clauses::
     │   ├── InvalidArgumentError     bad seed, options, settings, field values
     │   ├── StateError               request not allowed in the session's state (step before reset)
     │   ├── CapacityError            the server is at its session limit
+    │   │   ├── EnvCapacityError     one env is at its own limit (OpenEnv's max_concurrent_envs)
     │   │   └── RateLimitedError     too many failed attempts: wait ``retry_after`` seconds
     │   ├── UnsupportedError         the request names a feature that does not exist (Upload)
     │   ├── UnauthenticatedError     no token, or a token the server does not accept
@@ -31,9 +32,12 @@ Each class carries ``code`` (a stable machine-readable name), ``http_status``, `
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CapacityError",
     "ConfigError",
+    "EnvCapacityError",
     "EnvCrashedError",
     "EnvError",
     "EnvTimeoutError",
@@ -87,6 +91,8 @@ class EnvwireError(Exception):
         grpc_code: the ``google.rpc.Code`` a gRPC front end puts in its ``Status``.
         openenv_code: the error code of openenv-core's WebSocket protocol.
         remote: True when the peer is at fault, False when this side is.
+        observed: set once the server's metrics counted the error (a front end reports every
+            error it answers; one raised by a session was counted there already).
     """
 
     code = "internal"
@@ -94,6 +100,7 @@ class EnvwireError(Exception):
     grpc_code = _INTERNAL
     openenv_code = "EXECUTION_ERROR"
     remote = False
+    observed = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
@@ -171,6 +178,26 @@ class CapacityError(UsageError):
     http_status = 503
     grpc_code = _RESOURCE_EXHAUSTED
     openenv_code = "CAPACITY_REACHED"
+
+
+class EnvCapacityError(CapacityError):
+    """One env holds as many sessions as it may (``EnvSpec.max_sessions``).
+
+    Attributes:
+        env_id: the env.
+        active: its sessions open now.
+        limit: the most it may have.
+    """
+
+    def __init__(self, env_id: str, active: int, limit: int) -> None:
+        super().__init__(
+            f"Server at capacity: {active}/{limit} sessions of {env_id} active. "
+            "Cannot accept new connections."
+        )
+        self.env_id, self.active, self.limit = env_id, active, limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.env_id, self.active, self.limit))
 
 
 class RateLimitedError(CapacityError):

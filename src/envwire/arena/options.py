@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,7 +12,7 @@ from envwire.arena.logins import LoginLimits
 from envwire.arena.store import Store, Sync
 from envwire.errors import ConfigError
 from envwire.registry import Catalog
-from envwire.session import WorkerFactory
+from envwire.session import SessionObserver, WorkerFactory
 
 __all__ = ["ArenaOptions", "open_arena"]
 
@@ -81,10 +81,15 @@ class ArenaOptions:
 
 
 def open_arena(
-    options: ArenaOptions, catalog: Catalog | None, *, worker_factory: WorkerFactory
+    options: ArenaOptions,
+    catalog: Catalog | None,
+    *,
+    worker_factory: WorkerFactory,
+    observer: SessionObserver | None = None,
+    on_actions: Callable[[str, int], None] | None = None,
 ) -> Arena:
     """An :class:`Arena` over the database the options name, its envs made by
-    ``worker_factory``."""
+    ``worker_factory`` (``observer`` and ``on_actions``: see :class:`Arena`)."""
     store = Store(options.db, sync=options.sync)
     return Arena(
         store,
@@ -95,4 +100,6 @@ def open_arena(
         logins=LoginLimits(
             options.login_failures, options.login_failures_per_address, options.login_window
         ),
+        observer=observer,
+        on_actions=on_actions,
     )

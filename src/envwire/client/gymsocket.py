@@ -72,6 +72,8 @@ class GymSocketTransport:
         self._scheme = "gym-sockets" if tls is not None else "gym-socket"
         self._sock = self._connect(tls)
         configure_stream(self._sock, timeout)
+        # Replies are read into one buffer for the connection's life: no allocation per recv.
+        self._inbox = memoryview(bytearray(_RECV))
         if vector is not None:
             flags |= Flags.VECTOR
         if token is not None:
@@ -136,7 +138,9 @@ class GymSocketTransport:
         try:
             self._sock.sendall(self._codec.send_request(request))
         except OSError as exc:
-            raise TransportError(f"sending to gym-socket://{self._where()} failed: {exc}") from exc
+            raise TransportError(
+                f"sending to {self._scheme}://{self._where()} failed: {exc}"
+            ) from exc
 
     def receive(self) -> m.Reply:
         """The reply to the oldest unanswered request.
@@ -169,19 +173,19 @@ class GymSocketTransport:
             if event is not NEED_DATA:
                 break
             try:
-                data = self._sock.recv(_RECV)
+                size = self._sock.recv_into(self._inbox)
             except (TimeoutError, BlockingIOError):
                 raise TransportError(
                     f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
                 ) from None
             except OSError as exc:
                 raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
-            if not data:
+            if not size:
                 raise TransportError(
                     f"{self._scheme}://{self._where()} closed the connection (the server drops "
                     "connections whose env hung, and flags-0 connections on any error)"
                 )
-            codec.receive_data(data)
+            codec.receive_data(self._inbox[:size])
         if isinstance(event, EnvwireError):
             raise event
         return event  # type: ignore[return-value]

@@ -11,11 +11,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envwire.observe import Observability
+from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog
 from envwire.server.security import Security
 from envwire.server.sessions import SessionTable
 
-__all__ = ["FRONT_ENDS", "FrontEnd", "FrontEndSpec", "Server", "ServerConfig"]
+__all__ = [
+    "EXTRA_LISTENERS",
+    "FRONT_ENDS",
+    "FrontEnd",
+    "FrontEndSpec",
+    "Server",
+    "ServerConfig",
+]
 
 log = logging.getLogger("envwire")
 
@@ -51,6 +60,12 @@ FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
+#: Listeners that are off unless given a port: ``--metrics PORT`` serves ``/metrics`` alone
+#: (for servers whose HTTP front end is off; the HTTP front end serves it too).
+EXTRA_LISTENERS: tuple[FrontEndSpec, ...] = (
+    FrontEndSpec("metrics", "metrics", 0, "envwire.server.metrics:MetricsListener"),
+)
+
 
 @dataclass
 class ServerConfig:
@@ -65,6 +80,7 @@ class ServerConfig:
     #: Front-end settings, and the security settings of :mod:`envwire.server.security`
     #: (``token_file``, ``tls_cert``, ``tls_key``, ``insecure``, limits).
     options: dict[str, Any] = field(default_factory=dict)
+    record: RecordSettings | None = None  # recording episodes as Minari datasets: off
 
 
 class Server:
@@ -75,8 +91,12 @@ class Server:
         self.config = config or ServerConfig()
         #: Tokens, TLS and allowed names, shared by every front end (raises ConfigError).
         self.security = Security.from_options(self.config.options)
+        self.observe = Observability(self.config.record)
         self.sessions = SessionTable(
-            catalog, capacity=self.config.capacity, monitor_root=self.config.monitor_root
+            catalog,
+            capacity=self.config.capacity,
+            monitor_root=self.config.monitor_root,
+            observer=self.observe,
         )
         self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -99,8 +119,11 @@ class Server:
             tokens = self.security.tokens
             if tokens is not None:
                 signal.signal(signal.SIGHUP, lambda *_: tokens.reload())
-        for spec in FRONT_ENDS:
-            port = self.config.ports.get(spec.name, spec.default_port)
+        self.observe.start()
+        ports = self.config.ports
+        listeners = [(s, ports.get(s.name, s.default_port)) for s in FRONT_ENDS]
+        listeners += [(s, ports.get(s.name)) for s in EXTRA_LISTENERS]
+        for spec, port in listeners:
             if port is None:
                 continue
             module_name, _, class_name = spec.target.partition(":")
@@ -135,6 +158,7 @@ class Server:
                 log.exception("stopping %s failed", front.name)
         self.front_ends.clear()
         self.sessions.close_all()
+        self.observe.close()
 
     def __enter__(self) -> Server:
         self.start()

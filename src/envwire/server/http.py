@@ -14,6 +14,7 @@ from envwire.arena.core import Arena
 from envwire.arena.options import ArenaOptions, open_arena
 from envwire.runtime import make_worker
 from envwire.server.arena import arena_web
+from envwire.server.dashboard import ObserveWeb
 from envwire.server.openenv import OpenEnvFrontEnd
 
 if TYPE_CHECKING:
@@ -23,8 +24,9 @@ __all__ = ["HttpFrontEnd"]
 
 
 class HttpFrontEnd(OpenEnvFrontEnd):
-    """OpenEnv on ``host:port``; the arena too when ``server.config.options`` has ``arena_db``
-    (and ``arena_sync``, ``arena_max_body``, ``arena_live_runs``, ``arena_url``).
+    """OpenEnv on ``host:port``, with ``/metrics`` and ``/dashboard`` in front
+    (:mod:`envwire.server.dashboard`); the arena too when ``server.config.options`` has
+    ``arena_db`` (and ``arena_sync``, ``arena_max_body``, ``arena_live_runs``, ``arena_url``).
 
     Raises:
         ConfigError: an arena option has the wrong type.
@@ -33,10 +35,17 @@ class HttpFrontEnd(OpenEnvFrontEnd):
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 8000) -> None:
         options = ArenaOptions.from_options(server.config.options)
         self.arena: Arena | None = None
+        observe = ObserveWeb(server.observe)
         if options is None:
-            super().__init__(server, host, port)
+            super().__init__(server, host, port, mounts=(observe.handle,))
             return
-        self.arena = open_arena(options, server.catalog, worker_factory=make_worker)
+        self.arena = open_arena(
+            options,
+            server.catalog,
+            worker_factory=make_worker,
+            observer=server.observe,
+            on_actions=server.observe.arena_acted,
+        )
         self.arena_url = options.public_url
         web = arena_web(
             self.arena,
@@ -44,7 +53,7 @@ class HttpFrontEnd(OpenEnvFrontEnd):
             plugins=options.plugin_folder(),
             plugin_upload=options.plugin_upload,
         )
-        super().__init__(server, host, port, mounts=(web.handle,), policies=(web,))
+        super().__init__(server, host, port, mounts=(observe.handle, web.handle), policies=(web,))
 
     def start(self) -> tuple[str, int]:
         """Listen; with the arena on, record the server's URL in its database (agent config

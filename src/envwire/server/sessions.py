@@ -8,10 +8,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from envwire.errors import CapacityError
+from envwire.errors import CapacityError, EnvCapacityError, EnvwireError
 from envwire.registry import Catalog
 from envwire.runtime import make_worker
-from envwire.session import Session, WorkerFactory
+from envwire.session import Session, SessionObserver, WorkerFactory
 
 __all__ = ["SessionTable"]
 
@@ -26,6 +26,8 @@ class SessionTable:
         worker_factory: where envs live (default :func:`envwire.runtime.make_worker`: inline or
             in worker processes, as each spec's isolation says).
         max_workers: most worker processes one vector session may use (default: the cores).
+        observer: told of every session opened, refused, stepped and closed (metrics, logs,
+            recording); None for none.
     """
 
     def __init__(
@@ -36,7 +38,9 @@ class SessionTable:
         monitor_root: str | None = None,
         worker_factory: WorkerFactory = make_worker,
         max_workers: int | None = None,
+        observer: SessionObserver | None = None,
     ) -> None:
+        self.observer = observer
         self.catalog = catalog
         self.max_workers = max_workers or os.cpu_count() or 1
         self.capacity = capacity
@@ -44,6 +48,8 @@ class SessionTable:
         self._worker_factory = worker_factory
         self._sessions: dict[str, Session] = {}
         self._opening = 0
+        self._per_env: dict[str, int] = {}  # sessions held to their env's own limit
+        self._counted: set[str] = set()
         self._lock = threading.Lock()
 
     def open(
@@ -54,28 +60,51 @@ class SessionTable:
         autoreset_mode: str | None = None,
         workers: int = 1,
         kwargs: Mapping[str, Any] | None = None,
+        front_end: str = "",
+        peer: str = "",
+        limit: int | None = None,
+        transient: bool = False,
     ) -> Session:
         """A new session for ``env_id`` ('' opens a session with no env).
 
         With an ``autoreset_mode`` the session steps ``num_envs`` copies at once (a vector
         session), split over up to ``workers`` worker processes (capped by ``max_workers``).
         ``kwargs`` are constructor arguments the client asks for: only those the env's spec
-        opens to clients (``EnvSpec.client_kwargs``) are accepted.
+        opens to clients (``EnvSpec.client_kwargs``) are accepted. ``front_end`` and ``peer``
+        (who opened it, from where) label the session for observers.
+
+        The env's own limit (``EnvSpec.max_sessions``, or ``limit`` when the spec sets none)
+        bounds its sessions; a ``transient`` session (one request's worth, which openenv-core
+        would serve with a throwaway env outside its count) is not held to it.
 
         Raises:
             UnknownEnvError: not served here (with did-you-mean).
+            EnvCapacityError: the env holds as many sessions as it may.
             CapacityError: the table is full.
             EnvwireError: making the env failed.
         """
-        spec = self.catalog.lookup(env_id) if env_id else None
-        if spec is not None and kwargs:
-            spec = spec.with_client_kwargs(kwargs)
-        with self._lock:
-            if self.capacity is not None and len(self._sessions) + self._opening >= self.capacity:
-                raise CapacityError(
-                    f"server is at capacity ({self.capacity} sessions); try again later"
-                )
-            self._opening += 1
+        try:
+            spec = self.catalog.lookup(env_id) if env_id else None
+            if spec is not None and kwargs:
+                spec = spec.with_client_kwargs(kwargs)
+            own = None if spec is None or transient else spec.max_sessions or limit
+            with self._lock:
+                open_now = len(self._sessions) + self._opening
+                if self.capacity is not None and open_now >= self.capacity:
+                    raise CapacityError(
+                        f"server is at capacity ({self.capacity} sessions); try again later"
+                    )
+                if own is not None:
+                    active = self._per_env.get(env_id, 0)
+                    if active >= own:
+                        raise EnvCapacityError(env_id, active, own)
+                    self._per_env[env_id] = active + 1
+                self._opening += 1
+        except EnvwireError as exc:
+            if self.observer is not None:
+                self.observer.refused(front_end, env_id, exc)
+            raise
+        counted = own is not None
         try:
             session = Session(
                 spec,
@@ -84,13 +113,35 @@ class SessionTable:
                 workers=min(workers, self.max_workers),
                 worker_factory=self._worker_factory,
                 monitor_root=self.monitor_root,
+                observer=self.observer,
+                front_end=front_end,
+                peer=peer,
             )
-        finally:
+        except BaseException as exc:
             with self._lock:
                 self._opening -= 1
+                if counted:
+                    self._uncount(env_id)
+            if isinstance(exc, EnvwireError) and self.observer is not None:
+                self.observer.refused(front_end, env_id, exc)
+            raise
         with self._lock:
+            self._opening -= 1
             self._sessions[session.id] = session
+            if counted:
+                self._counted.add(session.id)
         return session
+
+    def _uncount(self, env_id: str) -> None:
+        left = self._per_env.get(env_id, 0) - 1
+        if left > 0:
+            self._per_env[env_id] = left
+        else:
+            self._per_env.pop(env_id, None)
+
+    def count(self, env_id: str) -> int:
+        """How many sessions of ``env_id`` count against its own limit now."""
+        return self._per_env.get(env_id, 0)
 
     def get(self, session_id: str) -> Session | None:
         """The live session with that id, if any."""
@@ -99,7 +150,9 @@ class SessionTable:
     def close(self, session: Session) -> None:
         """Free the session now (idempotent)."""
         with self._lock:
-            self._sessions.pop(session.id, None)
+            if self._sessions.pop(session.id, None) is not None and session.id in self._counted:
+                self._counted.discard(session.id)
+                self._uncount(session.env_id)
         session.close()
 
     def reap_idle(self, max_idle: float) -> list[Session]:
@@ -116,6 +169,8 @@ class SessionTable:
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions.clear()
+            self._per_env.clear()
+            self._counted.clear()
         for session in sessions:
             session.close()
 

@@ -14,7 +14,8 @@ blocking socket through memory BIOs instead of :class:`ssl.SSLSocket`, for two r
   socket.
 
 So a :class:`TlsSocket` can stand in for the socket the transports already use: ``recv``,
-``send``, ``sendall``, ``settimeout``, ``setsockopt``, ``shutdown``, ``close``, ``fileno``.
+``recv_into``, ``send``, ``sendall``, ``settimeout``, ``setsockopt``, ``shutdown``, ``close``,
+``fileno``.
 """
 
 from __future__ import annotations
@@ -164,6 +165,14 @@ class TlsSocket:
                 self._in.write(raw)
             else:
                 self._in.write_eof()
+
+    def recv_into(self, buffer: bytearray | memoryview, nbytes: int = 0, flags: int = 0) -> int:
+        """:meth:`recv` into ``buffer``: the number of bytes written (0 at the end of the
+        stream)."""
+        view = memoryview(buffer)
+        data = self.recv(nbytes or len(view), flags)
+        view[: len(data)] = data
+        return len(data)
 
     def sendall(self, data: bytes | bytearray | memoryview) -> None:
         """Encrypt and send all of ``data``.

@@ -122,6 +122,7 @@ class GrpcFrontEnd:
 
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 50051) -> None:
         self.host, self.port = host, port
+        self.observe = server.observe
         options = server.config.options
         self.worlds = WorldTable(server.sessions, int(options.get("grpc_max_num_envs", 4096)))
         self.properties = Properties(server.catalog, self.worlds)
@@ -249,7 +250,8 @@ class _Stream:
         self.front = front
         self.context = context
         self.address = address  # holds one of its streams until end()
-        self.conn = Connection(abort=self._abort)
+        peer = getattr(context, "peer", None)
+        self.conn = Connection(abort=self._abort, peer=str(peer() or "") if peer else "")
         self.last_active = time.monotonic()
         self.busy = False
         self._ending = self._ended = False
@@ -269,6 +271,7 @@ class _Stream:
                 conn.phase = after
             return response
         except EnvwireError as exc:
+            self.front.observe.error("dm_env_rpc", exc)
             if not exc.remote:
                 log.warning("world %s: %s", conn.world_name or "-", exc)
             return dmenvrpc.error_response(exc)

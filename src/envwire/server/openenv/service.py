@@ -20,30 +20,16 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from envwire import messages as m
-from envwire._version import __version__
-from envwire.errors import (
-    CapacityError,
-    EnvTimeoutError,
-    EnvwireError,
-    InvalidArgumentError,
-    StateError,
-    UnknownEnvError,
-    clip,
-)
-from envwire.protocols.openenv import (
-    RpcCode,
-    RpcRequest,
-    dumps,
-    jsonable,
-    rpc_error,
-    rpc_result,
-)
+from envwire.errors import EnvCapacityError, EnvTimeoutError, InvalidArgumentError, StateError
+from envwire.protocols.openenv import ResetRequest, RpcRequest, jsonable
+from envwire.server.openenv import mcp
 from envwire.server.openenv.bindings import (
     Arrays,
     Binding,
     make_binding,
     reset_arguments,
 )
+from envwire.server.openenv.compat import Compat
 from envwire.server.security import setting
 from envwire.server.security.limits import AddressLimiter
 from envwire.session import Session
@@ -51,7 +37,10 @@ from envwire.session import Session
 if TYPE_CHECKING:
     from envwire.server.app import Server
 
-__all__ = ["OpenEnvService", "Record"]
+__all__ = ["FRONT_END", "OpenEnvService", "Record"]
+
+#: The ``front_end`` label of the sessions this front end opens.
+FRONT_END = "openenv"
 
 log = logging.getLogger("envwire.openenv")
 
@@ -70,8 +59,9 @@ class Record:
         self.session = session
         self.binding = binding
         self.kind = kind
-        #: The address that opened it (HTTP and MCP records count against it).
+        #: The address that opened it, and whether the record holds one of its HTTP sessions.
         self.client = client
+        self.counted = False
         self.token: str | None = None
         self.episode_id: str | None = None
         self.lock = threading.Lock()
@@ -103,10 +93,11 @@ class Record:
 class OpenEnvService:
     """OpenEnv operations over the server's session table.
 
-    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list");
+    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list"),
+    ``openenv_compat`` ("default" or "strict": :class:`~.compat.Compat`);
     ``http_max_sessions`` (default 1024) and ``http_sessions_per_address`` (256): HTTP and MCP
     sessions at once, in all and opened from one client address (WebSocket sessions live with
-    their connection, which the front end bounds).
+    their connection, which the front end bounds; transient records serve one request).
     """
 
     def __init__(self, server: Server) -> None:
@@ -117,6 +108,7 @@ class OpenEnvService:
         if arrays not in ("base64", "list"):
             raise InvalidArgumentError(f"openenv_arrays must be 'base64' or 'list', got {arrays!r}")
         self.arrays: Arrays = arrays
+        self.compat = Compat.from_options(server.config.options)
         self.default_env = next(iter(self.catalog), "")
         self._bindings: dict[str, Binding] = {}
         self._tokens: dict[str, Record] = {}
@@ -131,19 +123,25 @@ class OpenEnvService:
 
     # -- records --------------------------------------------------------------------------
 
-    def open(self, env_id: str, kind: Kind, client: str = "") -> Record:
-        """A new record for ``env_id`` (HTTP and MCP records get a token, and count against
-        ``client``'s share of HTTP sessions).
+    def open(self, env_id: str, kind: Kind, peer: str = "", *, transient: bool = False) -> Record:
+        """A new record for ``env_id`` (HTTP and MCP records get a token); ``peer`` is the
+        client's address, whose share of HTTP sessions a lasting HTTP or MCP record counts
+        against. A ``transient`` record serves one request and is not held to the
+        env's own session limit.
+
+        When the env holds as many sessions as it may, the least recently used idle HTTP
+        session of that env is closed to make room: an HTTP session outlives its requests,
+        and would otherwise keep a slot that openenv-core's stateless HTTP never holds.
 
         Raises:
-            CapacityError: too many HTTP sessions, in all or from ``client``.
+            CapacityError: too many HTTP sessions, in all or from ``peer``.
             UnknownEnvError, CapacityError, EnvwireError: as the session table raises.
         """
-        counted = kind != "ws"
+        counted = kind != "ws" and not transient
         if counted:
-            self.http_sessions.acquire(client)
+            self.http_sessions.acquire(peer)
         try:
-            session = self.table.open(env_id)
+            session = self._open_session(env_id, peer, transient)
             try:
                 binding = self._binding_from(session)
             except BaseException:
@@ -151,9 +149,10 @@ class OpenEnvService:
                 raise
         except BaseException:
             if counted:
-                self.http_sessions.release(client)
+                self.http_sessions.release(peer)
             raise
-        record = Record(session, binding, kind, client)
+        record = Record(session, binding, kind, peer)
+        record.counted = counted
         record.closer = self.close
         with self._lock:
             self._records.add(record)
@@ -161,6 +160,32 @@ class OpenEnvService:
                 record.token = secrets.token_urlsafe(24)
                 self._tokens[record.token] = record
         return record
+
+    def _open_session(self, env_id: str, peer: str, transient: bool) -> Session:
+        limit = None if self.compat.many_sessions else 1
+        for attempt in range(2):
+            try:
+                return self.table.open(
+                    env_id, limit=limit, transient=transient, front_end=FRONT_END, peer=peer
+                )
+            except EnvCapacityError:
+                if attempt or not self._evict_http(env_id):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _evict_http(self, env_id: str) -> bool:
+        """Close the least recently used idle HTTP session of ``env_id``; False if none."""
+        idle = [
+            r
+            for r in self.records()
+            if r.kind == "http" and r.env_id == env_id and not r.lock.locked()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda r: r.last_used)
+        log.info("closing the idle HTTP session of %s to make room for a new one", env_id)
+        self.close(oldest)
+        return True
 
     def find(self, token: str) -> Record | None:
         """The live record with this token, if any."""
@@ -176,7 +201,7 @@ class OpenEnvService:
             self._records.discard(record)
             if record.token is not None:
                 self._tokens.pop(record.token, None)
-        if record.kind != "ws":
+        if record.counted:
             self.http_sessions.release(record.client)
         record.closed = True
         record.on_hang = None
@@ -222,7 +247,7 @@ class OpenEnvService:
         if binding is not None:
             return binding
         self.catalog.lookup(env_id)
-        session = self.table.open(env_id)
+        session = self.table.open(env_id, front_end=FRONT_END, transient=True)
         try:
             return self._binding_from(session)
         finally:
@@ -263,16 +288,20 @@ class OpenEnvService:
         prefix: tuple[str, ...] = (),
         *,
         on_hang: Hang = None,
+        validate: bool = True,
+        http: bool = False,
     ) -> str:
-        """Start an episode; ``data`` holds seed, episode_id and env keywords. Returns the
-        observation payload as JSON text."""
-        request, episode_id = record.binding.reset(reset_arguments(data, prefix))
+        """Start an episode; ``data`` holds seed, episode_id and env keywords (checked unless
+        not ``validate``: openenv-core passes WebSocket reset data to the env as it comes).
+        Returns the observation payload as JSON text."""
+        args = reset_arguments(data, prefix) if validate else ResetRequest.model_construct(**data)
+        request, episode_id = record.binding.reset(args)
 
         def work() -> str:
             reply = record.session.handle(request)
             assert isinstance(reply, m.ResetReply)
             record.episode_id = episode_id
-            return record.binding.result(reply)
+            return record.binding.result(reply, http)
 
         return self._call(record, work, on_hang)
 
@@ -283,14 +312,22 @@ class OpenEnvService:
         prefix: tuple[str, ...] = (),
         *,
         on_hang: Hang = None,
+        kwargs: dict[str, Any] | None = None,
+        http: bool = False,
     ) -> str:
-        """Take a step with the action ``data`` describes; the payload as JSON text."""
-        action = record.binding.action(data, prefix)
+        """Take a step with the action ``data`` describes (``kwargs``: the HTTP body's other
+        keys); the payload as JSON text. An envwire typed env with tools also takes
+        openenv-core's MCP actions (:func:`.mcp.tool_step`)."""
+        if isinstance(data, dict) and "type" in data and not record.binding.native:
+            answered = mcp.tool_step(self, record, data)
+            if answered is not None:
+                return answered
+        action = record.binding.step_call(record.binding.action(data, prefix), kwargs or {})
 
         def work() -> str:
             reply = record.session.handle(m.Step(action))
             assert isinstance(reply, m.StepReply)
-            return record.binding.result(reply)
+            return record.binding.result(reply, http)
 
         return self._call(record, work, on_hang)
 
@@ -298,6 +335,8 @@ class OpenEnvService:
         """The episode's state: a typed env's own, else episode id and step count."""
 
         def work() -> dict[str, Any]:
+            if record.binding.native:  # the env's own state, as JSON data
+                return _extension(record.session, "state")  # type: ignore[no-any-return]
             if record.binding.kind == "typed":
                 state = _extension(record.session, "state")
                 return jsonable(state.model_dump(mode="json"))  # type: ignore[no-any-return]
@@ -319,101 +358,16 @@ class OpenEnvService:
     # -- MCP ------------------------------------------------------------------------------
 
     def mcp(
-        self, request: RpcRequest, env_id: str, record: Record | None = None, client: str = ""
+        self, request: RpcRequest, env_id: str, record: Record | None = None, peer: str = ""
     ) -> dict[str, Any]:
-        """Answer one JSON-RPC request (``tools/list``, ``tools/call``, OpenEnv's session
-        methods, ``initialize``, ``ping``). ``record`` is the caller's own session, if any;
-        sessions it opens count against ``client``."""
-        rid = request.id
-        params = request.params
-        try:
-            match request.method:
-                case "initialize":
-                    version = params.get("protocolVersion", "2025-06-18")
-                    return rpc_result(
-                        rid,
-                        {
-                            "protocolVersion": version,
-                            "capabilities": {"tools": {"listChanged": False}},
-                            "serverInfo": {"name": "envwire", "version": __version__},
-                        },
-                    )
-                case "ping":
-                    return rpc_result(rid, {})
-                case "tools/list":
-                    return rpc_result(rid, {"tools": self.binding(env_id).tools()})
-                case "tools/call":
-                    return self._call_tool(request, env_id, record, client)
-                case "openenv/session/create":
-                    if record is not None:
-                        return rpc_result(rid, {"session_id": record.token or record.session.id})
-                    created = self.open(env_id, "mcp", client)
-                    return rpc_result(rid, {"session_id": created.token})
-                case "openenv/session/close":
-                    token = params.get("session_id")
-                    if not isinstance(token, str) or not token:
-                        return rpc_error(
-                            rid, RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required"
-                        )
-                    target = self.find(token)
-                    if target is None:
-                        return rpc_error(
-                            rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {clip(token)}"
-                        )
-                    self.close(target)
-                    return rpc_result(rid, {"session_id": token, "closed": True})
-            return rpc_error(rid, RpcCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
-        except CapacityError as exc:
-            data = {"active_sessions": len(self.table), "max_sessions": self.table.capacity}
-            return rpc_error(rid, RpcCode.SERVER_ERROR, str(exc), data)
-        except UnknownEnvError as exc:
-            return rpc_error(rid, RpcCode.SERVER_ERROR, str(exc), {"env_id": env_id})
-        except InvalidArgumentError as exc:
-            return rpc_error(rid, RpcCode.INVALID_PARAMS, str(exc))
-        except EnvwireError as exc:
-            return rpc_error(rid, RpcCode.INTERNAL_ERROR, str(exc), {"code": exc.code})
+        """Answer one JSON-RPC request (see :mod:`envwire.server.openenv.mcp`); sessions it
+        opens count against ``peer``."""
+        return mcp.answer(self, request, env_id, record, peer)
 
-    def _call_tool(
-        self, request: RpcRequest, env_id: str, record: Record | None, client: str
-    ) -> dict[str, Any]:
-        rid, params = request.id, request.params
-        name, arguments = params.get("name"), params.get("arguments", {})
-        if not isinstance(name, str) or not name:
-            return rpc_error(rid, RpcCode.INVALID_PARAMS, "Missing 'name' in params")
-        if not isinstance(arguments, dict):
-            return rpc_error(rid, RpcCode.INVALID_PARAMS, "'arguments' must be an object")
-        token = params.get("session_id")
-        temporary = False
-        if isinstance(token, str) and token:
-            record = self.find(token)
-            if record is None:
-                return rpc_error(rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {clip(token)}")
-        if record is None:
-            binding = self.binding(env_id)
-            if not any(t["name"] == name for t in binding.tools()):
-                known = ", ".join(t["name"] for t in binding.tools()) or "none"
-                return rpc_error(
-                    rid, RpcCode.INVALID_PARAMS, f"Tool not found: {clip(name)} (tools: {known})"
-                )
-            record, temporary = self.open(env_id, "mcp", client), True
-        target = record
-        try:
-            value = self._call(
-                target, lambda: _extension(target.session, "call_tool", name, arguments)
-            )
-        finally:
-            if temporary:
-                self.close(target)
-        value = jsonable(value, self.arrays)
-        text = value if isinstance(value, str) else dumps(value)
-        result: dict[str, Any] = {
-            "content": [{"type": "text", "text": text}],
-            "isError": False,
-            "data": value,
-        }
-        if isinstance(value, dict):
-            result["structuredContent"] = value
-        return rpc_result(rid, result)
+    def extension(self, record: Record, name: str, *args: Any) -> Any:
+        """An out-of-band operation (``state``, ``call_tool``, ``mcp``) on the record's env,
+        under the record's lock."""
+        return self._call(record, lambda: _extension(record.session, name, *args))
 
     # -- reaping --------------------------------------------------------------------------
 
