@@ -25,8 +25,9 @@ class RayOptions:
     """The resources each of an env's actors asks for, and how a session's actors are placed.
 
     Attributes:
-        num_cpus: CPUs each actor holds while it lives. None keeps Ray's default for actors
-            (one CPU to be placed, none held afterwards, so many actors share a node).
+        num_cpus: CPUs each actor holds while it lives. None keeps Ray's default for actors:
+            one that asks for nothing else needs a free CPU to be placed and holds none
+            afterwards (so many share a node); one that asks for other resources holds a CPU.
         num_gpus: GPUs (or fractions of one) each actor holds.
         memory: bytes of memory each actor reserves (a scheduling hint; Ray does not cap it).
         resources: custom resources each actor needs, such as ``{"godot": 1}``; only nodes
