@@ -1,56 +1,16 @@
-"""A real local Ray for the Ray runtime's tests, and a look at its actors through Ray's
-state API (which needs the dashboard process, so the tests start it)."""
+"""One local Ray (2 CPUs) per test module of the Ray runtime."""
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Iterator
 
 import pytest
 
-
-def start_local_ray(**kwargs: Any) -> str:
-    """``ray.init`` a fresh local instance (never another user's cluster); its GCS address."""
-    import ray
-
-    ray.init(address="local", include_dashboard=True, namespace="envwire", **kwargs)
-    return str(ray.get_runtime_context().gcs_address)
+from tests.ray_helpers import local_ray as start
 
 
 @pytest.fixture(scope="module")
 def local_ray() -> Iterator[str]:
-    """One local Ray with 2 CPUs for the whole test module; shut down even if tests fail."""
-    address = start_local_ray(num_cpus=2)
-    try:
+    """The GCS address of a local Ray shared by the module's tests."""
+    with start() as address:
         yield address
-    finally:
-        import ray
-
-        ray.shutdown()
-
-
-def env_actors(address: str, state: str = "ALIVE") -> list[Any]:
-    """The envwire env actors of the cluster in ``state``, from Ray's state API."""
-    from ray.util.state import list_actors
-
-    return list_actors(
-        address=address,
-        filters=[("class_name", "=", "EnvActor"), ("state", "=", state)],
-        raise_on_missing_output=False,
-    )
-
-
-def eventually(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
-    """Poll ``predicate`` until it holds or ``timeout`` seconds pass; its last value."""
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.1)
-    return True
-
-
-def no_env_actors(address: str, timeout: float = 15.0) -> bool:
-    """Whether every env actor of the cluster is gone (within ``timeout``)."""
-    return eventually(lambda: not env_actors(address), timeout)

@@ -22,7 +22,7 @@ from envwire.registry import EnvSpec
 from envwire.runtime.ray import RayRuntime
 from envwire.runtime.ray.worker import RayGroup, RayWorker
 from envwire.session import Session, State
-from tests.runtime.ray.conftest import env_actors, no_env_actors
+from tests.ray_helpers import env_actors, no_env_actors
 
 TUPLE = "envwire.testing.envs:TupleEnv"
 ENVS = "envwire.testing.envs"
@@ -103,10 +103,16 @@ def test_a_hang_is_a_timeout_and_kills_the_actor(runtime: RayRuntime, local_ray:
 def test_an_actor_the_cluster_cannot_place_is_capacity_reached(local_ray: str) -> None:
     impatient = RayRuntime(place_timeout=1.0)
     godot = spec(TUPLE, ray={"resources": {"godot": 1}})
-    with pytest.raises(CapacityError, match=r"did not place the env's actor within 1 s \(it needs"):
+    with pytest.raises(
+        CapacityError,
+        match=r"no capacity for the env: it did not place the env's actor within 1 s \(it needs",
+    ):
         impatient.make_worker(godot)
     group = spec(TUPLE, ray={"num_cpus": 2, "strategy": "PACK"})
-    with pytest.raises(CapacityError, match=r"did not place 2 actors \(PACK, each CPU=2\)"):
+    with pytest.raises(
+        CapacityError,
+        match=r"no capacity for the session: it did not place 2 actors \(PACK, each CPU=2\)",
+    ):
         impatient.make_worker(group, 4, "NextStep", 2)
     assert no_env_actors(local_ray)
 

@@ -11,16 +11,26 @@ from __future__ import annotations
 
 import importlib
 import os
+import socket
 import threading
 from typing import Any
 
 from envwire.errors import ConfigError
 from envwire.registry import EnvSpec
 
-__all__ = ["DEFAULT_PLACE_TIMEOUT", "EXTRA_HINT", "RayRuntime", "require_ray"]
+__all__ = [
+    "CONNECT_TIMEOUT",
+    "DEFAULT_PLACE_TIMEOUT",
+    "EXTRA_HINT",
+    "RayRuntime",
+    "require_ray",
+]
 
 #: Seconds a session waits for the cluster to place its actors before CAPACITY_REACHED.
 DEFAULT_PLACE_TIMEOUT = 30.0
+
+#: Seconds to wait for a cluster's head to accept a connection (Ray itself would wait minutes).
+CONNECT_TIMEOUT = 5.0
 
 #: How to get Ray, for error messages.
 EXTRA_HINT = "pip install 'envwire[ray]'"
@@ -78,6 +88,7 @@ class RayRuntime:
         ray = require_ray()
         with _CONNECT_LOCK:
             if not ray.is_initialized():
+                _check_reachable(self.target)
                 try:
                     ray.init(address=self.target, namespace="envwire")
                 except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError
@@ -126,3 +137,23 @@ class RayRuntime:
             release(started, graceful=False)
             unreserve(group)
             raise
+
+
+def _check_reachable(target: str) -> None:
+    """Fail fast when a ``host:port`` head does not accept connections: ``ray.init`` retries an
+    unreachable address for minutes. Other targets (``local``, ``auto``, ``ray://...``) are
+    left to Ray.
+
+    Raises:
+        ConfigError: nothing accepts connections at ``target`` within :data:`CONNECT_TIMEOUT`.
+    """
+    host, sep, port = target.rpartition(":")
+    if not sep or "://" in target or not port.isdigit():
+        return
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT).close()
+    except OSError as exc:
+        raise ConfigError(
+            f"cannot connect to the Ray cluster at {target}: {exc} (is `ray start --head` "
+            "running there?)"
+        ) from None

@@ -213,8 +213,9 @@ class RayWorker:
 
     def _not_placed(self, timeout: float, method: str) -> EnvwireError:
         return CapacityError(
-            f"{self.spec.id}: the Ray cluster did not place the env's actor within "
-            f"{timeout:g} s (it needs {self.options.describe()}; free now: {_free_resources()})"
+            f"{self.spec.id}: the Ray cluster has no capacity for the env: it did not place the "
+            f"env's actor within {timeout:g} s (it needs {self.options.describe()}; free now: "
+            f"{_free_resources()})"
         )
 
     def close(self, graceful: bool = True) -> None:
@@ -265,7 +266,7 @@ def _free_resources() -> str:
     with contextlib.suppress(Exception):
         free = _available()
         shown = {k: v for k, v in free.items() if not k.startswith(("node:", "object_store"))}
-        return ", ".join(f"{k}={v:g}" for k, v in sorted(shown.items())) or "nothing"
+        return ", ".join(f"{k}={v:.15g}" for k, v in sorted(shown.items())) or "nothing"
     return "unknown"
 
 
@@ -284,8 +285,9 @@ def reserve(spec: EnvSpec, options: RayOptions, count: int, timeout: float) -> P
     except GetTimeoutError:
         unreserve(group)
         raise CapacityError(
-            f"{spec.id}: the Ray cluster did not place {count} actors ({options.strategy}, "
-            f"each {options.describe()}) within {timeout:g} s (free now: {_free_resources()})"
+            f"{spec.id}: the Ray cluster has no capacity for the session: it did not place "
+            f"{count} actors ({options.strategy}, each {options.describe()}) within "
+            f"{timeout:g} s (free now: {_free_resources()})"
         ) from None
     return group
 
