@@ -263,12 +263,27 @@ class ProcessWorker:
         self._kill()
 
 
-def make_worker(spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1) -> Any:
+def make_worker(
+    spec: EnvSpec,
+    num_envs: int = 1,
+    mode: str | None = None,
+    workers: int = 1,
+    *,
+    ray: Any = None,
+) -> Any:
     """The worker ``spec.resolved_isolation`` asks for.
 
     With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with
-    ``workers`` > 1 they are split over that many worker processes stepped concurrently.
+    ``workers`` > 1 they are split over that many workers stepped concurrently. Envs with
+    ``ray`` isolation go to ``ray`` (a ``RayRuntime``; None: one on ``RAY_ADDRESS`` or a
+    local Ray).
     """
+    if spec.resolved_isolation == "ray":
+        if ray is None:
+            from envwire.runtime.ray import RayRuntime
+
+            ray = RayRuntime()
+        return ray.make_worker(spec, num_envs, mode, workers)
     if mode is not None and workers > 1 and num_envs > 1:
         from envwire.runtime.vector import VectorGroup, split_sizes
 
