@@ -137,6 +137,19 @@ def test_a_vector_group_equals_one_sync_vector_env(runtime: RayRuntime, local_ra
     assert no_env_actors(local_ray)
 
 
+def test_a_vector_session_has_at_most_one_actor_per_cluster_cpu(
+    runtime: RayRuntime, local_ray: str
+) -> None:
+    cartpole = EnvSpec("CartPole-v1", "gym:CartPole-v1", isolation="ray")
+    group = runtime.make_worker(cartpole, 6, "NextStep", 5)
+    try:
+        assert runtime.max_workers() == 2
+        assert isinstance(group, RayGroup) and group.sizes == [3, 3]
+        assert len(env_actors(local_ray)) == 2
+    finally:
+        group.close()
+
+
 def test_large_batches_are_read_in_place_from_the_object_store(runtime: RayRuntime) -> None:
     frames = spec(f"{ENVS}:FramesEnv")
     worker = runtime.make_worker(frames, 8, "NextStep", 1)  # 8 x 84x84x4 bytes: 225 kB

@@ -97,12 +97,19 @@ class RayRuntime:
                     ) from exc
             return str(ray.get_runtime_context().gcs_address)
 
+    def max_workers(self) -> int:
+        """The most actors one vector session may have: the cluster's CPUs (at least 1), so that
+        a client cannot ask one server for more actors than the cluster could run."""
+        ray = require_ray()
+        return max(1, int(ray.cluster_resources().get("CPU", 1)))
+
     def make_worker(
         self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
     ) -> Any:
         """Ray worker(s) for one session: one actor for one env, or with an autoreset ``mode``
-        ``num_envs`` copies split over ``workers`` actors (a ``RayGroup``), placed together by
-        a placement group when the env's ``[env.ray]`` names a strategy.
+        ``num_envs`` copies split over ``workers`` actors (a ``RayGroup``; at most
+        :meth:`max_workers`), placed together by a placement group when the env's
+        ``[env.ray]`` names a strategy.
 
         Raises:
             CapacityError: the cluster did not place the actors within ``place_timeout``.
@@ -115,7 +122,7 @@ class RayRuntime:
         from envwire.runtime.vector import split_sizes
 
         options = RayOptions.from_table(spec.id, spec.ray)
-        sizes = split_sizes(num_envs, workers) if mode is not None else [1]
+        sizes = split_sizes(num_envs, min(workers, self.max_workers())) if mode else [1]
         if len(sizes) == 1:
             return RayWorker(spec, num_envs, mode, options=options).start(self.place_timeout)
         group = reserve(spec, options, len(sizes), self.place_timeout) if options.strategy else None
