@@ -3,7 +3,8 @@
 A :class:`RayWorker` is a worker (``call``/``close``, and ``send``/``finish`` to fan out) whose
 host (an ``EnvHost`` or a ``VectorHost``, exactly as in a worker process) lives in an
 :class:`EnvActor`. Each call is one actor call; results come back through Ray's object store,
-where arrays of any size are read in place (zero-copy) rather than copied through a pipe.
+where large arrays (over Ray's 100 KiB inline limit) are read in place, zero-copy, rather than
+copied through a pipe.
 
 Faults map onto the same errors as process workers:
 
@@ -19,6 +20,7 @@ workers, optionally placed together by a placement group (``PACK``, ``SPREAD``, 
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -76,8 +78,6 @@ class EnvActor:
         return self.host.call(method, args)
 
 
-_REMOTE_ACTOR: Any = None
-
 #: Makes the error for a call that timed out, from its timeout and method.
 _Late = Callable[[float, str], EnvwireError]
 
@@ -87,12 +87,10 @@ _nodes: Callable[[], list[dict[str, Any]]] = ray.nodes
 _available: Callable[[], dict[str, float]] = ray.available_resources
 
 
+@functools.cache
 def _actor_class() -> Any:
-    """:class:`EnvActor` as a Ray actor class (made once, on first use)."""
-    global _REMOTE_ACTOR  # noqa: PLW0603 - one remote class per process, built lazily
-    if _REMOTE_ACTOR is None:
-        _REMOTE_ACTOR = ray.remote(max_restarts=0, max_task_retries=0)(EnvActor)
-    return _REMOTE_ACTOR
+    """:class:`EnvActor` as a Ray actor class that is never restarted (made on first use)."""
+    return ray.remote(max_restarts=0, max_task_retries=0)(EnvActor)
 
 
 class RayWorker:
@@ -137,6 +135,7 @@ class RayWorker:
         Raises:
             CapacityError: the cluster did not place the actor within ``place_timeout``.
             EnvTimeoutError: making the env took longer than the spec's ``make_timeout``.
+            EnvCrashedError: the actor died while starting.
             EnvwireError: making the env failed (``ConfigError``, ``EnvError``, ...).
         """
         try:
@@ -181,7 +180,7 @@ class RayWorker:
         ref: Any,
         timeout: float,
         method: str,
-        late: Callable[[float, str], EnvwireError] | None = None,
+        late: _Late | None = None,
     ) -> Any:
         try:
             return ray.get(ref, timeout=timeout)
