@@ -22,9 +22,9 @@ import requests
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
-from envwire.bench import Result, machine, print_table
 from envwire.envs.nim import strong_move
 from envwire.testing import ServerProcess
+from harness import Result, machine, print_table
 
 PARALLEL = 64
 

@@ -11,17 +11,10 @@ from __future__ import annotations
 import argparse
 
 import envwire
-from envwire.bench import (
-    EchoServer,
-    Result,
-    Settings,
-    bench_gym_socket,
-    machine,
-    print_table,
-    rate,
-)
 from envwire.protocols.gymsocket import Flags
 from envwire.testing import ServerProcess
+from harness import EchoServer, Result, Settings, machine, print_table, rate
+from suite import bench_gym_socket
 
 
 def seed_flags_rate(url: str, seconds: float) -> float:

@@ -15,8 +15,8 @@ from typing import Any
 import gymnasium
 import numpy as np
 
-from envwire.bench import Result, Settings, machine, print_table, rate
 from envwire.testing import ServerProcess
+from harness import Result, Settings, machine, print_table, rate
 
 SIZES = (8, 64)
 

@@ -3,7 +3,8 @@
 Every Gymnasium space type appears, with varied dtypes, shapes and bounds (infinite, half-open,
 integer, uint8 images, scalar and empty boxes), starts, multi-dimensional counts, nesting, custom
 charsets, stacked and unstacked sequences, graphs with and without edges, and OneOf. Every space
-is seeded, so ``space.sample()`` is reproducible. Import ``SPACES`` (name, space) or ``IDS``.
+is seeded, so ``space.sample()`` is reproducible. Import ``SPACES`` (name, space) or ``IDS``, and
+:func:`assert_same` to compare a sample with its round trip, bit for bit.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["IDS", "SPACES"]
+__all__ = ["IDS", "SPACES", "assert_same"]
 
 _INF = np.inf
 
@@ -112,3 +113,21 @@ SPACES: list[tuple[str, spaces.Space[Any]]] = [
 ]
 
 IDS: list[str] = [name for name, _ in SPACES]
+
+
+def assert_same(a: Any, b: Any, where: str = "sample") -> None:
+    """Same Python/numpy types, dtypes, shapes and bit-exact values, recursively."""
+    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, np.ndarray | np.generic):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
+        assert a.tobytes() == b.tobytes(), f"{where}: {a!r} != {b!r}"
+    elif isinstance(a, tuple):  # GraphInstance too
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            assert_same(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for key in a:
+            assert_same(a[key], b[key], f"{where}[{key!r}]")
+    else:
+        assert a == b, where

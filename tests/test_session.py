@@ -19,11 +19,12 @@ from envwire.errors import (
     UnsupportedError,
 )
 from envwire.registry import EnvSpec, parse_env_arg
+from envwire.runtime import make_worker
 from envwire.session import ALLOWED, Session, State, confine
 
 
 def session(arg: str = "CartPole-v1", **kwargs: Any) -> Session:
-    return Session(parse_env_arg(arg), **kwargs)
+    return Session(parse_env_arg(arg), worker_factory=make_worker, **kwargs)
 
 
 def test_every_state_has_a_row_in_the_table() -> None:
@@ -57,7 +58,10 @@ def test_episode_bookkeeping_and_termination() -> None:
 
 
 def test_truncation_is_not_termination() -> None:
-    s = Session(EnvSpec("short", "envwire.envs.catch:CatchEnv", max_episode_steps=3))
+    s = Session(
+        EnvSpec("short", "envwire.envs.catch:CatchEnv", max_episode_steps=3),
+        worker_factory=make_worker,
+    )
     s.handle(m.Reset(seed=0))
     replies = [s.handle(m.Step(1)) for _ in range(3)]
     assert replies[-1].truncated and not replies[-1].terminated
@@ -111,7 +115,8 @@ def test_env_exception_ends_the_episode_but_not_the_session() -> None:
 
 def test_crashed_worker_breaks_the_session_until_reset() -> None:
     s = Session(
-        EnvSpec("c", "envwire.testing.envs:CrashEnv", {"crash_at": 1, "how": "exit"}, "process")
+        EnvSpec("c", "envwire.testing.envs:CrashEnv", {"crash_at": 1, "how": "exit"}, "process"),
+        worker_factory=make_worker,
     )
     s.handle(m.Reset(seed=0))
     with pytest.raises(EnvCrashedError, match="exited with code 3"):
@@ -126,7 +131,8 @@ def test_crashed_worker_breaks_the_session_until_reset() -> None:
 
 def test_hung_worker_is_killed_after_its_timeout() -> None:
     s = Session(
-        EnvSpec("h", "envwire.testing.envs:HangEnv", {"hang_at": 1}, "process", step_timeout=0.5)
+        EnvSpec("h", "envwire.testing.envs:HangEnv", {"hang_at": 1}, "process", step_timeout=0.5),
+        worker_factory=make_worker,
     )
     s.handle(m.Reset(seed=0))
     with pytest.raises(EnvTimeoutError, match=r"within 0\.5 s"):
@@ -137,7 +143,7 @@ def test_hung_worker_is_killed_after_its_timeout() -> None:
 
 
 def test_session_without_env_allows_only_upload_and_close() -> None:
-    s = Session(None)
+    s = Session(None, worker_factory=make_worker)
     assert s.state is State.NO_ENV and s.env_id == ""
     with pytest.raises(StateError, match="named no env"):
         s.handle(m.Reset())

@@ -4,16 +4,23 @@ from __future__ import annotations
 
 import argparse
 import logging
+import re
 import sys
 import tomllib
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envwire import __version__
 from envwire.arena import cli as arena_cli
-from envwire.errors import EnvwireError
+from envwire.errors import ConfigError, EnvwireError
+from envwire.godot.bridge import main as bridge_main
+from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
+from envwire.runtime.host import EnvHost
 from envwire.runtime.ray.cluster import DEFAULT_PLACE_TIMEOUT
+from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
 
 __all__ = ["build_catalog", "main"]
 
@@ -28,6 +35,21 @@ def _port(text: str) -> int | None:
     if not 0 <= port <= 65535:
         raise argparse.ArgumentTypeError(f"port {port} is outside 0..65535")
     return port
+
+
+def _seconds(text: str) -> float:
+    """A positive number of seconds: every wait has a bound, so 0 is refused, not ignored."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected seconds, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, got {text!r}")
+    return value
+
+
+_LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +69,7 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
         "a worker process for the rest; ray = a Ray actor per session)",
     )
     parser.add_argument(
-        "--step-timeout", type=float, help="seconds a reset/step may take (default 30)"
+        "--step-timeout", type=_seconds, help="seconds a reset/step may take (default 30)"
     )
 
 
@@ -62,14 +84,12 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
         try:
             specs.append(EnvSpec(**table))
         except TypeError as exc:
-            from envwire.errors import ConfigError
-
             raise ConfigError(f"bad [[env]] table {table!r}: {exc}") from exc
     catalog = Catalog(specs) if specs else default_catalog()
     changes: dict[str, Any] = {}
     if args.isolation:
         changes["isolation"] = args.isolation
-    if args.step_timeout:
+    if args.step_timeout is not None:
         changes["step_timeout"] = args.step_timeout
     return catalog.with_overrides(**changes) if changes else catalog
 
@@ -77,8 +97,6 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
 def _load_config(path: Path | None) -> dict[str, Any]:
     if path is None:
         return {}
-    from envwire.errors import ConfigError
-
     try:
         return tomllib.loads(path.read_text())
     except (OSError, tomllib.TOMLDecodeError) as exc:
@@ -104,9 +122,21 @@ def _http_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
-def _serve(args: argparse.Namespace) -> int:
-    from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
+def _monitor_layout(args: argparse.Namespace, settings: dict[str, Any]) -> str:
+    """--monitor-layout, else the config's monitor_layout (or its old legacy_monitor_reply).
 
+    Raises:
+        ConfigError: a value that is not a layout.
+    """
+    layout = args.monitor_layout or settings.get("monitor_layout")
+    if layout is None:
+        layout = "video" if settings.get("legacy_monitor_reply") else "auto"
+    if layout not in MONITOR_LAYOUTS:
+        raise ConfigError(f"monitor_layout must be one of {list(MONITOR_LAYOUTS)}, not {layout!r}")
+    return str(layout)
+
+
+def _serve(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     catalog = build_catalog(args, config)
     settings = dict(config.get("server", {}))
@@ -121,8 +151,7 @@ def _serve(args: argparse.Namespace) -> int:
         ports=ports,
         capacity=args.capacity if args.capacity is not None else settings.get("capacity"),
         monitor_root=args.monitor_root or settings.get("monitor_root", "envwire-monitor"),
-        legacy_monitor_reply=args.legacy_monitor_reply
-        or settings.get("legacy_monitor_reply", False),
+        monitor_layout=_monitor_layout(args, settings),
         idle_timeout=args.idle_timeout
         if args.idle_timeout is not None
         else settings.get("idle_timeout", 3600.0),
@@ -144,29 +173,39 @@ def _serve(args: argparse.Namespace) -> int:
 
 
 def _list(args: argparse.Namespace) -> int:
-    from envwire.runtime.host import EnvHost
-
     catalog = build_catalog(args, _load_config(args.config))
     for env_id, spec in catalog.items():
-        try:
-            host = EnvHost(spec)
-            action_space, observation_space = host.spaces()
-            host.close()
-            print(f"{env_id}  [{spec.resolved_isolation}]")
-            print(f"    action:      {action_space}")
-            print(f"    observation: {observation_space}")
-        except EnvwireError as exc:
-            print(f"{env_id}  [cannot be made: {exc}]")
+        # Making an env may warn (Gymnasium's coloured "out of date" for CartPole-v0): the
+        # warning belongs to that entry, as a plain note, not in the middle of the listing.
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                host = EnvHost(spec)
+                action_space, observation_space = host.spaces()
+                host.close()
+            except EnvwireError as exc:
+                print(f"{env_id}  [cannot be made: {exc}]")
+                continue
+        print(f"{env_id}  [{spec.resolved_isolation}]")
+        print(f"    action:      {action_space}")
+        print(f"    observation: {observation_space}")
+        for note in dict.fromkeys(_ANSI.sub("", str(w.message)) for w in caught):
+            print(f"    note:        {note.removeprefix('WARN: ')}")
     return 0
 
 
 def _parser() -> argparse.ArgumentParser:
-    from envwire.server.app import FRONT_ENDS
-
     parser = argparse.ArgumentParser(
         prog="envwire", description="Serve any environment to any agent."
     )
-    parser.add_argument("--log-level", default="WARNING", help="logging level (default WARNING)")
+    parser.add_argument(
+        "--log-level",
+        default="WARNING",
+        type=str.upper,
+        choices=_LOG_LEVELS,
+        help="logging level (default WARNING)",
+    )
+    parser.add_argument("--version", action="version", version=f"envwire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
 
     serve = commands.add_parser("serve", help="serve envs over every front end")
@@ -188,13 +227,21 @@ def _parser() -> argparse.ArgumentParser:
         help="directory under which Monitor requests write (default ./envwire-monitor)",
     )
     serve.add_argument(
+        "--monitor-layout",
+        choices=MONITOR_LAYOUTS,
+        help="how gym-socket reads Monitor packets of clients without the MONITOR_REPLY flag: "
+        "auto (default) tells the seed's layout from the Go client's by their bytes; seed or "
+        "video forces one (video: a video byte after force, answered with an error string)",
+    )
+    serve.add_argument(  # the old name, kept working
         "--legacy-monitor-reply",
-        action="store_true",
-        help="gym-socket clients with flags 0 send the Go client's Monitor layout (video byte, "
-        "string reply)",
+        dest="monitor_layout",
+        action="store_const",
+        const="video",
+        help="deprecated: --monitor-layout video",
     )
     serve.add_argument(
-        "--idle-timeout", type=float, help="seconds a silent connection is kept (default 3600)"
+        "--idle-timeout", type=_seconds, help="seconds a silent connection is kept (default 3600)"
     )
     ray = serve.add_argument_group("Ray (envs with ray isolation)")
     ray.add_argument(
@@ -205,7 +252,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     ray.add_argument(
         "--place-timeout",
-        type=float,
+        type=_seconds,
         metavar="SECONDS",
         help="seconds a session waits for the cluster to place its actors before it gets "
         f"CAPACITY_REACHED (default {DEFAULT_PLACE_TIMEOUT:g})",
@@ -232,19 +279,12 @@ def _parser() -> argparse.ArgumentParser:
         add_help=False,
     )
 
-    from envwire import bench
-
-    benchmark = commands.add_parser("bench", help="run the speed suite against the baselines")
-    bench.add_arguments(benchmark)
-    benchmark.set_defaults(run=bench.run_from_args)
-
     arena_cli.add_parser(commands)
     return parser
 
 
 def _godot_bridge(argv: Sequence[str]) -> int:
     """``envwire godot-bridge``: serve a catalog env to a GymGodot-style Python side."""
-    from envwire.godot.bridge import main as bridge_main
 
     def factory(env_id: str, render_mode: str | None) -> Any:
         spec = parse_env_arg(env_id)
@@ -259,7 +299,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["godot-bridge"]:  # GymGodot's --key=value contract, parsed by the bridge
         return _godot_bridge(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(name)s %(message)s")
+    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
     try:
         return int(args.run(args))
     except EnvwireError as exc:

@@ -28,11 +28,18 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
+import gymnasium
+
+from envwire.adapters.connect import make
 from envwire.errors import ConfigError, TransportError
+from envwire.server.app import FRONT_ENDS
+
+if TYPE_CHECKING:
+    from envwire.client.openenv import TypedClient
 
 __all__ = ["Launched", "docker_available", "launch"]
 
@@ -67,7 +74,13 @@ class Launched:
         output: the server's output so far (local processes).
     """
 
-    def __init__(self, env: Any, url: str, stop: Any, output: list[str]) -> None:
+    def __init__(
+        self,
+        env: gymnasium.Env[Any, Any] | TypedClient,
+        url: str,
+        stop: Callable[[], None],
+        output: list[str],
+    ) -> None:
         self.env = env
         self.url = url
         self.output = output
@@ -87,7 +100,7 @@ class Launched:
         finally:
             self._stop()
 
-    def __enter__(self) -> Any:
+    def __enter__(self) -> gymnasium.Env[Any, Any] | TypedClient:
         return self.env
 
     def __exit__(self, *exc: object) -> None:
@@ -148,9 +161,7 @@ def launch(
     )
 
 
-def _connect(url: str, connect_kwargs: dict[str, Any]) -> Any:
-    from envwire.client import make
-
+def _connect(url: str, connect_kwargs: dict[str, Any]) -> gymnasium.Env[Any, Any] | TypedClient:
     return make(url, **connect_kwargs)
 
 
@@ -164,8 +175,6 @@ def _launch_local(
     start_timeout: float,
     connect_kwargs: dict[str, Any],
 ) -> Launched:
-    from envwire.server.app import FRONT_ENDS
-
     command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, "--http", "0"]
     for spec in FRONT_ENDS:
         if spec.name != "http":

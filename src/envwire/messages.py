@@ -12,7 +12,13 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+from gymnasium.vector import AutoresetMode
+
+from envwire.errors import InvalidArgumentError
+
 __all__ = [
+    "AUTORESET_MODES",
+    "AutoresetMode",
     "Close",
     "GetSpace",
     "Monitor",
@@ -32,6 +38,7 @@ __all__ = [
     "StepReply",
     "Upload",
     "VectorStepReply",
+    "autoreset_mode",
 ]
 
 
@@ -183,3 +190,26 @@ Reply = (
     | MonitorReply
     | Ok
 )
+
+
+#: Accepted spellings of Gymnasium's autoreset modes (a vector session's option).
+AUTORESET_MODES = {mode.value: mode for mode in AutoresetMode} | {
+    "next_step": AutoresetMode.NEXT_STEP,
+    "same_step": AutoresetMode.SAME_STEP,
+    "disabled": AutoresetMode.DISABLED,
+}
+
+
+def autoreset_mode(name: str | AutoresetMode) -> AutoresetMode:
+    """The mode a name denotes ('NextStep' or 'next_step', ...).
+
+    Raises:
+        InvalidArgumentError: not a mode.
+    """
+    if isinstance(name, AutoresetMode):
+        return name
+    try:
+        return AUTORESET_MODES[name]
+    except (KeyError, TypeError):
+        known = ", ".join(mode.value for mode in AutoresetMode)
+        raise InvalidArgumentError(f"autoreset mode {name!r} is not one of {known}") from None

@@ -21,6 +21,7 @@ from typing import Any, Literal
 import gymnasium
 
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError
+from envwire.typed.gym import as_gymnasium, is_typed_env
 
 __all__ = [
     "DEFAULT_IDS",
@@ -92,6 +93,15 @@ class EnvSpec:
     make_timeout: float = 120.0
     client_kwargs: tuple[str, ...] = ()
     ray: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Every wait has a bound: a zero or negative timeout would fail every call at once.
+        for name in ("step_timeout", "make_timeout"):
+            value = getattr(self, name)
+            if not (isinstance(value, int | float) and 0 < value < float("inf")):
+                raise ConfigError(
+                    f"{self.id}: {name} must be a positive number of seconds, got {value!r}"
+                )
 
     def with_client_kwargs(self, kwargs: Mapping[str, Any]) -> EnvSpec:
         """This spec with constructor arguments a client asked for.
@@ -183,8 +193,6 @@ class EnvSpec:
         if isinstance(made, gymnasium.Env):
             env: gymnasium.Env[Any, Any] = made
         else:
-            from envwire.typed.gym import as_gymnasium, is_typed_env
-
             if not is_typed_env(made):
                 raise ConfigError(
                     f"{self.id}: entry point {self.entry_point} returned "

@@ -17,9 +17,10 @@ import time
 import uuid
 from collections.abc import Callable
 from enum import Enum
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
+from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire import spacecodec
@@ -33,7 +34,31 @@ from envwire.errors import (
 )
 from envwire.registry import EnvSpec
 
-__all__ = ["ALLOWED", "Session", "State", "confine"]
+__all__ = ["ALLOWED", "Session", "State", "Worker", "WorkerFactory", "confine"]
+
+
+class Worker(Protocol):
+    """What a session needs from wherever its env lives (``envwire.runtime`` has the workers)."""
+
+    #: Called (from another thread) when an env call hangs past its timeout.
+    on_hang: Callable[[EnvTimeoutError], None] | None
+
+    def call(self, method: str, *args: Any, timeout: float) -> Any:
+        """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error."""
+        ...
+
+    def close(self) -> None:
+        """Free the env (and the process, if any). Never raises."""
+        ...
+
+
+class WorkerFactory(Protocol):
+    """Makes the worker of a session: ``num_envs`` copies of ``spec``; with an autoreset
+    ``mode``, as a vector env, split over up to ``workers`` worker processes."""
+
+    def __call__(
+        self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
+    ) -> Worker: ...
 
 
 class State(Enum):
@@ -89,7 +114,8 @@ class Session:
             copies, Gymnasium's autoreset mode ('NextStep', 'SameStep' or 'Disabled'). A vector
             session's Step takes a batch of actions and answers a ``VectorStepReply``.
         workers: split a vector session's copies over this many worker processes.
-        worker_factory: makes the worker (``envwire.runtime.make_worker`` by default).
+        worker_factory: makes the worker, where the env lives (the server passes
+            ``envwire.runtime.make_worker``).
         monitor_root: where Monitor requests may write; None disables Monitor.
 
     Raises (from the constructor): whatever making the env raised (``ConfigError``,
@@ -100,16 +126,12 @@ class Session:
         self,
         spec: EnvSpec | None,
         *,
+        worker_factory: WorkerFactory,
         num_envs: int = 1,
         autoreset_mode: str | None = None,
         workers: int = 1,
-        worker_factory: Callable[..., Any] | None = None,
         monitor_root: str | None = None,
     ) -> None:
-        if worker_factory is None:
-            from envwire.runtime.workers import make_worker
-
-            worker_factory = make_worker
         self.id = uuid.uuid4().hex
         self.spec = spec
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
@@ -117,9 +139,7 @@ class Session:
                 f"num_envs must be 1, or >= 1 with an autoreset mode; got {num_envs}"
             )
         if autoreset_mode is not None:
-            from envwire.runtime.vector import autoreset_mode as parse_mode
-
-            autoreset_mode = parse_mode(autoreset_mode).value
+            autoreset_mode = m.autoreset_mode(autoreset_mode).value
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode
         self.workers = max(1, workers)
@@ -135,7 +155,7 @@ class Session:
         self.total_steps = 0
         self.last_seed: int | None = None
         self.monitor_directory: str | None = None
-        self.worker: Any = None
+        self.worker: Worker | None = None
         self.action_space: Any = None
         self.observation_space: Any = None
         if spec is None:
@@ -160,21 +180,16 @@ class Session:
 
     def _start_worker(self) -> None:
         assert self.spec is not None
-        if self.autoreset_mode is None:
-            self.worker = self._worker_factory(self.spec)
-        else:
-            self.worker = self._worker_factory(
-                self.spec, self.num_envs, self.autoreset_mode, self.workers
-            )
+        self.worker = self._worker_factory(
+            self.spec, self.num_envs, self.autoreset_mode, self.workers
+        )
         self.worker.on_hang = self._hung
         self.action_space, self.observation_space = self._call("spaces")
         if self.autoreset_mode is not None:
-            from gymnasium.vector.utils import batch_space
-
             self.batch_action_space = batch_space(self.action_space, self.num_envs)
 
     def _call(self, method: str, *args: Any) -> Any:
-        assert self.spec is not None
+        assert self.spec is not None and self.worker is not None
         try:
             return self.worker.call(method, *args, timeout=self.spec.step_timeout)
         except (EnvCrashedError, EnvTimeoutError):
@@ -241,6 +256,7 @@ class Session:
     def _reset(self, seed: Any, options: dict[str, Any] | None) -> m.ResetReply:
         self._check_seed(seed)
         if self.state is State.BROKEN:
+            assert self.worker is not None
             self.worker.close()
             self._start_worker()
             if self.monitor_directory is not None:

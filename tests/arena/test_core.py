@@ -19,6 +19,7 @@ from envwire.arena.admin import ArenaAdmin
 from envwire.arena.core import Arena
 from envwire.arena.store import Store
 from envwire.envs.nim import strong_move
+from envwire.runtime import make_worker
 
 EARLIER = "(the action may have been meant for an earlier request)"
 
@@ -75,7 +76,7 @@ def seeds() -> Iterator[int]:
 @pytest.fixture
 def arena(db: Path) -> Iterator[Arena]:
     counter = seeds()
-    arena = Arena(Store(db), seed=lambda: next(counter))
+    arena = Arena(Store(db), worker_factory=make_worker, seed=lambda: next(counter))
     yield arena
     arena.close()
 
@@ -274,22 +275,22 @@ def play_random_games(arena: Arena, name: str, requests: int) -> list[tuple[int,
 
 def test_replayed_runs_equal_live_runs(db: Path) -> None:
     counter = seeds()
-    live = Arena(Store(db), seed=lambda: next(counter))
+    live = Arena(Store(db), worker_factory=make_worker, seed=lambda: next(counter))
     expected = play_random_games(live, "x", 15)
     live.close()
     counter = seeds()  # the same seeds, but every step rebuilds its run from the database
-    tight = Arena(Store(db), live_runs=1, seed=lambda: next(counter))
+    tight = Arena(Store(db), worker_factory=make_worker, live_runs=1, seed=lambda: next(counter))
     assert play_random_games(tight, "y", 15) == expected
     tight.close()
 
 
 def test_a_restarted_arena_resumes_outstanding_runs(db: Path) -> None:
     counter = seeds()
-    first = Arena(Store(db), seed=lambda: next(counter))
+    first = Arena(Store(db), worker_factory=make_worker, seed=lambda: next(counter))
     a = agent(first, "rnim", "a")
     reply = a.act(answer(a.act()))
     first.close()
-    second = Arena(Store(db))
+    second = Arena(Store(db), worker_factory=make_worker)
     b = Agent(second, a.config)
     again = b.act()
     assert again["action_requests"] == reply["action_requests"]

@@ -10,7 +10,7 @@ from gymnasium import spaces
 
 from envwire.errors import ConfigError
 from envwire.godot import GodotGameSpec, make_godot_env
-from envwire.godot.catalog import space_from_description
+from envwire.godot.catalog import godot_game, space_from_description
 
 
 def test_descriptions_and_spaces() -> None:
@@ -50,3 +50,13 @@ def test_each_env_launches_its_own_game(fake_game_cmd: Callable[[str], list[str]
         for env in envs:
             env.close()
     assert [env.game_exit_code for env in envs] == [0, 0]
+
+
+def test_a_command_string_is_split_not_spelled_out() -> None:
+    # A TOML string once became a tuple of characters; now it is GodotEnv's string form.
+    with pytest.raises(ConfigError, match=r"uses '\|'.*exe_cmd=\["):
+        godot_game(
+            command="cd /project && godot3-server scene.tscn | tee log",
+            action_space={"type": "Discrete", "n": 2},
+            observation_space={"type": "Box", "low": 0, "high": 10, "shape": [1]},
+        )

@@ -7,9 +7,13 @@ game can misbehave, each of which must end in a clear error, never in a hang.
 from __future__ import annotations
 
 import json
+import shlex
+import shutil
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -32,6 +36,7 @@ from envwire.errors import (
     UnsupportedError,
 )
 from envwire.godot import GodotEnv
+from tests.godot.conftest import FAKE_GAME
 
 MakeEnv = Callable[..., GodotEnv]
 FakeCmd = Callable[[str], list[str]]
@@ -179,6 +184,38 @@ def test_a_command_that_cannot_start() -> None:
         GodotEnv(*COUNTER, ["/nonexistent/godot"])
 
 
+def test_gymgodot_shell_form_runs_in_the_project(make_env: MakeEnv, tmp_path: Path) -> None:
+    # GymGodot's users write exeCmd = "cd PROJECT && godot scene": the game runs in PROJECT.
+    project = tmp_path / "my project"
+    project.mkdir()
+    shutil.copy(FAKE_GAME, project / "game.py")
+    command = f"cd {shlex.quote(str(project))} && {shlex.quote(sys.executable)} game.py"
+    env = make_env(*COUNTER, command, connect_timeout=10.0, reply_timeout=10.0)
+    assert env._process is not None
+    assert env._process.command[:2] == [sys.executable, "game.py"]
+    obs, _ = env.reset()
+    assert obs.tolist() == [0.0]
+    assert env.step(1)[0].tolist() == [1.0]
+
+
+@pytest.mark.parametrize(
+    ("command", "why"),
+    [
+        ("cd /p && godot a.tscn > log.txt", "uses '>'"),
+        ("godot a.tscn; echo done", "uses ';'"),
+        ("cd /p && cd q && godot", "uses '&&'"),
+        ("godot --path $PROJECT", "uses '$PROJECT'"),
+        ("", "is empty"),
+    ],
+)
+def test_other_shell_command_lines_show_the_list_form(command: str, why: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        GodotEnv(*COUNTER, command)
+    message = str(caught.value)
+    assert why in message
+    assert 'exe_cmd=["godot", "--path", "PROJECT", "scene.tscn"], cwd="PROJECT"' in message
+
+
 # --- a game played from a thread, for exact control of the frames ----------------------------
 
 
@@ -194,12 +231,12 @@ def game(waiting_env: GodotEnv) -> Iterator[ClientConnection]:
         yield ws
 
 
-def answer_next(ws: ClientConnection, reply: dict[str, Any] | str) -> threading.Thread:
+def answer_next(ws: ClientConnection, reply: dict[str, Any] | str | bytes) -> threading.Thread:
     """Answer the next command in a thread; the command lands in ``thread.command``."""
 
     def run() -> None:
         thread.command = json.loads(ws.recv(timeout=5))  # type: ignore[attr-defined]
-        ws.send(reply if isinstance(reply, str) else json.dumps(reply))
+        ws.send(reply if isinstance(reply, str | bytes) else json.dumps(reply))
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
@@ -244,12 +281,30 @@ def test_a_missing_frame_file(make_env: MakeEnv) -> None:
             env.render()
 
 
-def test_an_observation_outside_the_wire_form(
-    waiting_env: GodotEnv, game: ClientConnection
+@pytest.mark.parametrize("command", ["reset", "step"])
+def test_an_observation_of_the_wrong_length_breaks_the_env(
+    waiting_env: GodotEnv, game: ClientConnection, command: str
 ) -> None:
-    answer_next(game, {"init_observation": [1, 2]})
-    with pytest.raises(ProtocolError, match=r"observation .* has 2 values"):
+    if command == "step":
+        answer_next(game, {"init_observation": [0]})
         waiting_env.reset()
+        answer_next(game, {"observation": [1, 2], "reward": 0, "done": False})
+        call: Callable[[], Any] = lambda: waiting_env.step(1)  # noqa: E731
+    else:
+        answer_next(game, {"init_observation": [1, 2]})
+        call = waiting_env.reset
+    with pytest.raises(ProtocolError, match=rf"bad reply to {command} .*observation .* has 2"):
+        call()
+    # As docs/godot.md promises for every protocol error: the env is no longer usable.
+    with pytest.raises(StateError, match=r"failed earlier .*has 2 values"):
+        waiting_env.reset()
+
+
+def test_a_binary_frame_that_is_not_text(waiting_env: GodotEnv, game: ClientConnection) -> None:
+    answer_next(game, b"\x00\x05\xff\x10")
+    with pytest.raises(ProtocolError, match="binary frame of 4 bytes that is not UTF-8") as caught:
+        waiting_env.reset()
+    assert "utf-16" not in str(caught.value).lower()
 
 
 def test_a_closed_connection_without_a_process(

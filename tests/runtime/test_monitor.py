@@ -8,7 +8,9 @@ from pathlib import Path
 import pytest
 
 from envwire.envs.catch import CatchEnv
-from envwire.errors import InvalidArgumentError
+from envwire.errors import EnvError, InvalidArgumentError
+from envwire.registry import EnvSpec
+from envwire.runtime.host import EnvHost
 from envwire.runtime.monitor import EpisodeMonitor, video_schedule
 
 
@@ -70,3 +72,44 @@ def test_force_and_resume(tmp_path: Path) -> None:
     (tmp_path / "openaigym.manifest.0.json").write_text("{}")
     EpisodeMonitor(str(tmp_path), resume=False, force=True, video=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def video_error(directory: Path) -> str | None:
+    stats = json.loads(next(directory.glob("envwire.stats.*.json")).read_text())
+    return stats["video_error"]  # type: ignore[no-any-return]
+
+
+def test_a_video_without_rgb_frames_says_why(tmp_path: Path) -> None:
+    monitor = EpisodeMonitor(str(tmp_path), resume=False, force=False, video=True)
+    monitor.on_reset(CatchEnv())  # render_mode None: nothing to draw from
+    # Written at once, before any episode has ended.
+    assert video_error(tmp_path) == "the env draws no RGB frames (render_mode=None)"
+
+
+def test_rendering_that_raises_is_noted(tmp_path: Path) -> None:
+    host = EnvHost(EnvSpec("t/NoRenderer-v0", "envwire.testing.envs:NoRendererEnv"))
+    assert host.env.render_mode == "rgb_array"
+    host.monitor(str(tmp_path), False, False, True)
+    host.reset(0, None)
+    assert video_error(tmp_path) == (
+        "rendering raised RuntimeError: NoRendererEnv has no renderer (on purpose)"
+    )
+    host.close()
+
+
+def test_an_explicit_render_that_raises_is_noted(tmp_path: Path) -> None:
+    host = EnvHost(EnvSpec("t/NoRenderer-v0", "envwire.testing.envs:NoRendererEnv"))
+    host.monitor(str(tmp_path), False, False, True)
+    with pytest.raises(EnvError, match="render raised RuntimeError"):
+        host.call("render", ())
+    assert video_error(tmp_path) == (
+        "Render raised RuntimeError: NoRendererEnv has no renderer (on purpose)"
+    )
+    host.close()
+
+
+def test_no_note_when_videos_are_off(tmp_path: Path) -> None:
+    monitor = EpisodeMonitor(str(tmp_path), resume=False, force=False, video=False)
+    monitor.on_reset(CatchEnv())
+    monitor.note_missing_frames("ignored")
+    assert monitor.video_error is None

@@ -23,8 +23,10 @@ from dm_env import specs
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.adapters.gym import Transport
-from envwire.errors import ProtocolError
+from envwire.adapters.connect import make
+from envwire.adapters.gym import RemoteEnv
+from envwire.client.transport import Transport
+from envwire.errors import ProtocolError, UnsupportedError
 from envwire.protocols.dmenvrpc import Layout, Leaf
 
 __all__ = ["RemoteDmEnv", "leaf_spec", "make_dm_env"]
@@ -125,7 +127,8 @@ def _from_dm(leaf: Leaf, value: Any) -> Any:
 def make_dm_env(url: str, *, seed: int | None = None, **kwargs: Any) -> RemoteDmEnv:
     """Connect to a served env by URL (any scheme :func:`envwire.make` knows) and return it
     as a ``dm_env.Environment``; keyword arguments go to the scheme's transport."""
-    from envwire.client import make
-
     remote = make(url, **kwargs)
-    return RemoteDmEnv(remote.unwrapped.transport, seed=seed)
+    if not isinstance(remote, RemoteEnv):
+        remote.close()
+        raise UnsupportedError(f"{url!r} serves a typed env: a dm_env.Environment needs tensors")
+    return RemoteDmEnv(remote.transport, seed=seed)

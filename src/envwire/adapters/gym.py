@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Any
 
 import gymnasium
 
 from envwire import messages as m
+from envwire.client.transport import Transport
 from envwire.errors import ProtocolError
 
-__all__ = ["RemoteEnv", "Transport"]
-
-
-class Transport(Protocol):
-    """What an adapter needs from a client transport."""
-
-    action_space: Any
-    observation_space: Any
-
-    def request(self, request: m.Request) -> m.Reply:
-        """Send one request and return its reply (errors raise)."""
-        ...
-
-    def close(self) -> None:
-        """Close the connection."""
-        ...
+__all__ = ["RemoteEnv"]
 
 
 class RemoteEnv(gymnasium.Env[Any, Any]):
@@ -61,14 +47,14 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
     def step_async(self, action: Any) -> None:
         """Send a step without waiting for it (pipelining: several may be in flight).
 
-        Replies come back in order from :meth:`step_wait`. Needs a transport that can
-        pipeline (gym-socket's can).
+        Replies come back in order from :meth:`step_wait`. The gym-socket, dm_env_rpc and
+        OpenEnv WebSocket transports pipeline; OpenEnv over HTTP raises ``UnsupportedError``.
         """
-        self.transport.send(m.Step(action))  # type: ignore[attr-defined]
+        self.transport.send(m.Step(action))
 
     def step_wait(self) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """The result of the oldest :meth:`step_async` still unanswered."""
-        reply = self.transport.receive()  # type: ignore[attr-defined]
+        reply = self.transport.receive()
         if not isinstance(reply, m.StepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")
         return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info

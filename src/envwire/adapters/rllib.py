@@ -24,6 +24,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from envwire.adapters.connect import make, make_vec
+from envwire.errors import InvalidArgumentError
+
 __all__ = ["env_creator", "register"]
 
 #: Keys of RLlib's EnvContext that are not arguments for envwire.
@@ -37,9 +40,6 @@ def env_creator(config: Mapping[str, Any]) -> Any:
         InvalidArgumentError: no ``url`` in the config, or a URL envwire cannot use.
         TransportError: the server cannot be reached, or refused the env.
     """
-    from envwire.client import make, make_vec
-    from envwire.errors import InvalidArgumentError
-
     if "url" not in config:
         raise InvalidArgumentError(
             "env_config needs 'url' (e.g. gym-socket://127.0.0.1:5001/CartPole-v1)"

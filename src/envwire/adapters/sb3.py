@@ -34,6 +34,7 @@ import numpy as np
 from stable_baselines3.common.vec_env import VecEnv, VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs
 
+from envwire.adapters.connect import make_vec
 from envwire.errors import UnsupportedError
 
 __all__ = ["RemoteAttributeError", "SB3VecEnv", "make_vec_env", "unbatch_infos"]
@@ -210,8 +211,6 @@ def make_vec_env(
         InvalidArgumentError: a scheme without a batched path, or bad options.
         TransportError: the server cannot be reached, or refused the env.
     """
-    from envwire.client import make_vec
-
     vector = make_vec(url, n_envs, autoreset_mode="SameStep", **kwargs)
     env = SB3VecEnv(vector)
     if seed is not None:

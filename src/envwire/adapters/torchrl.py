@@ -20,6 +20,8 @@ from typing import Any
 
 from torchrl.envs import EnvBase, GymWrapper
 
+from envwire.adapters.connect import make, make_vec
+
 __all__ = ["make_env", "make_vec_env"]
 
 
@@ -30,8 +32,6 @@ def make_env(url: str, **kwargs: Any) -> EnvBase:
         InvalidArgumentError: unknown scheme or malformed URL.
         TransportError: the server cannot be reached, or refused the env.
     """
-    from envwire.client import make
-
     return GymWrapper(make(url, **kwargs))
 
 
@@ -49,8 +49,6 @@ def make_vec_env(
         RuntimeError: TorchRL refused the autoreset mode (``NextStep``).
         TransportError: the server cannot be reached, or refused the env.
     """
-    from envwire.client import make_vec
-
     vector = make_vec(url, num_envs, autoreset_mode=autoreset_mode, **kwargs)
     try:
         return GymWrapper(vector)

@@ -9,6 +9,7 @@ from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
+from envwire.client.transport import Transport
 from envwire.errors import ProtocolError, StateError
 
 __all__ = ["RemoteVectorEnv"]
@@ -22,7 +23,9 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
     the server steps.
     """
 
-    def __init__(self, transport: Any, num_envs: int, autoreset_mode: str, url: str = "") -> None:
+    def __init__(
+        self, transport: Transport, num_envs: int, autoreset_mode: str, url: str = ""
+    ) -> None:
         self.transport = transport
         self.url = url
         self.num_envs = num_envs

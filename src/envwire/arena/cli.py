@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from envwire.arena.admin import ArenaAdmin
+from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
 
 __all__ = ["add_parser", "add_serve_options", "serve_options"]
@@ -88,8 +89,6 @@ def _settings(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _admin(args: argparse.Namespace) -> ArenaAdmin:
-    from envwire.arena.store import Store
-
     return ArenaAdmin(Store(args.db))
 
 

@@ -3,7 +3,7 @@
 :meth:`Arena.handle_act` is the whole act endpoint as a function from (env name, body bytes,
 content type) to (status, body bytes); a web layer only moves bytes. Each act request:
 
-1. is decoded and validated (:mod:`envwire.arena.protocol`): 413, 415, 400 naming the field;
+1. is decoded and validated (:mod:`envwire.protocols.arena`): 413, 415, 400 naming the field;
 2. names an arena env (400 if unknown) and an agent with its password (401 if unknown, wrong or
    blocked);
 3. abandons runs (v1 ``to_abandon``; 400 if the env does not allow it), then applies each
@@ -38,7 +38,11 @@ from envwire.arena.errors import (
     UnknownArenaEnvError,
 )
 from envwire.arena.games import Accepted, Game
-from envwire.arena.protocol import (
+from envwire.arena.rules import RunSlot, request_limit, schedule
+from envwire.arena.settings import ArenaSettings
+from envwire.arena.store import Batch, EnvRow, Finish, MessageRow, NewRun, RunRow, StepRow, Store
+from envwire.errors import EnvwireError
+from envwire.protocols.arena import (
     ActionRequest,
     ActReply,
     ActRequest,
@@ -52,11 +56,8 @@ from envwire.arena.protocol import (
     error_reply,
     parse_act_request,
 )
-from envwire.arena.rules import RunSlot, request_limit, schedule
-from envwire.arena.settings import ArenaSettings
-from envwire.arena.store import Batch, EnvRow, Finish, MessageRow, NewRun, RunRow, StepRow, Store
-from envwire.errors import EnvwireError
 from envwire.registry import Catalog
+from envwire.session import WorkerFactory
 
 __all__ = ["DEFAULT_MAX_BODY", "Arena"]
 
@@ -95,6 +96,8 @@ class Arena:
     Args:
         store: the database.
         catalog: the server's catalog (arena envs name ids in it, or ids ``envwire serve`` reads).
+        worker_factory: where the arena's envs live (the server passes
+            ``envwire.runtime.make_worker``).
         max_body: the largest act request body, in bytes.
         live_runs: how many live envs each arena env keeps (others are rebuilt on demand).
         seed: the source of run seeds.
@@ -106,6 +109,7 @@ class Arena:
         store: Store,
         catalog: Catalog | None = None,
         *,
+        worker_factory: WorkerFactory,
         max_body: int = DEFAULT_MAX_BODY,
         live_runs: int = 1024,
         seed: Callable[[], int] = lambda: secrets.randbelow(1 << 31),
@@ -116,6 +120,7 @@ class Arena:
         self.admin = ArenaAdmin(store, catalog)
         self.max_body = max_body
         self.live_runs = live_runs
+        self.worker_factory = worker_factory
         self._seed = seed
         self._clock = clock
         self._passwords = Verifier()
@@ -147,7 +152,14 @@ class Arena:
                 return known[1], known[1].settings
             settings = ArenaSettings.build(env.settings)
             spec = resolve_spec(env.env_id, self.catalog, settings.kwargs)
-            game = Game(env.name, spec, settings, self.store.actions, live_runs=self.live_runs)
+            game = Game(
+                env.name,
+                spec,
+                settings,
+                self.store.actions,
+                worker_factory=self.worker_factory,
+                live_runs=self.live_runs,
+            )
             self._games[env.name] = (key, game)
         if known is not None:
             known[1].close()

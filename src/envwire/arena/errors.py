@@ -1,6 +1,8 @@
 """The arena's errors: envwire errors with the HTTP statuses the arena protocol uses.
 
-They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them)::
+They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them). The
+request errors (``ProtocolError`` subclasses) belong to the act protocol's codec,
+:mod:`envwire.protocols.arena`, and are re-exported here::
 
     ProtocolError
     ├── MalformedRequestError      400  a field is missing or has the wrong type (names the field)
@@ -20,7 +22,13 @@ the request: they travel as messages in the reply.
 
 from __future__ import annotations
 
-from envwire.errors import ProtocolError, UsageError
+from envwire.errors import UsageError
+from envwire.protocols.arena import (
+    BodyTooLargeError,
+    MalformedRequestError,
+    NotJSONError,
+    UnsupportedVersionError,
+)
 
 __all__ = [
     "ArenaBusyError",
@@ -33,40 +41,6 @@ __all__ = [
     "UnknownArenaEnvError",
     "UnsupportedVersionError",
 ]
-
-
-class MalformedRequestError(ProtocolError):
-    """A request field is missing, of the wrong type or out of range.
-
-    Attributes:
-        field: the field's path in the body, e.g. ``actions[2].act_no``.
-    """
-
-    code = "malformed_request"
-
-    def __init__(self, field: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field = field
-
-
-class UnsupportedVersionError(ProtocolError):
-    """``protocol_version`` names a version this server does not speak."""
-
-    code = "unsupported_version"
-
-
-class BodyTooLargeError(ProtocolError):
-    """The request body is larger than the server accepts."""
-
-    code = "body_too_large"
-    http_status = 413
-
-
-class NotJSONError(ProtocolError):
-    """The request body is not declared as JSON (``Content-Type: application/json``)."""
-
-    code = "not_json"
-    http_status = 415
 
 
 class UnknownArenaEnvError(UsageError):

@@ -30,11 +30,12 @@ import numpy as np
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.arena.protocol import RawJSON, dumps
 from envwire.arena.settings import ArenaSettings
 from envwire.errors import EnvwireError, InvalidActionError, InvalidArgumentError
+from envwire.protocols.arena import RawJSON, dumps
 from envwire.registry import EnvSpec
-from envwire.session import Session, State
+from envwire.session import Session, State, WorkerFactory
+from envwire.typed.models import wire_fields
 
 __all__ = ["Accepted", "Game", "Rejected", "jsonable"]
 
@@ -101,6 +102,7 @@ class Game:
         spec: how to make the env.
         settings: the arena env's settings.
         load_actions: the accepted actions of a run as JSON text, for replays.
+        worker_factory: where the envs live (see :class:`~envwire.session.Session`).
         live_runs: how many live envs to keep.
     """
 
@@ -111,10 +113,12 @@ class Game:
         settings: ArenaSettings,
         load_actions: Callable[[int], list[str]],
         *,
+        worker_factory: WorkerFactory,
         live_runs: int = 1024,
     ) -> None:
         self.name = name
         self.spec = spec
+        self._worker_factory = worker_factory
         self.settings = settings
         self._load_actions = load_actions
         self._capacity = max(1, live_runs)
@@ -140,7 +144,7 @@ class Game:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        session = Session(self.spec)
+        session = Session(self.spec, worker_factory=self._worker_factory)
         if self.action_space is None:
             self._action_model = _model_space(session.action_space)
             self._observation_model = _model_space(session.observation_space)
@@ -198,8 +202,6 @@ class Game:
     def percept(self, observation: Any, reward: float, act_no: int) -> RawJSON:
         """The percept for an observation (see the module docstring)."""
         if self._observation_model is not None:
-            from envwire.typed.models import wire_fields
-
             encoded = wire_fields(observation)
         else:
             encoded = spacecodec.to_json(self.observation_space, observation)

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from envwire.arena.protocol import RawJSON
 from envwire.arena.rules import Objective, best_rating, rating
+from envwire.protocols.arena import RawJSON
 
 __all__ = [
     "AgentRow",

@@ -31,7 +31,7 @@ from dm_env_rpc.v1.extensions import properties_pb2
 
 from envwire import infojson, spacecodec
 from envwire import messages as m
-from envwire.adapters.gym import RemoteEnv
+from envwire.client.transport import split_url
 from envwire.errors import (
     EnvError,
     EnvwireError,
@@ -43,10 +43,12 @@ from envwire.errors import (
 )
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Layout
-from envwire.runtime.workers import Watchdog
+from envwire.watchdog import Watchdog
 
-__all__ = ["CHANNEL_OPTIONS", "DmEnvRpcTransport", "connect"]
+__all__ = ["CHANNEL_OPTIONS", "DEFAULT_PORT", "DmEnvRpcTransport", "open_url"]
 
+#: The port of ``grpc://`` URLs that name none.
+DEFAULT_PORT = 50051
 #: Options of the channels this client opens: messages of any size, keepalive pings.
 CHANNEL_OPTIONS = (
     ("grpc.max_receive_message_length", -1),
@@ -418,10 +420,13 @@ def _property_value(packed: Any) -> str:
     return str(dmenvrpc.unpack(_property_response(packed).read_property.value).reshape(())[()])
 
 
-def connect(url: str, *, timeout: float = 30.0, **kwargs: Any) -> RemoteEnv:
-    """``grpc://host:port/<env id>`` as a ``gymnasium.Env`` (keyword arguments go to
-    :class:`DmEnvRpcTransport`: ``world``, ``world_settings``, ``join_settings``)."""
-    from envwire.client.connect import split_url
+def open_url(url: str, *, timeout: float = 30.0, **kwargs: Any) -> DmEnvRpcTransport:
+    """A transport to ``grpc://host:port/<env id>`` (keyword arguments go to
+    :class:`DmEnvRpcTransport`: ``world``, ``world_settings``, ``join_settings``).
 
-    host, port, env_id = split_url(url, 50051)
-    return RemoteEnv(DmEnvRpcTransport(host, port, env_id, timeout=timeout, **kwargs), url)
+    Raises:
+        InvalidArgumentError: a malformed URL, or settings the server refused.
+        TransportError: the server cannot be reached.
+    """
+    host, port, env_id = split_url(url, DEFAULT_PORT)
+    return DmEnvRpcTransport(host, port, env_id, timeout=timeout, **kwargs)

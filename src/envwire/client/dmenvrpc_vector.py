@@ -3,9 +3,10 @@
 :class:`DmEnvRpcVectorTransport` creates (or joins) a vector world (CreateWorld ``num_envs``,
 see ``docs/dm_env_rpc.md``) and speaks envwire's messages over it: a batch of N actions goes out
 in one StepRequest, and the batch of observations, rewards, terminations, truncations and the
-vector info comes back in one StepResponse. :func:`connect_vector` wraps it in a
+vector info comes back in one StepResponse. :func:`open_vector_url` opens one from a URL;
+``envwire.make_vec("grpc://...", num_envs=N)`` wraps it in a
 :class:`~envwire.adapters.vector.RemoteVectorEnv`, a ``gymnasium.vector.VectorEnv`` whose
-batches equal Gymnasium's ``SyncVectorEnv``'s (``envwire.make_vec("grpc://...", num_envs=N)``).
+batches equal Gymnasium's ``SyncVectorEnv``'s.
 """
 
 from __future__ import annotations
@@ -18,15 +19,13 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
 from envwire import infojson
 from envwire import messages as m
-from envwire.adapters.vector import RemoteVectorEnv
-from envwire.client.connect import split_url
-from envwire.client.dmenvrpc import DmEnvRpcTransport
+from envwire.client.dmenvrpc import DEFAULT_PORT, DmEnvRpcTransport
+from envwire.client.transport import split_url
 from envwire.errors import EnvError, InvalidArgumentError, StateError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import VECTOR_OBSERVATIONS, Layout
-from envwire.runtime.vector import autoreset_mode as parse_mode
 
-__all__ = ["DmEnvRpcVectorTransport", "connect_vector"]
+__all__ = ["DmEnvRpcVectorTransport", "open_vector_url"]
 
 
 class DmEnvRpcVectorTransport(DmEnvRpcTransport):
@@ -100,7 +99,7 @@ class DmEnvRpcVectorTransport(DmEnvRpcTransport):
         return f"DmEnvRpcVectorTransport({self.where}, world {self.world_name!r})"
 
 
-def connect_vector(
+def open_vector_url(
     url: str,
     *,
     num_envs: int,
@@ -109,23 +108,22 @@ def connect_vector(
     timeout: float = 30.0,
     world_settings: Mapping[str, Any] | None = None,
     **kwargs: Any,
-) -> RemoteVectorEnv:
-    """``grpc://host:port/<env id>`` as a ``gymnasium.vector.VectorEnv`` of ``num_envs``
-    copies stepped together in a vector world (other keyword arguments go to
+) -> DmEnvRpcVectorTransport:
+    """A transport to a vector world of ``num_envs`` copies of the env at
+    ``grpc://host:port/<env id>``, stepped together (other keyword arguments go to
     :class:`DmEnvRpcVectorTransport`).
 
     Raises:
         InvalidArgumentError: a bad autoreset mode, or the server refused the settings.
         TransportError: the server cannot be reached.
     """
-    host, port, env_id = split_url(url, 50051)
+    host, port, env_id = split_url(url, DEFAULT_PORT)
     settings = {
         "num_envs": num_envs,
-        "autoreset_mode": parse_mode(autoreset_mode).value,
+        "autoreset_mode": m.autoreset_mode(autoreset_mode).value,
         "workers": workers,
         **(world_settings or {}),
     }
-    transport = DmEnvRpcVectorTransport(
+    return DmEnvRpcVectorTransport(
         host, port, env_id, timeout=timeout, world_settings=settings, **kwargs
     )
-    return RemoteVectorEnv(transport, transport.num_envs, transport.autoreset_mode, url)

@@ -6,7 +6,10 @@ import contextlib
 import socket
 from typing import Any
 
+from gymnasium.vector.utils import batch_space
+
 from envwire import messages as m
+from envwire.client.transport import split_url
 from envwire.errors import EnvwireError, ProtocolError, TransportError
 from envwire.protocols.gymsocket import (
     NEED_DATA,
@@ -14,11 +17,13 @@ from envwire.protocols.gymsocket import (
     Flags,
     HandshakeReply,
 )
-from envwire.server._sockets import configure_stream
+from envwire.sockets import configure_stream
 
-__all__ = ["DEFAULT_FLAGS", "GymSocketTransport"]
+__all__ = ["DEFAULT_FLAGS", "DEFAULT_PORT", "GymSocketTransport", "open_url", "open_vector_url"]
 
 DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+#: The port of ``gym-socket://`` URLs that name none.
+DEFAULT_PORT = 5001
 _RECV = 256 * 1024
 
 
@@ -62,6 +67,9 @@ class GymSocketTransport:
         self._codec = ClientConnection(flags)
         self.action_space: Any = None
         self.observation_space: Any = None
+        #: A vector session's size and autoreset mode (1 and '' for one env).
+        self.num_envs = int((vector or {}).get("num_envs", 1))
+        self.autoreset_mode = str((vector or {}).get("autoreset_mode", ""))
         try:
             self._sock.sendall(self._codec.send_handshake(env_id, vector))
             reply = self._receive()
@@ -78,9 +86,7 @@ class GymSocketTransport:
                 if vector is None:
                     self._codec.set_spaces(self.action_space, self.observation_space)
                 else:
-                    from gymnasium.vector.utils import batch_space
-
-                    n = int(vector.get("num_envs", 1))
+                    n = self.num_envs
                     self._codec.set_spaces(
                         batch_space(self.action_space, n), batch_space(self.observation_space, n)
                     )
@@ -155,3 +161,37 @@ class GymSocketTransport:
         """Close the connection; the server frees the session at once."""
         with contextlib.suppress(OSError):
             self._sock.close()
+
+
+def open_url(url: str, *, timeout: float = 30.0, **kwargs: Any) -> GymSocketTransport:
+    """A transport to ``gym-socket://host:port/<env id>`` (keyword arguments go to
+    :class:`GymSocketTransport`).
+
+    Raises:
+        InvalidArgumentError: a malformed URL.
+        TransportError: the server cannot be reached, or refused the env.
+    """
+    host, port, env_id = split_url(url, DEFAULT_PORT)
+    return GymSocketTransport(host, port, env_id, timeout=timeout, **kwargs)
+
+
+def open_vector_url(
+    url: str,
+    *,
+    num_envs: int,
+    autoreset_mode: str = "NextStep",
+    workers: int = 1,
+    timeout: float = 30.0,
+    **kwargs: Any,
+) -> GymSocketTransport:
+    """A transport to a vector session of ``num_envs`` copies of the env at
+    ``gym-socket://host:port/<env id>``.
+
+    Raises:
+        InvalidArgumentError: a malformed URL or an unknown autoreset mode.
+        TransportError: the server cannot be reached, or refused the env.
+    """
+    mode = m.autoreset_mode(autoreset_mode).value
+    vector = {"num_envs": num_envs, "autoreset_mode": mode, "workers": workers}
+    host, port, env_id = split_url(url, DEFAULT_PORT)
+    return GymSocketTransport(host, port, env_id, timeout=timeout, vector=vector, **kwargs)

@@ -5,8 +5,8 @@ URL forms: ``scheme://host:port/envs/<env id>`` (an env of an envwire server),
 ``scheme://host:port/<env id>`` for ``/envs/<env id>``. ``ws``/``wss`` talk over one WebSocket
 (``<base>/ws``); ``http``/``https`` use envwire's stateful HTTP sessions.
 
-:func:`connect` returns a ``gymnasium.Env`` (an :class:`~envwire.adapters.gym.RemoteEnv`) for a
-Gymnasium env, and a :class:`TypedClient` for a typed env or a server that is not envwire.
+:func:`open_url` returns a :class:`GymTransport` for a Gymnasium env (``envwire.make`` wraps it in a
+``gymnasium.Env``), and a :class:`TypedClient` for a typed env or a server that is not envwire.
 Errors the server reports are raised as the envwire error class its code names.
 """
 
@@ -23,7 +23,6 @@ from pydantic import BaseModel
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.adapters.gym import RemoteEnv
 from envwire.errors import (
     CapacityError,
     EnvwireError,
@@ -44,7 +43,7 @@ __all__ = [
     "TypedClient",
     "WebSocketConnection",
     "base_url",
-    "connect",
+    "open_url",
 ]
 
 ObsT = TypeVar("ObsT")
@@ -463,14 +462,14 @@ class TypedClient:
         return f"TypedClient({self.url})"
 
 
-def connect(
+def open_url(
     url: str,
     *,
     timeout: float = 30.0,
     observation_type: type[BaseModel] | None = None,
     state_type: type[BaseModel] | None = None,
     **kwargs: Any,
-) -> RemoteEnv | TypedClient:
+) -> GymTransport | TypedClient:
     """Open a session with the env at ``url`` (see the module docstring).
 
     Raises:
@@ -492,7 +491,7 @@ def connect(
         connection.close()
         raise
     if described is not None and described.get("kind") == "gymnasium":
-        return RemoteEnv(GymTransport(connection, described), url)
+        return GymTransport(connection, described)
     return TypedClient(
         connection, described, observation_type=observation_type, state_type=state_type
     )

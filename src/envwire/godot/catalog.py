@@ -51,7 +51,9 @@ class GodotGameSpec:
     """How to launch a Godot game and talk to it.
 
     Attributes:
-        command: the launch command; the protocol's contract arguments are appended to it.
+        command: the launch command, as arguments or as a string (see
+            :class:`~envwire.godot.GodotEnv`'s ``exe_cmd``); the protocol's contract arguments
+            are appended to it.
         action_space: a space, or its description (see the module docstring).
         observation_space: a space, or its description.
         fixed_fps: the game's simulated frames per second (``--fixed-fps``).
@@ -67,7 +69,7 @@ class GodotGameSpec:
             SIGKILL.
     """
 
-    command: tuple[str, ...]
+    command: str | tuple[str, ...]
     action_space: SpaceLike
     observation_space: SpaceLike
     fixed_fps: int = 60
@@ -155,7 +157,8 @@ def godot_game(*, render_mode: str | None = None, **fields: Any) -> GodotEnv:
         ConfigError: unknown or missing fields, bad space descriptions.
     """
     try:
-        fields["command"] = tuple(fields["command"])
+        command = fields["command"]
+        fields["command"] = command if isinstance(command, str) else tuple(command)
         fields["extra_args"] = tuple(fields.get("extra_args", ()))
         spec = GodotGameSpec(**fields)
     except (KeyError, TypeError) as exc:

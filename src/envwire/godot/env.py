@@ -54,7 +54,7 @@ from envwire.errors import (
     StateError,
     TransportError,
 )
-from envwire.godot.process import GameProcess, describe_exit
+from envwire.godot.process import GameProcess, describe_exit, split_command
 from envwire.godot.server import GameDisconnected, GameServer
 from envwire.protocols.godot import (
     CloseCommand,
@@ -92,8 +92,10 @@ class GodotEnv(gym.Env[Any, Any]):
     Args:
         action_space: the game's action space (Discrete, Box, MultiDiscrete or MultiBinary).
         observation_space: the game's observation space (same kinds).
-        exe_cmd: the command that starts the game (a list, or a string split like a shell
-            would, never run by a shell); None to wait for a game started elsewhere.
+        exe_cmd: the command that starts the game: a list of arguments, or a string split
+            like a shell would (never run by a shell; GymGodot's ``"cd PROJECT && godot
+            scene.tscn"`` runs ``godot scene.tscn`` in ``PROJECT``); None to wait for a game
+            started elsewhere.
         host: address to listen on, also sent to the game as ``--serverIP``.
         port: port to listen on; 0 picks a free one (see :attr:`port`).
         fixed_fps: sent as ``--fixed-fps``: the game's simulated frames per second.
@@ -110,7 +112,8 @@ class GodotEnv(gym.Env[Any, Any]):
     Raises:
         UnsupportedError: a space this protocol cannot carry.
         InvalidArgumentError: a bad render mode or timeout.
-        ConfigError: the port cannot be bound or the game cannot be started.
+        ConfigError: the port cannot be bound, the game cannot be started, or ``exe_cmd`` is a
+            shell command line other than GymGodot's ``cd ... && ...`` form.
     """
 
     # Declared like gymnasium.Env declares it; each instance gets its own copy.
@@ -151,6 +154,9 @@ class GodotEnv(gym.Env[Any, Any]):
                 )
         if not 0 <= port <= 65535:
             raise InvalidArgumentError(f"port must be in 0..65535 (0 = any free port), not {port}")
+        base: list[str] | None = None
+        if exe_cmd is not None:  # before anything is bound or created: it may be refused
+            base, cwd = split_command(exe_cmd, cwd)
         self.action_space = action_space
         self.observation_space = observation_space
         self.render_mode = render_mode
@@ -179,8 +185,7 @@ class GodotEnv(gym.Env[Any, Any]):
             self._cleanup()
             raise ConfigError(f"cannot listen for the Godot game on {host}:{port}: {exc}") from exc
         self._process: GameProcess | None = None
-        if exe_cmd is not None:
-            base = shlex.split(exe_cmd) if isinstance(exe_cmd, str) else list(exe_cmd)
+        if base is not None:
             command = [*base, *extra_args, *self.game_args()]
             try:
                 self._process = GameProcess(command, self._workdir / "game.log", cwd)
@@ -259,9 +264,10 @@ class GodotEnv(gym.Env[Any, Any]):
             raise InvalidArgumentError(f"the godot protocol has no reset options, got {options!r}")
         super().reset(seed=seed)
         reply = self._request(ResetCommand(seed), InitObservation)
+        observation = self._observation(reply.observation, "reset")
         self._frame = 0
         self._has_reset = True
-        return self._observation(reply.observation), {}
+        return observation, {}
 
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Run one step. The game's ``done`` is reported as ``terminated``; never truncated.
@@ -275,7 +281,7 @@ class GodotEnv(gym.Env[Any, Any]):
             raise StateError("call reset() before step() on a GodotEnv")
         check(self.action_space, action)
         reply = self._request(StepCommand(to_wire(self.action_space, action)), StepResult)
-        return self._observation(reply.observation), reply.reward, reply.done, False, {}
+        return self._observation(reply.observation, "step"), reply.reward, reply.done, False, {}
 
     def render(self) -> npt.NDArray[np.uint8] | None:
         """Ask the game to save a frame under :attr:`render_dir` (named ``<n>.png``, n counting
@@ -333,8 +339,15 @@ class GodotEnv(gym.Env[Any, Any]):
 
     # --- internals ------------------------------------------------------------------------
 
-    def _observation(self, value: Any) -> Any:
-        return from_wire(self.observation_space, value, "observation")
+    def _observation(self, value: Any, name: str) -> Any:
+        try:
+            return from_wire(self.observation_space, value, "observation")
+        except ProtocolError as exc:
+            # The game and this env disagree on the observation space: like any protocol
+            # error, later replies cannot be trusted either.
+            raise self._fail(
+                ProtocolError(f"bad reply to {name} from the Godot game: {exc}")
+            ) from None
 
     def _check_alive(self, doing: str) -> None:
         if self._process is not None and (code := self._process.poll()) is not None:

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shlex
 import signal
 import subprocess
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["ADDON_EXIT_CODES", "GameProcess", "describe_exit"]
+from envwire.errors import ConfigError
+
+__all__ = ["ADDON_EXIT_CODES", "GameProcess", "describe_exit", "split_command"]
 
 # Exit codes of envwire's Godot addon (godot/addons/envwire/agent.gd) and of the reverse bridge.
 ADDON_EXIT_CODES: dict[int, str] = {
@@ -35,6 +38,43 @@ def describe_exit(code: int) -> str:
             return f"signal {-code}"
     meaning = ADDON_EXIT_CODES.get(code)
     return f"code {code}" + (f" ({meaning})" if meaning else "")
+
+
+def split_command(
+    command: str | Sequence[str], cwd: str | Path | None = None
+) -> tuple[list[str], str | Path | None]:
+    """The argument list and working directory to start a game with; no shell is ever run.
+
+    A list is taken as it is. A string is split like a shell would split it, and GymGodot's
+    form, ``"cd PROJECT && godot scene.tscn"``, becomes ``["godot", "scene.tscn"]`` run in
+    ``PROJECT`` (relative to ``cwd`` when that is given).
+
+    Raises:
+        ConfigError: the string needs a shell (other operators such as ``;``, ``|``, ``>``,
+            a second ``&&``, or ``$`` expansions); the message shows the list form to use.
+    """
+    if not isinstance(command, str):
+        return list(command), cwd
+    lexer = shlex.shlex(command, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        words = list(lexer)
+    except ValueError as exc:
+        raise ConfigError(f"cannot split the game command {command!r}: {exc}") from None
+    if len(words) > 3 and words[0] == "cd" and words[2] == "&&":
+        directory = Path(os.path.expanduser(words[1]))
+        cwd, words = (Path(cwd) / directory if cwd is not None else directory), words[3:]
+    operators = [w for w in words if w and not w.strip("();<>|&")]
+    expansions = [w for w in words if "$" in w or "`" in w]
+    if operators or expansions or not words:
+        why = f"uses {(operators or expansions)[0]!r}" if words else "is empty"
+        example = 'exe_cmd=["godot", "--path", "PROJECT", "scene.tscn"], cwd="PROJECT"'
+        raise ConfigError(
+            f"the game command {command!r} {why}: envwire runs no shell. Pass the command as "
+            f"a list of arguments and its directory as cwd, e.g. {example} (GymGodot's "
+            '"cd PROJECT && godot scene.tscn" is accepted as it is)'
+        )
+    return words, cwd
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:

@@ -167,9 +167,21 @@ def _snippet(text: str | bytes) -> str:
 
 
 def _load_object(text: str | bytes, what: str) -> dict[str, Any]:
+    if isinstance(text, bytes):
+        # A binary frame: Godot peers left in binary write mode send UTF-8 JSON in them. Left
+        # to json.loads, bytes would be guessed as UTF-16 or UTF-32 and fail unreadably.
+        frame = text
+        try:
+            text = frame.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ProtocolError(
+                f"{what} came as a binary frame of {len(frame)} bytes that is not UTF-8 JSON "
+                f"({exc.reason} at byte {exc.start}; the protocol sends JSON in text frames; "
+                f"first bytes {frame[:16].hex(' ')})"
+            ) from None
     try:
         value = json.loads(text)
-    except (ValueError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise ProtocolError(f"malformed JSON in {what}: {exc} (got {_snippet(text)!r})") from None
     if not isinstance(value, dict):
         raise ProtocolError(f"expected a JSON object as {what}, got {_snippet(text)!r}")

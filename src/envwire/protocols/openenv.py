@@ -23,6 +23,7 @@ whose ``detail`` lists ``{"type", "loc", "msg", "input"}`` entries (``loc`` star
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from envwire import tensor
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -133,10 +135,6 @@ def jsonable(value: Any, arrays: Literal["list", "base64"] = "base64", depth: in
             return [jsonable(v, arrays, depth + 1) for v in value.tolist()]
         if arrays == "list":
             return value.tolist()
-        import base64
-
-        from envwire import tensor
-
         try:
             packed = tensor.encode(value)
         except ProtocolError:

@@ -86,8 +86,17 @@ class EnvHost:
         return result
 
     def render(self) -> Any:
-        """Render the env; the frame also goes to the monitor's current video."""
-        frame = self.env.render()
+        """Render the env; the frame also goes to the monitor's current video.
+
+        A render that raises is noted in the monitor's statistics (``video_error``), since
+        the client may have no way to hear of it (gym-socket's Render has no reply).
+        """
+        try:
+            frame = self.env.render()
+        except Exception as exc:
+            if self.monitor_ is not None:
+                self.monitor_.note_missing_frames(f"Render raised {type(exc).__name__}: {exc}")
+            raise
         if self.monitor_ is not None and isinstance(frame, np.ndarray):
             self.monitor_.add_frame(frame)
         return frame

@@ -4,7 +4,8 @@ Gym's old ``Monitor`` semantics: ``force`` clears earlier monitor files, ``resum
 adds to them, and with neither a directory that already holds monitor files is an error. Files:
 
 - ``envwire.stats.<pid>.<n>.json``: episode lengths, returns, timestamps (rewritten after each
-  episode, so it is always current);
+  episode, so it is always current), and ``video_error``: why videos lack frames (the env
+  draws no RGB frames, or rendering failed), or null;
 - ``envwire.video.<pid>.<n>.episode<k>.gif``: the frames of recorded episodes, for envs that
   render RGB frames. Episodes 0, 1, 8, 27, ... (cubes) up to 1000, then every 1000th, are
   recorded, as Gym did.
@@ -84,6 +85,9 @@ class EpisodeMonitor:
             self.initial_reset_timestamp = time.time()
         self._episode += 1
         self._steps, self._return = 0, 0.0
+        mode = getattr(env, "render_mode", None)
+        if self.video and mode != "rgb_array":
+            self.note_missing_frames(f"the env draws no RGB frames (render_mode={mode!r})")
         self._recording = self.video and self.video_error is None and video_schedule(self._episode)
         self._capture(env)
 
@@ -100,15 +104,26 @@ class EpisodeMonitor:
         if self._recording and len(self._frames) < _MAX_FRAMES:
             self._frames.append(np.asarray(frame, np.uint8))
 
+    def note_missing_frames(self, reason: str) -> None:
+        """Say in the statistics file why the video lacks frames, and stop recording.
+
+        The first reason is kept (``video_error``); the file is rewritten at once, so the note
+        is there even before an episode ends.
+        """
+        if not self.video or self.video_error is not None:
+            return
+        self.video_error = reason
+        self._recording = False
+        self._frames.clear()
+        self._write_stats()
+
     def _capture(self, env: Any) -> None:
         if not self._recording or getattr(env, "render_mode", None) != "rgb_array":
             return
         try:
             frame = env.render()
         except Exception as exc:
-            self.video_error = f"{type(exc).__name__}: {exc}"
-            self._recording = False
-            self._frames.clear()
+            self.note_missing_frames(f"rendering raised {type(exc).__name__}: {exc}")
             return
         if isinstance(frame, np.ndarray):
             self.add_frame(frame)

@@ -17,32 +17,11 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
+from envwire.messages import autoreset_mode
 from envwire.registry import EnvSpec
 from envwire.runtime.host import dispatch
 
-__all__ = ["AUTORESET_MODES", "VectorGroup", "VectorHost", "autoreset_mode", "split_sizes"]
-
-#: Accepted spellings of Gymnasium's autoreset modes.
-AUTORESET_MODES = {m.value: m for m in AutoresetMode} | {
-    "next_step": AutoresetMode.NEXT_STEP,
-    "same_step": AutoresetMode.SAME_STEP,
-    "disabled": AutoresetMode.DISABLED,
-}
-
-
-def autoreset_mode(name: str | AutoresetMode) -> AutoresetMode:
-    """The mode a name denotes ('NextStep' or 'next_step', ...).
-
-    Raises:
-        InvalidArgumentError: not a mode.
-    """
-    if isinstance(name, AutoresetMode):
-        return name
-    try:
-        return AUTORESET_MODES[name]
-    except (KeyError, TypeError):
-        known = ", ".join(m.value for m in AutoresetMode)
-        raise InvalidArgumentError(f"autoreset mode {name!r} is not one of {known}") from None
+__all__ = ["VectorGroup", "VectorHost", "split_sizes"]
 
 
 class VectorHost:

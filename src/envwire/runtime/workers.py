@@ -7,75 +7,34 @@
 - :class:`ProcessWorker` runs the host in a child process and talks to it over a pipe. A call
   that overruns kills the child (:class:`EnvTimeoutError`); a child that dies (segfault,
   ``os._exit``) is reported as :class:`EnvCrashedError`. The server goes on either way.
+- Envs with ``ray`` isolation live in Ray actors (:mod:`envwire.runtime.ray`), behind the same
+  interface; :func:`make_worker` hands them to a :class:`RayRuntime`.
 """
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import threading
 import time
-import weakref
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any
 
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.runtime.host import EnvHost
+from envwire.runtime.ray.cluster import RayRuntime
+from envwire.runtime.vector import VectorGroup, VectorHost, split_sizes
+from envwire.session import Worker
+from envwire.watchdog import Watchdog
 
-__all__ = ["InlineWorker", "ProcessWorker", "Watchdog", "Worker", "make_host", "make_worker"]
-
-
-class Worker(Protocol):
-    """What a session needs from wherever its env lives."""
-
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
-        """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error."""
-        ...
-
-    def close(self) -> None:
-        """Free the env (and the process, if any). Never raises."""
-        ...
+__all__ = ["WATCHDOG", "InlineWorker", "ProcessWorker", "make_host", "make_worker"]
 
 
-class Watchdog:
-    """One thread that notices calls running past their deadline.
-
-    A watched object has ``overdue(now) -> bool`` (``now`` from ``time.monotonic()``) and
-    ``expire()``. Arming a call is the object's own business (an attribute write); the thread
-    scans the watched objects every ``interval`` seconds, so no per-call bookkeeping piles up.
-    Objects are held weakly: garbage is not watched.
-    """
-
-    def __init__(self, interval: float = 0.1, name: str = "envwire-watchdog") -> None:
-        self.interval = interval
-        self.name = name
-        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-
-    def watch(self, target: Any) -> None:
-        """Start watching ``target`` (until it is garbage)."""
-        with self._lock:
-            self._watched.add(target)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name=self.name)
-                self._thread.daemon = True
-                self._thread.start()
-
-    def _run(self) -> None:
-        while True:
-            time.sleep(self.interval)
-            now = time.monotonic()
-            with self._lock:
-                late = [t for t in self._watched if t.overdue(now)]
-            for target in late:
-                with contextlib.suppress(Exception):  # a failing callback must not stop us
-                    target.expire()
-
-
+#: The watchdog of every inline worker in this process.
 WATCHDOG = Watchdog()
 
 
@@ -122,12 +81,10 @@ class InlineWorker:
             self.host.close()
 
 
-def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> Any:
+def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> EnvHost | VectorHost:
     """An :class:`EnvHost` (one env) or, with an autoreset ``mode``, a ``VectorHost``."""
     if mode is None:
         return EnvHost(spec, num_envs)
-    from envwire.runtime.vector import VectorHost
-
     return VectorHost(spec, num_envs, mode)
 
 
@@ -269,24 +226,19 @@ def make_worker(
     mode: str | None = None,
     workers: int = 1,
     *,
-    ray: Any = None,
-) -> Any:
+    ray: RayRuntime | None = None,
+) -> Worker:
     """The worker ``spec.resolved_isolation`` asks for.
 
     With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with
-    ``workers`` > 1 they are split over that many workers stepped concurrently. Envs with
-    ``ray`` isolation go to ``ray`` (a ``RayRuntime``; None: one on ``RAY_ADDRESS`` or a
-    local Ray).
+    ``workers`` > 1 they are split over that many worker processes stepped concurrently (at
+    most one per core). Envs with ``ray`` isolation go to Ray actors made by ``ray`` (the
+    server's :class:`RayRuntime`; None: one on ``RAY_ADDRESS``, else a local Ray).
     """
     if spec.resolved_isolation == "ray":
-        if ray is None:
-            from envwire.runtime.ray import RayRuntime
-
-            ray = RayRuntime()
-        return ray.make_worker(spec, num_envs, mode, workers)
+        return (ray or _default_ray()).make_worker(spec, num_envs, mode, workers)
+    workers = min(workers, os.cpu_count() or 1)
     if mode is not None and workers > 1 and num_envs > 1:
-        from envwire.runtime.vector import VectorGroup, split_sizes
-
         sizes = split_sizes(num_envs, workers)
         started: list[ProcessWorker] = []
         try:
@@ -300,3 +252,9 @@ def make_worker(
     if spec.resolved_isolation == "process":
         return ProcessWorker(spec, num_envs, mode)
     return InlineWorker(spec, num_envs, mode)
+
+
+@functools.cache
+def _default_ray() -> RayRuntime:
+    """The Ray runtime of sessions made without a server's (one per process)."""
+    return RayRuntime()

@@ -49,7 +49,7 @@ class FrontEndSpec:
 FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.server.gymsocket:GymSocketFrontEnd"),
     FrontEndSpec("http", "http", 8000, "envwire.server.http:HttpFrontEnd"),
-    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.grpc:GrpcFrontEnd"),
+    FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
 
@@ -61,7 +61,7 @@ class ServerConfig:
     ports: dict[str, int | None] = field(default_factory=dict)  # None = front end off
     capacity: int | None = None
     monitor_root: str | None = "envwire-monitor"
-    legacy_monitor_reply: bool = False
+    monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
     ray_address: str | None = None  # the Ray cluster of envs with ray isolation
     place_timeout: float = 30.0  # seconds a session waits to be placed on the Ray cluster
@@ -81,7 +81,7 @@ class Server:
             monitor_root=self.config.monitor_root,
             worker_factory=functools.partial(make_worker, ray=self.ray),
         )
-        self.front_ends: list[Any] = []
+        self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 

@@ -13,12 +13,14 @@ import socket
 import threading
 from typing import TYPE_CHECKING, Any
 
+from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
-from envwire.protocols.gymsocket import NEED_DATA, Handshake, Invalid, ServerConnection
-from envwire.server._sockets import ThreadedListener, configure_stream
+from envwire.protocols.gymsocket import NEED_DATA, Flags, Handshake, Invalid, ServerConnection
+from envwire.server.listener import ThreadedListener
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
+from envwire.sockets import configure_stream
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -32,9 +34,10 @@ _RECV = 256 * 1024
 class GymSocketFrontEnd(ThreadedListener):
     """Serves the session table over gym-socket on ``host:port`` (port 0 picks one).
 
-    The server's config sets ``legacy_monitor_reply`` (flags-0 clients use the Go client's
-    Monitor layout) and ``idle_timeout`` (seconds a connection may stay silent between commands;
-    None = forever). ``handshake_timeout``: seconds a new connection has to send its handshake.
+    The server's config sets ``monitor_layout`` (how Monitor packets of clients without the
+    MONITOR_REPLY flag are read: ``auto``, ``seed`` or ``video``) and ``idle_timeout`` (seconds
+    a connection may stay silent between commands; None = forever). ``handshake_timeout``:
+    seconds a new connection has to send its handshake.
     """
 
     name = "gym-socket"
@@ -50,7 +53,7 @@ class GymSocketFrontEnd(ThreadedListener):
     ) -> None:
         self.sessions: SessionTable = server.sessions
         self.host, self.port = host, port
-        self.legacy_monitor_reply = server.config.legacy_monitor_reply
+        self.monitor_layout = server.config.monitor_layout
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = server.config.idle_timeout
         super().__init__()
@@ -104,7 +107,8 @@ class _Connection:
         self.front = front
         self.sock = sock
         self.peer = peer
-        self.codec = ServerConnection(legacy_monitor_reply=front.legacy_monitor_reply)
+        self.codec = ServerConnection(monitor_layout=front.monitor_layout)
+        self._render_failures = 0
         self.session: Session | None = None
         self._send_lock = threading.Lock()
         self._dead = False
@@ -159,13 +163,31 @@ class _Connection:
         except EnvwireError as exc:
             if self._dead:
                 return None
-            if not exc.remote:
+            if isinstance(event, m.Render) and not codec.flags & Flags.ERRORS:
+                self._render_failed(exc)
+            elif not exc.remote:
                 log.warning("session %s (%s): %s", self.session.id[:8], self.session.env_id, exc)
             return codec.send_error(exc)
         except Exception as exc:  # a bug of ours: say so, keep serving
             log.exception("session %s: internal error", self.session.id[:8])
             internal = EnvwireError(f"internal server error: {type(exc).__name__}: {exc}")
             return None if self._dead else codec.send_error(internal)
+
+    def _render_failed(self, error: EnvwireError) -> None:
+        """Log a Render the client cannot hear of: once loudly, then quietly (clients that
+        render every step would flood the log)."""
+        assert self.session is not None
+        self._render_failures += 1
+        level = logging.WARNING if self._render_failures == 1 else logging.DEBUG
+        log.log(
+            level,
+            "session %s (%s): Render failed (%d so far); the client has no reply to hear it "
+            "in, so the session goes on (a monitor notes it as video_error): %s",
+            self.session.id[:8],
+            self.session.env_id,
+            self._render_failures,
+            error,
+        )
 
     def _handshake(self, event: Handshake) -> bytes | None:
         unknown = self.codec.unknown_flags()

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any
 
 from envwire.errors import CapacityError
 from envwire.registry import Catalog
-from envwire.session import Session
+from envwire.runtime import make_worker
+from envwire.session import Session, WorkerFactory
 
 __all__ = ["SessionTable"]
 
@@ -22,8 +22,10 @@ class SessionTable:
         catalog: the envs served.
         capacity: most sessions open at once (None = no limit).
         monitor_root: directory under which Monitor requests may write (None disables Monitor).
-        worker_factory: override where envs live (tests, custom runtimes).
-        max_workers: most worker processes one vector session may use (default: the cores).
+        worker_factory: where envs live (default :func:`envwire.runtime.make_worker`: inline or
+            in worker processes, as each spec's isolation says).
+        max_workers: most workers one vector session may use (default: what the runtime allows:
+            the cores for worker processes, the cluster's CPUs for Ray actors).
     """
 
     def __init__(
@@ -32,14 +34,14 @@ class SessionTable:
         *,
         capacity: int | None = None,
         monitor_root: str | None = None,
-        worker_factory: Callable[..., Any] | None = None,
+        worker_factory: WorkerFactory = make_worker,
         max_workers: int | None = None,
     ) -> None:
         self.catalog = catalog
-        self.max_workers = max_workers or os.cpu_count() or 1
+        self.max_workers = max_workers
         self.capacity = capacity
         self.monitor_root = monitor_root
-        self._worker_factory = worker_factory
+        self.worker_factory = worker_factory
         self._sessions: dict[str, Session] = {}
         self._opening = 0
         self._lock = threading.Lock()
@@ -56,7 +58,7 @@ class SessionTable:
         """A new session for ``env_id`` ('' opens a session with no env).
 
         With an ``autoreset_mode`` the session steps ``num_envs`` copies at once (a vector
-        session), split over up to ``workers`` worker processes (capped by ``max_workers``).
+        session), split over up to ``workers`` workers (capped by ``max_workers``).
         ``kwargs`` are constructor arguments the client asks for: only those the env's spec
         opens to clients (``EnvSpec.client_kwargs``) are accepted.
 
@@ -79,8 +81,8 @@ class SessionTable:
                 spec,
                 num_envs=num_envs,
                 autoreset_mode=autoreset_mode,
-                workers=min(workers, self.max_workers),
-                worker_factory=self._worker_factory,
+                workers=min(workers, self.max_workers or workers),
+                worker_factory=self.worker_factory,
                 monitor_root=self.monitor_root,
             )
         finally:

@@ -33,6 +33,8 @@ from envwire.errors import (
     StateError,
     TransportError,
 )
+from envwire.registry import parse_env_arg
+from envwire.testing.server import CONFORMANCE_ENVS
 
 __all__ = ["CAPACITY", "SERVER_ARGS", "STEP_TIMEOUT", "ConformanceTests", "assert_same_sample"]
 
@@ -81,9 +83,6 @@ class ConformanceTests:
 
     def local(self, env_id: str) -> gymnasium.Env[Any, Any]:
         """The same env made locally, for comparison."""
-        from envwire.registry import parse_env_arg
-        from envwire.testing.server import CONFORMANCE_ENVS
-
         for arg in CONFORMANCE_ENVS:
             spec = parse_env_arg(arg)
             if spec.id == env_id:

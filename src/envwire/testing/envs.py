@@ -15,7 +15,15 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
-__all__ = ["CrashEnv", "DictEnv", "FramesEnv", "HangEnv", "RaiseEnv", "TupleEnv"]
+__all__ = [
+    "CrashEnv",
+    "DictEnv",
+    "FramesEnv",
+    "HangEnv",
+    "NoRendererEnv",
+    "RaiseEnv",
+    "TupleEnv",
+]
 
 
 class _Counter(gymnasium.Env[Any, Any]):
@@ -117,6 +125,24 @@ class RaiseEnv(TupleEnv):
     def on_step(self) -> None:
         if self.t >= self.raise_at:
             raise RuntimeError(f"RaiseEnv fails on purpose at step {self.t}")
+
+
+class NoRendererEnv(_Counter):
+    """Offers ``rgb_array`` rendering but cannot draw, like CartPole where pygame is missing:
+    ``render()`` raises. Discrete(2) actions, two float32 observations."""
+
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}  # noqa: RUF012
+
+    def __init__(self, render_mode: str | None = None) -> None:
+        self.observation_space = spaces.Box(-np.inf, np.inf, (2,), np.float32)
+        self.action_space = spaces.Discrete(2)
+        self.render_mode = render_mode
+
+    def _obs(self) -> Any:
+        return np.array([self.base, self.t], np.float32)
+
+    def render(self) -> Any:
+        raise RuntimeError("NoRendererEnv has no renderer (on purpose)")
 
 
 class FramesEnv(gymnasium.Env[Any, Any]):

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from envwire.server.app import FRONT_ENDS
+
 __all__ = ["CONFORMANCE_ENVS", "ServerProcess"]
 
 #: The envs the conformance kit needs beside the env under test.
@@ -49,8 +51,6 @@ class ServerProcess:
         start_timeout: float = 60.0,
         cwd: str | Path | None = None,
     ) -> None:
-        from envwire.server.app import FRONT_ENDS
-
         self.command = [sys.executable, "-m", "envwire", "serve", *envs, *args]
         self.env_ids = [env.partition("=")[0].partition("@")[0] for env in envs]
         for spec in FRONT_ENDS:  # the asked-for front ends on free ports, the others off

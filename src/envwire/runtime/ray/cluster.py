@@ -17,6 +17,7 @@ from typing import Any
 
 from envwire.errors import ConfigError
 from envwire.registry import EnvSpec
+from envwire.session import Worker
 
 __all__ = [
     "CONNECT_TIMEOUT",
@@ -105,7 +106,7 @@ class RayRuntime:
 
     def make_worker(
         self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
-    ) -> Any:
+    ) -> Worker:
         """Ray worker(s) for one session: one actor for one env, or with an autoreset ``mode``
         ``num_envs`` copies split over ``workers`` actors (a ``RayGroup``; at most
         :meth:`max_workers`), placed together by a placement group when the env's

@@ -1,13 +1,14 @@
 """The OpenEnv front end (seed 002): HTTP and WebSocket, as openenv-core 0.3.0 speaks them.
 
-- :mod:`.http11` and :mod:`.frames`: sans-IO HTTP/1.1 request parsing and WebSocket framing;
-- :mod:`.wire`: both over a blocking socket (keep-alive, upgrades, pings);
+- :mod:`.wire`: HTTP/1.1 and WebSocket over a blocking socket (keep-alive, upgrades, pings),
+  with the sans-IO codecs of :mod:`envwire.protocols.http11` and
+  :mod:`envwire.protocols.websocket`;
 - :mod:`.service`: OpenEnv sessions over the shared session table, and MCP;
 - :mod:`.bindings`: typed envs and Gymnasium envs on the wire;
 - :mod:`.routes`: the HTTP endpoints; :mod:`.openapi`: their OpenAPI document;
 - :mod:`.frontend`: the listener, the connection threads, the reaper and keepalive timers.
 """
 
-from envwire.server.openenv.frontend import HttpFrontEnd
+from envwire.server.openenv.frontend import Mount, OpenEnvFrontEnd
 
-__all__ = ["HttpFrontEnd"]
+__all__ = ["Mount", "OpenEnvFrontEnd"]

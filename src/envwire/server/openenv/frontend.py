@@ -1,10 +1,12 @@
 """The OpenEnv front end: HTTP and WebSocket on one port, a thread per connection.
 
 Each accepted connection gets a thread that reads HTTP requests (keep-alive) and answers them
-with the :class:`~envwire.server.openenv.routes.Router`; a request that asks for a WebSocket on
-``/ws`` or ``/mcp`` turns the connection into a WebSocket session for its env. Env calls run in
-the connection's own thread (never an event loop), so an inline env that hangs stalls only its
-connection: the watchdog reports it, the client gets an error and the connection is closed.
+with the :class:`~envwire.server.openenv.routes.Router`, after giving each of the front end's
+``mounts`` (other route tables on the same port, such as the arena's) the first say; a request
+that asks for a WebSocket on ``/ws`` or ``/mcp`` turns the connection into a WebSocket session
+for its env. Env calls run in the connection's own thread (never an event loop), so an inline
+env that hangs stalls only its connection: the watchdog reports it, the client gets an error and
+the connection is closed.
 
 Server options (``ServerConfig.options``, e.g. the ``[server]`` table of ``--config``):
 
@@ -28,11 +30,14 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
+from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     ErrorCode,
+    RpcCode,
     WsClose,
     WsInvalid,
     WsMcp,
@@ -47,26 +52,25 @@ from envwire.protocols.openenv import (
     message,
     parse_client_message,
     parse_rpc,
+    rpc_error,
 )
-from envwire.server._sockets import ThreadedListener
+from envwire.protocols.websocket import handshake_problem
+from envwire.server.listener import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
-from envwire.server.openenv.wire import (
-    HttpConnection,
-    Request,
-    Response,
-    WebSocketChannel,
-    json_response,
-    websocket_problem,
-)
+from envwire.server.openenv.wire import HttpConnection, WebSocketChannel
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
 
-__all__ = ["HttpFrontEnd"]
+__all__ = ["Mount", "OpenEnvFrontEnd"]
 
 log = logging.getLogger("envwire.http")
+
+#: Another route table on the same port: the response to a request, or None when the request
+#: is not its to answer.
+Mount = Callable[[Request], Response | None]
 
 _OBSERVATION = '{"type":"observation","data":'
 
@@ -89,13 +93,24 @@ def _seconds(options: dict[str, Any], key: str) -> float | None:
     return number if number > 0 else None
 
 
-class HttpFrontEnd(ThreadedListener):
-    """Serves every env over OpenEnv's HTTP and WebSocket protocol on ``host:port``."""
+class OpenEnvFrontEnd(ThreadedListener):
+    """Serves every env over OpenEnv's HTTP and WebSocket protocol on ``host:port``.
+
+    Args:
+        mounts: route tables asked first, in order, for every plain HTTP request.
+    """
 
     name = "http"
     thread_name = "envwire-http"
 
-    def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 8000) -> None:
+    def __init__(
+        self,
+        server: Server,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        *,
+        mounts: Sequence[Mount] = (),
+    ) -> None:
         super().__init__()
         self.server = server
         self.host, self.port = host, port
@@ -107,9 +122,8 @@ class HttpFrontEnd(ThreadedListener):
         self.max_message = int(options.get("max_message_size", 100 * 1024 * 1024))
         self.idle_timeout = server.config.idle_timeout
         self.service = OpenEnvService(server)
-        from envwire.arena.frontend import arena_router  # seed 003's routes, with --arena-db
-
-        self.router = arena_router(server, Router(self.service, self.status))
+        self.mounts = tuple(mounts)
+        self.router = Router(self.service, self.status)
 
     def start(self) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), then start accepting."""
@@ -122,6 +136,17 @@ class HttpFrontEnd(ThreadedListener):
 
     def connection(self, sock: socket.socket, peer: Any) -> _Connection:
         return _Connection(self, sock, peer)
+
+    def respond(
+        self, request: Request, on_hang: Callable[[EnvTimeoutError], None] | None = None
+    ) -> Response:
+        """The response to one plain HTTP request: the first mount's that answers, else the
+        OpenEnv router's (never raises)."""
+        for mount in self.mounts:
+            response = mount(request)
+            if response is not None:
+                return response
+        return self.router.handle(request, on_hang)
 
     def _reap_loop(self) -> None:
         while not self._stopping.wait(self.reap_interval):
@@ -166,7 +191,7 @@ class HttpFrontEnd(ThreadedListener):
 class _Connection:
     """One client connection: HTTP requests, possibly upgraded to a WebSocket."""
 
-    def __init__(self, front: HttpFrontEnd, sock: socket.socket, peer: Any) -> None:
+    def __init__(self, front: OpenEnvFrontEnd, sock: socket.socket, peer: Any) -> None:
         self.front = front
         self.peer = peer
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -202,7 +227,7 @@ class _Connection:
             if "websocket" in request.header("upgrade").lower():
                 self._websocket(request)
                 return
-            response = self.front.router.handle(request, self._http_hung)
+            response = self.front.respond(request, self._http_hung)
             if not self.http.send(response, head=request.method == "HEAD"):
                 return
 
@@ -218,7 +243,7 @@ class _Connection:
     def _websocket(self, request: Request) -> None:
         service = self.front.service
         env_id, endpoint, _ = split_path(request.path, service.served, service.default_env)
-        problem = websocket_problem(request)
+        problem = handshake_problem(request)
         if endpoint not in ("ws", "mcp"):
             self.http.send(json_response(404, '{"detail":"Not Found"}'))
             return
@@ -260,8 +285,6 @@ class _Connection:
         assert channel is not None
         table = self.front.server.sessions
         if endpoint == "mcp":
-            from envwire.protocols.openenv import RpcCode, rpc_error
-
             text = dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc)))
         elif isinstance(exc, CapacityError):
             text = error_message(

@@ -30,11 +30,17 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
-from envwire.protocols.openenv import BodyError, dumps, parse_rpc, parse_step_body
+from envwire.protocols.http11 import Request, Response, json_response
+from envwire.protocols.openenv import (
+    BodyError,
+    dumps,
+    parse_reset_body,
+    parse_rpc,
+    parse_step_body,
+)
 from envwire.server.openenv import openapi
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.service import OpenEnvService, Record
-from envwire.server.openenv.wire import Request, Response, json_response
 
 __all__ = ["ENDPOINTS", "HEADER", "COOKIE", "Router", "error_response", "split_path"]
 
@@ -256,8 +262,6 @@ class _SessionMissing(EnvwireError):
 
 
 def _reset_body(raw: bytes) -> dict[str, Any]:
-    from envwire.protocols.openenv import parse_reset_body
-
     return parse_reset_body(raw).model_dump(exclude_unset=True)
 
 

@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from envwire import messages as m
+from envwire._version import __version__
 from envwire.errors import (
     CapacityError,
     EnvTimeoutError,
@@ -297,8 +298,6 @@ class OpenEnvService:
         try:
             match request.method:
                 case "initialize":
-                    from envwire import __version__
-
                     version = params.get("protocolVersion", "2025-06-18")
                     return rpc_result(
                         rid,
@@ -398,5 +397,5 @@ def _extension(session: Session, name: str, *args: Any) -> Any:
     method = getattr(session, "extension", None)
     if callable(method):  # a Session that offers it under its own lock
         return method(name, *args)
-    assert session.spec is not None
+    assert session.spec is not None and session.worker is not None
     return session.worker.call("extension", name, *args, timeout=session.spec.step_timeout)

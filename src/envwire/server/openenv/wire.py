@@ -1,117 +1,47 @@
-"""HTTP/1.1 and WebSocket framing over one blocking socket.
+"""HTTP/1.1 and WebSocket over one blocking socket.
 
-:class:`HttpConnection` reads requests and writes responses with the parser of :mod:`.http11`
-(keep-alive, pipelining, ``Expect: 100-continue``, chunked bodies, size limits). When a request
-asks for a WebSocket, it completes the opening handshake (RFC 6455 section 4.2) and hands the
-socket to a :class:`WebSocketChannel`, which frames messages with :mod:`.frames`; one timer
-thread pings idle channels and drops those that stop answering.
-Compression is never negotiated.
+:class:`HttpConnection` reads requests and writes responses with the sans-IO parser of
+:mod:`envwire.protocols.http11` (keep-alive, pipelining, ``Expect: 100-continue``, chunked
+bodies, size limits). When a request asks for a WebSocket, it completes the opening handshake
+(:mod:`envwire.protocols.websocket`) and hands the socket to a :class:`WebSocketChannel`, which
+frames messages with the same module; one timer thread pings idle channels and drops those that
+stop answering. Compression is never negotiated.
 """
 
 from __future__ import annotations
 
-import base64
 import contextlib
-import hashlib
 import os
 import socket
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import unquote
 
+from envwire.protocols.http11 import (
+    NEED_DATA,
+    HttpError,
+    Request,
+    RequestParser,
+    Response,
+    json_response,
+    response_bytes,
+)
 from envwire.protocols.openenv import dumps
-from envwire.server.openenv.frames import (
+from envwire.protocols.websocket import (
     PING,
     PONG,
     FrameError,
     FrameReader,
+    accept_bytes,
     close_frame,
     control_frame,
     text_frame,
 )
-from envwire.server.openenv.http11 import (
-    NEED_DATA,
-    HttpError,
-    ParsedRequest,
-    RequestParser,
-    response_bytes,
-)
 
-__all__ = [
-    "HttpConnection",
-    "Request",
-    "Response",
-    "WebSocketChannel",
-    "json_response",
-    "websocket_problem",
-]
+__all__ = ["HttpConnection", "WebSocketChannel"]
 
-_GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 _RECV = 256 * 1024
-
-
-@dataclass
-class Request:
-    """One HTTP request, read whole."""
-
-    method: str
-    path: str
-    query: str
-    headers: dict[str, str]
-    body: bytes = b""
-    cookies: list[tuple[str, str]] = field(default_factory=list)
-
-    def header(self, name: str, default: str = "") -> str:
-        return self.headers.get(name, default)
-
-    def cookie_values(self, name: str) -> list[str]:
-        return [value for key, value in self.cookies if key == name]
-
-
-@dataclass
-class Response:
-    """One HTTP response."""
-
-    status: int
-    body: bytes = b""
-    content_type: str = "application/json"
-    headers: list[tuple[str, str]] = field(default_factory=list)
-
-
-def json_response(status: int, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
-    """A JSON response from already-encoded JSON text."""
-    return Response(status, text.encode(), "application/json", headers or [])
-
-
-def _parse_cookies(values: list[str]) -> list[tuple[str, str]]:
-    out = []
-    for value in values:
-        for part in value.split(";"):
-            key, sep, val = part.strip().partition("=")
-            if sep and key:
-                out.append((key, val.strip().strip('"')))
-    return out
-
-
-def websocket_problem(request: Request) -> str | None:
-    """Why ``request`` is not a valid WebSocket opening handshake (None when it is)."""
-    if request.method != "GET":
-        return "a WebSocket handshake must be a GET request"
-    if "websocket" not in [t.strip().lower() for t in request.header("upgrade").split(",")]:
-        return "missing 'Upgrade: websocket'"
-    if "upgrade" not in [t.strip().lower() for t in request.header("connection").split(",")]:
-        return "missing 'Connection: Upgrade'"
-    if request.header("sec-websocket-version") != "13":
-        return "unsupported Sec-WebSocket-Version (13 is required)"
-    try:
-        if len(base64.b64decode(request.header("sec-websocket-key"), validate=True)) != 16:
-            raise ValueError
-    except ValueError:
-        return "missing or invalid Sec-WebSocket-Key"
-    return None
 
 
 class HttpConnection:
@@ -143,31 +73,20 @@ class HttpConnection:
                     break
                 if parser.needs_continue():
                     self.send_raw(b"HTTP/1.1 100 Continue\r\n\r\n")
-                    parser._pending.expects_continue = False  # type: ignore[union-attr]
+                    parser.continue_sent()
                 parser.receive_data(self.sock.recv(_RECV))
         except HttpError as exc:
             self.keep_alive = False
             return json_response(exc.status, dumps({"detail": f"Bad request: {exc.message}"}))
         except (TimeoutError, OSError):
             return None
-        assert isinstance(parsed, ParsedRequest)
+        assert isinstance(parsed, Request)
         self.keep_alive = parsed.keep_alive
-        path, _, query = parsed.target.partition("?")
-        return Request(
-            parsed.method,
-            unquote(path),
-            query,
-            parsed.headers,
-            parsed.body,
-            cookies=_parse_cookies(parsed.cookies),
-        )
+        return parsed
 
     def send(self, response: Response, *, head: bool = False) -> bool:
         """Write a response; returns False when the connection must close afterwards."""
-        headers = [("content-type", response.content_type), *response.headers]
-        data = response_bytes(
-            response.status, headers, response.body, keep_alive=self.keep_alive, head=head
-        )
+        data = response_bytes(response, keep_alive=self.keep_alive, head=head)
         with self.lock:
             if self.dead:
                 return False
@@ -185,12 +104,7 @@ class HttpConnection:
     def accept_websocket(self, request: Request) -> bytes:
         """Answer the handshake with 101 Switching Protocols; returns the bytes already
         received after the handshake (the start of the WebSocket stream)."""
-        key = request.header("sec-websocket-key").encode("ascii")
-        accept = base64.b64encode(hashlib.sha1(key + _GUID).digest()).decode("ascii")
-        self.send_raw(
-            b"HTTP/1.1 101 Switching Protocols\r\nupgrade: websocket\r\nconnection: Upgrade\r\n"
-            + f"sec-websocket-accept: {accept}\r\n\r\n".encode("ascii")
-        )
+        self.send_raw(accept_bytes(request))
         trailing = bytes(self.parser.buffer)
         self.parser.buffer.clear()
         return trailing

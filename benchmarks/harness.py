@@ -1,0 +1,196 @@
+"""What every benchmark shares: results and settings, a rate meter, the raw TCP echo baseline,
+the machine's description, the report table, and payload sizes taken from the codecs.
+
+Every figure a benchmark reports is a :class:`Result`, compared (``ratio``) to a baseline
+measured in the same run: the machines these run on are shared and noisy.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import platform
+import socket
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import gymnasium
+
+from envwire import messages as m
+from envwire.client.gymsocket import DEFAULT_FLAGS
+from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
+
+__all__ = [
+    "EchoServer",
+    "Progress",
+    "Result",
+    "Settings",
+    "echo_rate",
+    "gym_socket_step_bytes",
+    "machine",
+    "median",
+    "print_table",
+    "rate",
+]
+
+
+@dataclass
+class Result:
+    """One measured figure, with the baseline it is compared to."""
+
+    name: str
+    value: float
+    unit: str = "steps/s"
+    baseline: str | None = None
+    ratio: float | None = None
+    target: float | None = None
+    notes: dict[str, Any] = field(default_factory=dict)
+
+
+def rate(call: Callable[[], Any], seconds: float, warmup: int = 50) -> float:
+    """Calls per second of ``call`` over about ``seconds``, after ``warmup`` calls."""
+    for _ in range(warmup):
+        call()
+    count, start = 0, time.perf_counter()
+    deadline = start + seconds
+    while True:
+        call()
+        count += 1
+        now = time.perf_counter()
+        if now >= deadline:
+            return count / (now - start)
+
+
+def _echo_main(conn: Any) -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    conn.send(listener.getsockname()[1])
+    while True:
+        client, _ = listener.accept()
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        while data := client.recv(1 << 20):
+            client.sendall(data)
+        client.close()
+
+
+class EchoServer:
+    """A blocking Python TCP echo server in its own process: the physical baseline."""
+
+    def __enter__(self) -> EchoServer:
+        parent, child = multiprocessing.Pipe()
+        ctx = multiprocessing.get_context("spawn")
+        self.process = ctx.Process(target=_echo_main, args=(child,), daemon=True)
+        self.process.start()
+        if not parent.poll(30):
+            raise RuntimeError("the echo server did not start")
+        self.port = int(parent.recv())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.process.kill()
+        self.process.join(5)
+
+
+def echo_rate(port: int, request_bytes: int, reply_bytes: int, seconds: float) -> float:
+    """Round trips/s sending ``request_bytes`` and reading ``reply_bytes`` back (the echo
+    returns what it gets, so each direction carries the larger of the two)."""
+    size = max(request_bytes, reply_bytes)
+    payload = b"x" * size
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def once() -> None:
+        sock.sendall(payload)
+        got = 0
+        while got < size:
+            got += len(sock.recv(1 << 20))
+
+    try:
+        return rate(once, seconds)
+    finally:
+        sock.close()
+
+
+@dataclass
+class Settings:
+    """How long and how big the suite runs."""
+
+    seconds: float = 2.0
+    runs: int = 3
+    sizes: Sequence[int] = (1, 16, 64, 256, 1024)
+    idle_sessions: int = 2000
+
+
+def median(settings: Settings, measure: Callable[[], float]) -> float:
+    """The median of ``settings.runs`` measurements."""
+    return statistics.median(measure() for _ in range(settings.runs))
+
+
+class Progress:
+    """A one-line progress bar on stderr."""
+
+    def __init__(self, total: int, enabled: bool = True) -> None:
+        self.total, self.done, self.enabled = total, 0, enabled
+
+    def step(self, label: str) -> None:
+        self.done += 1
+        if not self.enabled:
+            return
+        width = 30
+        filled = int(width * self.done / max(self.total, 1))
+        bar = "#" * filled + "-" * (width - filled)
+        sys.stderr.write(f"\r[{bar}] {self.done}/{self.total} {label[:40]:<40}")
+        sys.stderr.flush()
+        if self.done >= self.total:
+            sys.stderr.write("\n")
+
+
+def machine() -> dict[str, Any]:
+    """What the figures were measured on."""
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "cpus": os.cpu_count(),
+    }
+
+
+def print_table(report: dict[str, Any]) -> None:
+    """The report as a table on stdout."""
+    rows = report["results"]
+    width = max(len(r["name"]) for r in rows)
+    print(f"{'case':<{width}}  {'value':>14}  {'ratio':>6}  {'target':>6}")
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else ""
+        target = f">={r['target']:.2f}" if r["target"] is not None else ""
+        value = f"{r['value']:,.1f} {r['unit'].split('/')[0] if r['unit'] == 'KiB' else ''}"
+        if r["unit"] != "KiB":
+            value = f"{r['value']:,.0f}/s"
+        print(f"{r['name']:<{width}}  {value:>14}  {ratio:>6}  {target:>6}")
+    machine = report["machine"]
+    print(f"machine: {machine['cpus']} cores, {machine['processor']}, Python {machine['python']}")
+
+
+def gym_socket_step_bytes(
+    env: gymnasium.Env[Any, Any], flags: Flags = DEFAULT_FLAGS
+) -> tuple[int, int]:
+    """(request, reply) bytes of one gym-socket step of ``env``, as envwire's client (with
+    ``flags``) and server encode it: the payload an echo baseline must carry to compare."""
+    obs, _ = env.reset(seed=0)
+    action = env.action_space.sample()
+    client, server = ClientConnection(flags), ServerConnection()
+    server.receive_data(client.send_handshake("bench"))
+    server.next_event()
+    client.receive_data(server.send_handshake_reply(""))
+    client.next_event()
+    for end in (client, server):
+        end.set_spaces(env.action_space, env.observation_space)
+    request = client.send_request(m.Step(action))
+    server.receive_data(request)
+    server.next_event()
+    obs, reward, terminated, truncated, info = env.step(action)
+    reply = server.send_reply(m.StepReply(obs, float(reward), terminated, truncated, info))
+    return len(request), len(reply)

@@ -1,0 +1,62 @@
+"""The arena's server options, and the arena they open."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from envwire.arena.core import DEFAULT_MAX_BODY, Arena
+from envwire.arena.store import Store, Sync
+from envwire.errors import ConfigError
+from envwire.registry import Catalog
+from envwire.session import WorkerFactory
+
+__all__ = ["ArenaOptions", "open_arena"]
+
+
+@dataclass(frozen=True, slots=True)
+class ArenaOptions:
+    """Server options of the arena (``envwire serve --arena-db ...`` or ``[server]`` keys)."""
+
+    db: str
+    sync: Sync = "full"
+    max_body: int = DEFAULT_MAX_BODY
+    live_runs: int = 1024
+    public_url: str | None = None
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> ArenaOptions | None:
+        """The arena's options among a server's options; None when the arena is off.
+
+        Raises:
+            ConfigError: a value has the wrong type.
+        """
+        db = options.get("arena_db")
+        if not db:
+            return None
+        sync = options.get("arena_sync") or "full"
+        if sync not in ("full", "normal"):
+            raise ConfigError(f"arena_sync must be 'full' or 'normal', got {sync!r}")
+        try:
+            max_body = int(options.get("arena_max_body") or DEFAULT_MAX_BODY)
+            live_runs = int(options.get("arena_live_runs") or 1024)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"arena options: {exc}") from exc
+        url = options.get("arena_url") or None
+        return cls(str(db), "normal" if sync == "normal" else "full", max_body, live_runs, url)
+
+
+def open_arena(
+    options: ArenaOptions, catalog: Catalog | None, *, worker_factory: WorkerFactory
+) -> Arena:
+    """An :class:`Arena` over the database the options name, its envs made by
+    ``worker_factory``."""
+    store = Store(options.db, sync=options.sync)
+    return Arena(
+        store,
+        catalog,
+        worker_factory=worker_factory,
+        max_body=options.max_body,
+        live_runs=options.live_runs,
+    )

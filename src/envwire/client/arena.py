@@ -1,0 +1,464 @@
+"""Our Python client of the arena protocol (v1), on ``requests`` alone.
+
+Two ways to play::
+
+    import envwire.arena
+
+    envwire.arena.run("alice.json", lambda percept: 1, run_limit=100)   # a function
+
+    class Player(envwire.arena.Agent):                                   # an object per run
+        def get_action(self, percept, info):
+            return 1
+        def on_finish(self, outcome):
+            print(self.run_id, outcome)
+
+    Player.run("alice.json", parallel_runs=True, run_limit=100)
+
+The loop sends the actions for the server's requests, gets the next requests, and goes on until
+the run limit is reached. Replies with 503 (and lost connections, such as a server restart) are
+retried with exponential backoff for up to ``retry_for`` seconds, resending the same actions;
+any other error raises :class:`ArenaRequestError` with the server's ``errorname`` and
+``description``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import logging
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypedDict
+
+import requests
+
+from envwire.errors import InvalidArgumentError, RemoteError, TransportError
+
+__all__ = [
+    "Agent",
+    "AgentConfig",
+    "ArenaRequestError",
+    "Connection",
+    "RequestInfo",
+    "RunSummary",
+    "load_config",
+    "run",
+]
+
+log = logging.getLogger("envwire.client.arena")
+
+CLIENT_NAME = "envwire-arena-client"
+
+
+class AgentConfig(TypedDict):
+    """An agent config file, as the server's admin hands it out."""
+
+    agent: str
+    pwd: str
+    env: str
+    url: str
+
+
+@dataclass(frozen=True, slots=True)
+class RequestInfo:
+    """What the server asked: action ``action_number`` of run ``run_id``."""
+
+    run_id: str
+    action_number: int
+    run_url: str
+
+
+@dataclass
+class RunSummary:
+    """What a :func:`run` did: requests sent, actions sent, and the runs that finished."""
+
+    requests: int = 0
+    actions: int = 0
+    finished: dict[str, Any] = field(default_factory=dict)
+    abandoned: list[str] = field(default_factory=list)
+
+
+class ArenaRequestError(RemoteError):
+    """The server refused a request (anything but 200 and 503).
+
+    Attributes:
+        status: the HTTP status.
+        errorname: the server's ``errorname`` (the status phrase).
+        description: the server's ``description``.
+    """
+
+    code = "arena_request_error"
+
+    def __init__(self, status: int, errorname: str, description: str) -> None:
+        super().__init__(f"{status} {errorname}: {description}", remote_code=str(status))
+        self.status = status
+        self.errorname = errorname
+        self.description = description
+
+
+def load_config(config: str | Path | Mapping[str, Any]) -> AgentConfig:
+    """An agent config from a file path or a mapping.
+
+    Raises:
+        InvalidArgumentError: a field is missing or not a string, or the file is unreadable.
+    """
+    if isinstance(config, str | Path):
+        try:
+            data: Any = json.loads(Path(config).read_text())
+        except (OSError, ValueError) as exc:
+            raise InvalidArgumentError(f"cannot read agent config {config}: {exc}") from exc
+    else:
+        data = dict(config)
+    if not isinstance(data, dict):
+        raise InvalidArgumentError("an agent config is a JSON object {agent, pwd, env, url}")
+    for key in ("agent", "pwd", "env", "url"):
+        if not isinstance(data.get(key), str) or not data[key]:
+            raise InvalidArgumentError(f"agent config: {key!r} is missing or not a string")
+    return AgentConfig(agent=data["agent"], pwd=data["pwd"], env=data["env"], url=data["url"])
+
+
+def run_url(config: AgentConfig, run_id: str) -> str:
+    """The web page of a run."""
+    return f"{config['url'].rstrip('/')}/arena/run/{config['env']}/{run_id}"
+
+
+class Connection:
+    """Sends act requests for one agent, retrying 503 replies and lost connections.
+
+    Args:
+        config: the agent config.
+        retry_for: seconds to keep retrying one request (503 or no connection) before giving up.
+        timeout: seconds one HTTP request may take.
+        session: a ``requests.Session`` to use (one is made otherwise).
+    """
+
+    def __init__(
+        self,
+        config: AgentConfig,
+        *,
+        retry_for: float = 300.0,
+        timeout: float = 120.0,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.config = config
+        self.retry_for = retry_for
+        self.timeout = timeout
+        self.session = session or requests.Session()
+        # The config's url ends in '/' and the reference clients append '/act/...', so servers
+        # see '//act/<env>'; ours does the same, and envwire's server takes both.
+        self.url = f"{config['url']}/act/{config['env']}"
+
+    def act(
+        self,
+        actions: list[dict[str, Any]],
+        *,
+        to_abandon: list[str] | None = None,
+        parallel_runs: bool = True,
+    ) -> dict[str, Any]:
+        """One request; the server's reply.
+
+        Raises:
+            ArenaRequestError: the server refused the request.
+            TransportError: no answer (or only 503) for ``retry_for`` seconds.
+        """
+        body: dict[str, Any] = {
+            "protocol_version": 1,
+            "agent": self.config["agent"],
+            "pwd": self.config["pwd"],
+            "actions": actions,
+            "to_abandon": to_abandon or [],
+            "parallel_runs": parallel_runs,
+            "client": CLIENT_NAME,
+        }
+        deadline = time.monotonic() + self.retry_for
+        pause = 0.25
+        while True:
+            try:
+                response = self.session.put(self.url, json=body, timeout=self.timeout)
+            except requests.RequestException as exc:
+                problem = f"no answer from {self.url}: {exc}"
+            else:
+                if response.status_code == 200:
+                    reply: dict[str, Any] = response.json()
+                    return reply
+                if response.status_code != 503:
+                    raise _refusal(response)
+                problem = f"server busy (503): {_description(response)}"
+                retry_after = response.headers.get("retry-after", "")
+                if retry_after.isdigit():
+                    pause = max(pause, float(retry_after))
+            if time.monotonic() + pause > deadline:
+                raise TransportError(f"giving up after {self.retry_for:g} s: {problem}")
+            log.warning("%s; retrying in %.2g s", problem, pause)
+            time.sleep(pause)
+            pause = min(pause * 2, 30.0)
+
+
+def _description(response: requests.Response) -> str:
+    try:
+        data = response.json()
+    except ValueError:
+        return response.text[:500]
+    if isinstance(data, dict) and "description" in data:
+        return str(data["description"])
+    return json.dumps(data)[:500]
+
+
+def _refusal(response: requests.Response) -> ArenaRequestError:
+    try:
+        data = response.json()
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and "errorname" in data:
+        return ArenaRequestError(
+            response.status_code, str(data["errorname"]), str(data.get("description", ""))
+        )
+    return ArenaRequestError(
+        response.status_code, response.reason or "Error", _description(response)
+    )
+
+
+def _log_message(message: Mapping[str, Any]) -> None:
+    kinds = {"error": logging.ERROR, "warning": logging.WARNING}
+    level = kinds.get(str(message.get("type", "")), logging.INFO)
+    run_id = message.get("run")
+    prefix = f"run {run_id}: " if run_id is not None else ""
+    log.log(level, "%s%s", prefix, message.get("content", ""))
+
+
+class Agent(ABC):
+    """Plays one run: :meth:`Agent.run` makes an instance per run the server starts.
+
+    Args:
+        run_id: the run this instance plays.
+        config: the agent config.
+    """
+
+    def __init__(self, run_id: str, config: AgentConfig) -> None:
+        self.run_id = run_id
+        self.config = config
+
+    @abstractmethod
+    def get_action(self, percept: Any, info: RequestInfo) -> Any:
+        """The action for ``percept`` (JSON data), the server's request ``info``."""
+
+    def on_finish(self, outcome: Any) -> None:
+        """The run ended with ``outcome`` (logged by default)."""
+        log.info("run %s finished with outcome %s: %s", self.run_id, outcome, self.run_url)
+
+    def on_message(self, content: str, type: str) -> None:
+        """The server said something about this run (logged by default)."""
+        _log_message({"type": type, "content": content, "run": self.run_id})
+
+    @property
+    def run_url(self) -> str:
+        """The run's web page."""
+        return run_url(self.config, self.run_id)
+
+    @classmethod
+    def run(cls, config: str | Path | Mapping[str, Any], **options: Any) -> RunSummary:
+        """Play with an instance of this class per run; see :func:`run` for ``options``."""
+        loaded = load_config(config)
+        return _Loop(loaded, _PerRun(cls, loaded), **options).play()
+
+
+class _Processor(ABC):
+    @abstractmethod
+    def action(self, percept: Any, info: RequestInfo) -> Any: ...
+
+    def finished(self, run_id: str, outcome: Any) -> None:
+        log.info("run %s finished with outcome %s", run_id, outcome)
+
+    def message(self, message: Mapping[str, Any]) -> None:
+        _log_message(message)
+
+    def active(self, run_ids: set[str]) -> None:
+        """The runs still active after a reply (nothing to do by default)."""
+        return
+
+
+class _Function(_Processor):
+    def __init__(
+        self,
+        policy: Callable[..., Any],
+        on_finish: Callable[[str, Any], None] | None,
+        on_message: Callable[[Mapping[str, Any]], None] | None,
+    ) -> None:
+        self.policy = policy
+        self.takes_info = _positional_count(policy) >= 2
+        self.on_finish, self.on_message = on_finish, on_message
+
+    def action(self, percept: Any, info: RequestInfo) -> Any:
+        return self.policy(percept, info) if self.takes_info else self.policy(percept)
+
+    def finished(self, run_id: str, outcome: Any) -> None:
+        (self.on_finish or super().finished)(run_id, outcome)
+
+    def message(self, message: Mapping[str, Any]) -> None:
+        (self.on_message or super().message)(message)
+
+
+def _positional_count(function: Callable[..., Any]) -> int:
+    try:
+        parameters = inspect.signature(function).parameters.values()
+    except (TypeError, ValueError):
+        return 2
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in parameters):
+        return 2
+    return sum(1 for p in parameters if p.kind in kinds)
+
+
+class _PerRun(_Processor):
+    def __init__(self, cls: type[Agent], config: AgentConfig) -> None:
+        self.cls, self.config = cls, config
+        self.agents: dict[str, Agent] = {}
+
+    def action(self, percept: Any, info: RequestInfo) -> Any:
+        agent = self.agents.get(info.run_id)
+        if agent is None:
+            agent = self.agents[info.run_id] = self.cls(info.run_id, self.config)
+        return agent.get_action(percept, info)
+
+    def finished(self, run_id: str, outcome: Any) -> None:
+        agent = self.agents.pop(run_id, None)
+        if agent is None:
+            super().finished(run_id, outcome)
+        else:
+            agent.on_finish(outcome)
+
+    def message(self, message: Mapping[str, Any]) -> None:
+        agent = self.agents.get(str(message.get("run")))
+        if agent is None:
+            super().message(message)
+        else:
+            agent.on_message(str(message.get("content", "")), str(message.get("type", "info")))
+
+    def active(self, run_ids: set[str]) -> None:
+        for run_id in [r for r in self.agents if r not in run_ids]:
+            del self.agents[run_id]  # abandoned, or finished in a reply that was lost
+
+
+class _Loop:
+    def __init__(
+        self,
+        config: AgentConfig,
+        processor: _Processor,
+        *,
+        parallel_runs: bool = True,
+        run_limit: int | None = None,
+        abandon_old_runs: bool = False,
+        workers: int = 1,
+        retry_for: float = 300.0,
+        idle_wait: float = 1.0,
+        session: requests.Session | None = None,
+    ) -> None:
+        self.config, self.processor = config, processor
+        self.parallel_runs = parallel_runs
+        self.run_limit = run_limit
+        self.abandon_old_runs = abandon_old_runs
+        self.workers = max(1, workers)
+        self.idle_wait = idle_wait
+        self.connection = Connection(config, retry_for=retry_for, session=session)
+
+    def _actions(self, requests_: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        infos = [
+            RequestInfo(str(r["run"]), int(r["act_no"]), run_url(self.config, str(r["run"])))
+            for r in requests_
+        ]
+        percepts = [r["percept"] for r in requests_]
+        if self.workers > 1 and len(requests_) > 1:
+            with ThreadPoolExecutor(min(self.workers, len(requests_))) as pool:
+                chosen = list(pool.map(self.processor.action, percepts, infos))
+        else:
+            chosen = [self.processor.action(p, i) for p, i in zip(percepts, infos, strict=True)]
+        return [
+            {"run": i.run_id, "act_no": i.action_number, "action": a}
+            for i, a in zip(infos, chosen, strict=True)
+        ]
+
+    def play(self) -> RunSummary:
+        summary = RunSummary()
+        actions: list[dict[str, Any]] = []
+        to_abandon: list[str] = []
+        old: set[str] | None = None
+        while True:
+            reply = self.connection.act(
+                actions, to_abandon=to_abandon, parallel_runs=self.parallel_runs
+            )
+            summary.requests += 1
+            summary.actions += len(actions)
+            summary.abandoned += to_abandon
+            abandoned, to_abandon = set(to_abandon), []
+            requests_ = list(reply.get("action_requests", []))
+            if old is None:  # runs left over from an earlier client
+                old = {str(r) for r in reply.get("active_runs", [])}
+                old -= {str(r["run"]) for r in requests_ if r.get("act_no") == 0}
+            for message in reply.get("messages", []):
+                self.processor.message(message)
+            for run_id, outcome in reply.get("finished_runs", {}).items():
+                if run_id not in abandoned:
+                    summary.finished[run_id] = outcome
+                    self.processor.finished(run_id, outcome)
+            self.processor.active({str(r) for r in reply.get("active_runs", [])})
+            if self.run_limit is not None and len(summary.finished) >= self.run_limit:
+                break
+            if self.abandon_old_runs:
+                to_abandon = [str(r["run"]) for r in requests_ if str(r["run"]) in old]
+                requests_ = [r for r in requests_ if str(r["run"]) not in old]
+                old -= set(to_abandon)
+            if not requests_ and not to_abandon:
+                log.info("no action requests; waiting %.2g s", self.idle_wait)
+                time.sleep(self.idle_wait)
+            actions = self._actions(requests_)
+        return summary
+
+
+def run(
+    config: str | Path | Mapping[str, Any],
+    policy: Callable[..., Any],
+    *,
+    parallel_runs: bool = True,
+    run_limit: int | None = None,
+    abandon_old_runs: bool = False,
+    workers: int = 1,
+    on_finish: Callable[[str, Any], None] | None = None,
+    on_message: Callable[[Mapping[str, Any]], None] | None = None,
+    retry_for: float = 300.0,
+    session: requests.Session | None = None,
+) -> RunSummary:
+    """Play the arena env of ``config`` with ``policy`` until ``run_limit`` runs finished.
+
+    Args:
+        config: the agent config file (a path) or its contents.
+        policy: ``policy(percept)`` or ``policy(percept, info)`` -> action (JSON data).
+        parallel_runs: let the server ask for several runs per request (False: one).
+        run_limit: stop after this many runs finished (None: play until interrupted).
+        abandon_old_runs: abandon runs left unfinished by an earlier client (the env must
+            allow abandoning).
+        workers: threads computing the actions of one reply in parallel.
+        on_finish: ``on_finish(run_id, outcome)`` for each finished run (default: logged).
+        on_message: ``on_message(message)`` for each server message (default: logged).
+        retry_for: seconds to keep retrying a request that gets 503 or no answer.
+        session: the ``requests.Session`` to use.
+
+    Raises:
+        ArenaRequestError: the server refused a request (wrong password, blocked agent, ...).
+        TransportError: the server did not answer for ``retry_for`` seconds.
+    """
+    loaded = load_config(config)
+    processor = _Function(policy, on_finish, on_message)
+    return _Loop(
+        loaded,
+        processor,
+        parallel_runs=parallel_runs,
+        run_limit=run_limit,
+        abandon_old_runs=abandon_old_runs,
+        workers=workers,
+        retry_for=retry_for,
+        session=session,
+    ).play()

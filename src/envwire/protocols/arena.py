@@ -1,0 +1,314 @@
+"""The act protocol, sans-IO: request bodies in, typed requests out; typed replies in, bytes out.
+
+Nothing here touches a socket, a framework or the database. Two wire versions share one typed
+vocabulary:
+
+- v0 (no ``protocol_version``, or 0): actions name their request as ``"run": "<id>#<n>"``; the
+  reply has ``action-requests`` (same run strings), ``errors`` and ``messages`` (strings);
+  ``single_request: true`` asks for one request per reply.
+- v1 (``"protocol_version": 1``): actions carry ``run`` and ``act_no``; optional
+  ``parallel_runs``, ``to_abandon`` and ``client``; the reply has ``action_requests``,
+  ``active_runs``, ``finished_runs`` and typed ``messages``.
+
+Both parse into :class:`ActRequest`; a :class:`ActReply` encodes into either. Malformed bodies
+raise the errors defined here (``ProtocolError`` subclasses), each naming the field at fault.
+Percepts and outcomes travel inside replies as JSON text (:class:`RawJSON`), so a percept stored
+in the database is sent without being decoded and encoded again.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from http import HTTPStatus
+from typing import Any, Literal
+
+from envwire.errors import EnvwireError, ProtocolError
+
+__all__ = [
+    "SUPPORTED_VERSIONS",
+    "ActReply",
+    "ActRequest",
+    "ActionIn",
+    "ActionRequest",
+    "BodyTooLargeError",
+    "MalformedRequestError",
+    "Message",
+    "MessageType",
+    "NotJSONError",
+    "RawJSON",
+    "UnsupportedVersionError",
+    "decode_body",
+    "dumps",
+    "encode_reply",
+    "error_body",
+    "error_reply",
+    "parse_act_request",
+]
+
+SUPPORTED_VERSIONS = (0, 1)
+MessageType = Literal["info", "warning", "error"]
+_V0_RUN = re.compile(r"^([0-9]{1,18})#([0-9]{1,9})$")
+_JSON_TYPES = ("application/json",)
+
+
+class MalformedRequestError(ProtocolError):
+    """A request field is missing, of the wrong type or out of range.
+
+    Attributes:
+        field: the field's path in the body, e.g. ``actions[2].act_no``.
+    """
+
+    code = "malformed_request"
+
+    def __init__(self, field: str, problem: str) -> None:
+        super().__init__(f"{field}: {problem}")
+        self.field = field
+
+
+class UnsupportedVersionError(ProtocolError):
+    """``protocol_version`` names a version this server does not speak."""
+
+    code = "unsupported_version"
+
+
+class BodyTooLargeError(ProtocolError):
+    """The request body is larger than the server accepts."""
+
+    code = "body_too_large"
+    http_status = 413
+
+
+class NotJSONError(ProtocolError):
+    """The request body is not declared as JSON (``Content-Type: application/json``)."""
+
+    code = "not_json"
+    http_status = 415
+
+
+class RawJSON(str):
+    """Text that is already JSON; :func:`encode_reply` writes it as is."""
+
+    __slots__ = ()
+
+
+def dumps(value: Any) -> RawJSON:
+    """Compact JSON text for ``value``."""
+    return RawJSON(json.dumps(value, separators=(",", ":")))
+
+
+@dataclass(frozen=True, slots=True)
+class ActionIn:
+    """One action of a request: ``action`` for request ``act_no`` of run ``run``."""
+
+    run: str
+    act_no: int
+    action: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ActRequest:
+    """A parsed act request, whatever its wire version."""
+
+    version: int
+    agent: str
+    pwd: str
+    actions: tuple[ActionIn, ...] = ()
+    parallel_runs: bool = True
+    to_abandon: tuple[str, ...] = ()
+    client: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A message for the agent, about one run (``run``) or about the request (None)."""
+
+    type: MessageType
+    content: str
+    run: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ActionRequest:
+    """What the server asks for: action ``act_no`` of ``run``, given ``percept``."""
+
+    run: str
+    act_no: int
+    percept: RawJSON
+
+
+@dataclass
+class ActReply:
+    """The body of a successful act reply, before encoding."""
+
+    action_requests: list[ActionRequest] = field(default_factory=list)
+    active_runs: list[str] = field(default_factory=list)
+    finished_runs: dict[str, RawJSON] = field(default_factory=dict)
+    messages: list[Message] = field(default_factory=list)
+
+
+# --------------------------------------------------------------------------------------------
+# requests
+
+
+def decode_body(body: bytes, content_type: str | None, limit: int) -> Any:
+    """The JSON value of a request body.
+
+    Raises:
+        BodyTooLargeError: ``body`` is longer than ``limit`` bytes.
+        NotJSONError: the content type is not JSON (``application/json`` or ``*/*+json``).
+        MalformedRequestError: the body is empty or not valid JSON (field ``body``).
+    """
+    if len(body) > limit:
+        raise BodyTooLargeError(f"request body of {len(body)} bytes is over the {limit} limit")
+    media = (content_type or "").split(";", 1)[0].strip().lower()
+    if media not in _JSON_TYPES and not media.endswith("+json"):
+        shown = repr(content_type) if content_type else "none"
+        raise NotJSONError(f"Content-Type must be application/json, got {shown}")
+    if not body.strip():
+        raise MalformedRequestError("body", "empty; expected a JSON object")
+    try:
+        return json.loads(body)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, huge ints
+        raise MalformedRequestError("body", f"not valid JSON ({exc})") from None
+
+
+def _type_name(value: Any) -> str:
+    return {
+        type(None): "null",
+        bool: "a boolean",
+        int: "an integer",
+        float: "a number",
+        str: "a string",
+        list: "a list",
+        dict: "an object",
+    }.get(type(value), type(value).__name__)
+
+
+def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int,))):
+        raise MalformedRequestError(where, f"expected {what}, got {_type_name(value)}")
+    return value
+
+
+def _get(data: Mapping[str, Any], key: str, kind: type, what: str, default: Any) -> Any:
+    if key not in data:
+        return default
+    return _expect(data[key], kind, key, what)
+
+
+def _act_no(value: Any, where: str) -> int:
+    number = _expect(value, int, where, "a non-negative integer")
+    if number < 0:
+        raise MalformedRequestError(where, f"expected a non-negative integer, got {number}")
+    return int(number)
+
+
+def _action(item: Any, index: int, version: int) -> ActionIn:
+    where = f"actions[{index}]"
+    _expect(item, dict, where, "an object with run and action")
+    if "run" not in item:
+        raise MalformedRequestError(f"{where}.run", "missing")
+    if "action" not in item:
+        raise MalformedRequestError(f"{where}.action", "missing")
+    run = _expect(item["run"], str, f"{where}.run", "a string")
+    if version == 0:
+        match = _V0_RUN.match(run)
+        if match is None:
+            raise MalformedRequestError(
+                f"{where}.run", f"expected '<run id>#<action number>' such as '40#1', got {run!r}"
+            )
+        return ActionIn(match[1], int(match[2]), item["action"])
+    if "act_no" not in item:
+        raise MalformedRequestError(f"{where}.act_no", "missing")
+    return ActionIn(run, _act_no(item["act_no"], f"{where}.act_no"), item["action"])
+
+
+def parse_act_request(data: Any) -> ActRequest:
+    """Validate a decoded act request body (v0 or v1).
+
+    Unknown fields are ignored, as the original server does.
+
+    Raises:
+        MalformedRequestError: a field is missing or of the wrong type; the message names it.
+        UnsupportedVersionError: ``protocol_version`` is not 0 or 1.
+    """
+    if not isinstance(data, dict):
+        raise MalformedRequestError("body", f"expected a JSON object, got {_type_name(data)}")
+    version = data.get("protocol_version", 0)
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise MalformedRequestError(
+            "protocol_version", f"expected an integer (0 or 1), got {_type_name(version)}"
+        )
+    if version not in SUPPORTED_VERSIONS:
+        raise UnsupportedVersionError(
+            f"protocol_version: unsupported version {version} (this server speaks 0 and 1)"
+        )
+    for key in ("agent", "pwd"):
+        if key not in data:
+            raise MalformedRequestError(key, "missing")
+    agent = _expect(data["agent"], str, "agent", "a string")
+    pwd = _expect(data["pwd"], str, "pwd", "a string")
+    raw_actions = _get(data, "actions", list, "a list of actions", [])
+    actions = tuple(_action(item, i, version) for i, item in enumerate(raw_actions))
+    if version == 0:
+        single = _get(data, "single_request", bool, "a boolean", False)
+        return ActRequest(0, agent, pwd, actions, parallel_runs=not single)
+    parallel = _get(data, "parallel_runs", bool, "a boolean", True)
+    abandon = _get(data, "to_abandon", list, "a list of run ids", [])
+    for i, run in enumerate(abandon):
+        _expect(run, str, f"to_abandon[{i}]", "a run id string")
+    client = _get(data, "client", str, "a string", "")
+    return ActRequest(1, agent, pwd, actions, parallel, tuple(abandon), client)
+
+
+# --------------------------------------------------------------------------------------------
+# replies
+
+
+def _v0_text(message: Message) -> str:
+    return f"run {message.run}: {message.content}" if message.run is not None else message.content
+
+
+def encode_reply(reply: ActReply, version: int) -> bytes:
+    """The reply body for protocol ``version`` (percepts and outcomes embedded verbatim)."""
+    q = json.dumps
+    if version == 0:
+        requests = ",".join(
+            f'{{"run":{q(f"{r.run}#{r.act_no}")},"percept":{r.percept}}}'
+            for r in reply.action_requests
+        )
+        texts = [_v0_text(m) for m in reply.messages]
+        kinds = [m.type for m in reply.messages]
+        errors = [t for t, k in zip(texts, kinds, strict=True) if k == "error"]
+        others = [t for t, k in zip(texts, kinds, strict=True) if k != "error"]
+        others += [f"run {run}: finished, outcome {o}" for run, o in reply.finished_runs.items()]
+        return (
+            f'{{"action-requests":[{requests}],"errors":{q(errors)},"messages":{q(others)}}}'
+        ).encode()
+    requests = ",".join(
+        f'{{"run":{q(r.run)},"act_no":{r.act_no},"percept":{r.percept}}}'
+        for r in reply.action_requests
+    )
+    finished = ",".join(f"{q(run)}:{o}" for run, o in reply.finished_runs.items())
+    messages = q([{"type": m.type, "content": m.content, "run": m.run} for m in reply.messages])
+    return (
+        f'{{"action_requests":[{requests}],"active_runs":{q(reply.active_runs)},'
+        f'"finished_runs":{{{finished}}},"messages":{messages}}}'
+    ).encode()
+
+
+def error_body(status: int, description: str) -> bytes:
+    """``{"errorcode", "errorname", "description"}`` for an HTTP status."""
+    try:
+        name = HTTPStatus(status).phrase
+    except ValueError:
+        name = "Error"
+    return json.dumps({"errorcode": status, "errorname": name, "description": description}).encode()
+
+
+def error_reply(exc: EnvwireError) -> tuple[int, bytes]:
+    """The status and body that report ``exc``."""
+    return exc.http_status, error_body(exc.http_status, exc.message)

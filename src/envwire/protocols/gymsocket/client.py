@@ -1,0 +1,329 @@
+"""gym-socket: the client's end, sans-IO (requests out, replies in, pipelined in order)."""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from envwire import infojson, spacecodec
+from envwire import messages as m
+from envwire.errors import (
+    EnvwireError,
+    ProtocolError,
+    RemoteError,
+    UsageError,
+    error_class_for_code,
+)
+from envwire.protocols.gymsocket.wire import (
+    ACT_JSON,
+    CODE_BY_DTYPE,
+    F64,
+    OBS_BYTES,
+    OBS_JSON,
+    OBS_TENSOR,
+    STATUS_ERROR,
+    STATUS_OK,
+    STEP_EX_TAIL_INFO,
+    U8,
+    U32,
+    Flags,
+    HandshakeReply,
+    NeedData,
+    Packet,
+    Side,
+    decode_text,
+    json_bytes,
+    pack_field,
+    pack_tensor,
+    unpack_tensor,
+)
+
+__all__ = ["ClientConnection"]
+
+_STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
+
+
+class ClientConnection(Side):
+    """The client's end: encodes the handshake and commands, parses replies in order.
+
+    Requests may be pipelined: each ``send_*`` queues the reply it expects, and
+    ``next_event`` returns replies in the order the requests were sent.
+    """
+
+    def __init__(self, flags: Flags = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED) -> None:
+        super().__init__()
+        self._set_flags(flags)
+        self._expect: deque[Packet | str] = deque()
+
+    def send_handshake(self, env_name: str, vector: dict[str, Any] | None = None) -> bytes:
+        """The opening bytes; the first event will be a :class:`HandshakeReply`.
+
+        With the VECTOR flag, ``vector`` is ``{"num_envs": N, "autoreset_mode": ..., "workers":
+        K}``, and Reset/Step then travel as packets 9 and 10, carrying batches.
+        """
+        self._expect.append("handshake")
+        opening = U8.pack(int(self.flags)) + pack_field(env_name.encode())
+        if self._vector:
+            opening += pack_field(json_bytes(vector or {}))
+        return opening
+
+    def send_request(self, request: m.Request) -> bytes:
+        """Encode a request; its reply arrives through ``next_event`` in order."""
+        extended = self._extended
+        if self._vector and type(request) in (m.Step, m.Reset):
+            return self._vector_request(request)
+        if type(request) is m.Step:
+            packet = Packet.STEP_EX if extended else Packet.STEP
+            self._expect.append(packet)
+            return _STEP_BYTES[packet] + self._action(request.action)
+        match request:
+            case m.Reset(seed=seed, options=options) if extended:
+                packet, body = (
+                    Packet.RESET_EX,
+                    pack_field(json_bytes({"seed": seed, "options": options})),
+                )
+            case m.Reset(seed=None, options=None):
+                packet, body = Packet.RESET, b""
+            case m.Reset():
+                raise UsageError("seeded resets need the EXTENDED handshake flag")
+            case m.Step(action=action):
+                packet = Packet.STEP_EX if extended else Packet.STEP
+                body = self._action(action)
+            case m.GetSpace(which=which):
+                packet, body = Packet.GET_SPACE, U8.pack(int(which))
+            case m.SampleAction():
+                packet, body = Packet.SAMPLE_ACTION, b""
+            case m.Monitor() as mon:
+                packet = Packet.MONITOR
+                video = U8.pack(mon.video) if self.flags & Flags.MONITOR_REPLY else b""
+                body = bytes([mon.resume, mon.force]) + video + pack_field(mon.directory.encode())
+            case m.Render():
+                packet, body = Packet.RENDER, b""
+            case m.Upload() as up:
+                packet = Packet.UPLOAD
+                body = b"".join(
+                    pack_field(s.encode()) for s in (up.directory, up.api_key, up.algorithm_id)
+                )
+            case _:
+                raise UsageError(f"gym-socket has no packet for {type(request).__name__}")
+        self._expect.append(packet)
+        return U8.pack(packet) + body
+
+    def _vector_request(self, request: m.Request) -> bytes:
+        if isinstance(request, m.Reset):
+            seed = request.seed
+            if isinstance(seed, np.ndarray | tuple):
+                seed = [None if s is None else int(s) for s in seed]
+            body = pack_field(json_bytes({"seed": seed, "options": request.options}))
+            packet = Packet.VECTOR_RESET
+        else:
+            assert isinstance(request, m.Step)
+            packet, body = Packet.VECTOR_STEP, self._action(request.action)
+        self._expect.append(packet)
+        return U8.pack(packet) + body
+
+    def _action(self, action: Any) -> bytes:
+        if self._int_actions and isinstance(action, int | np.integer):
+            return b"\x00" + pack_field(b"%d" % action)
+        if self._extended and isinstance(action, np.ndarray) and action.dtype in CODE_BY_DTYPE:
+            return b"\x01" + pack_field(pack_tensor(action))
+        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.action_space, action)))
+
+    def next_event(self) -> HandshakeReply | m.Reply | EnvwireError | NeedData:
+        """The next reply, in request order; an error reply comes as an exception instance.
+
+        Raises:
+            ProtocolError: the server's bytes cannot be parsed (the only exception any
+                malformed reply raises).
+        """
+        if not self._expect:
+            if self._buf.data:
+                raise ProtocolError(f"{len(self._buf.data)} unexpected bytes from the server")
+            return self._incomplete()
+        expect = self._expect[0]
+        try:
+            parsed = self._parse_step_ex() if expect is Packet.STEP_EX else None
+            if parsed is None:
+                parsed = self._parse_reply(expect)
+        except ProtocolError:
+            raise
+        except (EnvwireError, ValueError, TypeError, KeyError, IndexError, struct.error) as exc:
+            # The one boundary where what the decoders below raise on malformed bytes (JSON,
+            # struct, reshape, space errors) becomes the protocol's own error.
+            name = expect if isinstance(expect, str) else expect.name.lower().replace("_", " ")
+            raise ProtocolError(
+                f"malformed {name} reply from the server: {type(exc).__name__}: {exc}"
+            ) from exc
+        if parsed is None:
+            return self._incomplete()
+        event, end = parsed
+        self._consume(end)
+        self._expect.popleft()
+        return event  # type: ignore[no-any-return]
+
+    def _parse_step_ex(self) -> tuple[Any, int] | None:
+        """The common case, parsed in one go: an OK extended step reply with a tensor."""
+        data = self._buf.data
+        if not self._errors or len(data) < 6 or data[0] != STATUS_OK or data[1] != OBS_TENSOR:
+            return None
+        size = U32.unpack_from(data, 2)[0]
+        tail = 6 + size
+        if len(data) < tail + 14:
+            return None
+        reward, terminated, truncated, info_size = STEP_EX_TAIL_INFO.unpack_from(data, tail)
+        end = tail + 14 + info_size
+        if len(data) < end:
+            return None
+        obs = unpack_tensor(bytes(data[6:tail]))[0]
+        info_raw = data[tail + 14 : end]
+        info = infojson.loads(bytes(info_raw))
+        return m.StepReply(obs, reward, terminated, truncated, info), end
+
+    def _parse_reply(self, expect: Packet | str) -> tuple[Any, int] | None:
+        buf = self._buf
+        if expect == "handshake":
+            got = buf.field(0)
+            return None if got is None else (HandshakeReply(decode_text(got[0], "error")), got[1])
+        pos = 0
+        if self._errors:
+            status = buf.u8(0)
+            if status is None:
+                return None
+            if status == STATUS_ERROR:
+                got = buf.field(1)
+                code = buf.field(got[1]) if got is not None else None
+                if got is None or code is None:
+                    return None
+                return _remote_error(
+                    decode_text(got[0], "error"), decode_text(code[0], "code")
+                ), code[1]
+            if status != STATUS_OK:
+                raise ProtocolError(f"unknown reply status {status}")
+            pos = 1
+        return self._parse_body(expect, pos)
+
+    def _parse_body(self, expect: Packet | str, pos: int) -> tuple[Any, int] | None:
+        buf = self._buf
+        match expect:
+            case Packet.RESET:
+                obs = self._read_observation(pos)
+                return None if obs is None else (m.ResetReply(obs[0], {}), obs[1])
+            case Packet.RESET_EX:
+                obs = self._read_observation(pos)
+                info = buf.field(obs[1]) if obs is not None else None
+                if obs is None or info is None:
+                    return None
+                return m.ResetReply(obs[0], infojson.loads(info[0])), info[1]
+            case Packet.STEP | Packet.STEP_EX:
+                obs = self._read_observation(pos)
+                if obs is None:
+                    return None
+                flag_count = 2 if expect is Packet.STEP_EX else 1
+                end = obs[1] + 8 + flag_count
+                if len(buf.data) < end:
+                    return None
+                reward = F64.unpack_from(buf.data, obs[1])[0]
+                flags = buf.data[obs[1] + 8 : end]
+                info = buf.field(end)
+                if info is None:
+                    return None
+                terminated, truncated = bool(flags[0]), bool(flags[1]) if flag_count == 2 else False
+                return m.StepReply(
+                    obs[0], reward, terminated, truncated, infojson.loads(info[0])
+                ), info[1]
+            case Packet.VECTOR_RESET:
+                obs = self._read_observation(pos)
+                info = buf.field(obs[1]) if obs is not None else None
+                if obs is None or info is None:
+                    return None
+                return m.ResetReply(obs[0], infojson.loads(info[0])), info[1]
+            case Packet.VECTOR_STEP:
+                return self._parse_vector_step(pos)
+            case Packet.GET_SPACE:
+                got = buf.field(pos)
+                if got is None:
+                    return None
+                return m.SpaceReply(spacecodec.from_description(json.loads(got[0]))), got[1]
+            case Packet.SAMPLE_ACTION:
+                kind = buf.u8(pos)
+                got = buf.field(pos + 1) if kind is not None else None
+                if got is None:
+                    return None
+                if kind != ACT_JSON:
+                    raise ProtocolError(f"sampled action of unknown type {kind} (known: 0 JSON)")
+                return m.SampleReply(
+                    spacecodec.from_json(self.action_space, json.loads(got[0]))
+                ), got[1]
+            case Packet.MONITOR if self.flags & Flags.MONITOR_REPLY:
+                got = buf.field(pos)
+                if got is None:
+                    return None
+                error = decode_text(got[0], "error")
+                return (_remote_error(error) if error else m.MonitorReply("")), got[1]
+            case Packet.MONITOR:
+                return m.MonitorReply(""), pos
+            case Packet.RENDER:
+                return m.RenderReply(None), pos
+            case Packet.UPLOAD:
+                got = buf.field(pos)
+                if got is None:
+                    return None
+                error = decode_text(got[0], "error")
+                return (_remote_error(error) if error else m.Ok()), got[1]
+        raise ProtocolError(f"no reply format for {expect!r}")  # pragma: no cover
+
+    def _parse_vector_step(self, pos: int) -> tuple[Any, int] | None:
+        obs = self._read_observation(pos)
+        if obs is None:
+            return None
+        arrays, end = [], obs[1]
+        for _ in range(3):
+            got = self._buf.field(end)
+            if got is None:
+                return None
+            arrays.append(unpack_tensor(got[0])[0])
+            end = got[1]
+        info = self._buf.field(end)
+        if info is None:
+            return None
+        infos = infojson.loads(info[0])
+        return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), info[1]
+
+    def _read_observation(self, pos: int) -> tuple[Any, int] | None:
+        kind = self._buf.u8(pos)
+        got = self._buf.field(pos + 1) if kind is not None else None
+        if kind is None or got is None:
+            return None
+        raw, end = got
+        if kind == OBS_JSON:
+            return spacecodec.from_json(self.observation_space, json.loads(raw)), end
+        if kind == OBS_BYTES:
+            ndim = U32.unpack_from(raw, 0)[0] if len(raw) >= 4 else None
+            if ndim is None or ndim > 32 or len(raw) < 4 + 4 * ndim:
+                raise ProtocolError(
+                    f"byte list observation of {len(raw)} bytes has no whole header"
+                )
+            shape = struct.unpack_from(f"<{ndim}I", raw, 4)
+            size = len(raw) - 4 - 4 * ndim
+            if math.prod(shape) != size:
+                raise ProtocolError(
+                    f"byte list observation of shape {list(shape)} has {size} bytes"
+                )
+            data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape).copy()
+            return data, end
+        if kind == OBS_TENSOR:
+            return unpack_tensor(raw)[0], end
+        raise ProtocolError(f"unknown observation type {kind}")
+
+
+def _remote_error(message: str, code: str | None = None) -> EnvwireError:
+    """The error the server reported, as the envwire error class its code names."""
+    cls = error_class_for_code(code) if code else RemoteError
+    if cls is RemoteError or not issubclass(cls, EnvwireError):
+        return RemoteError(message, code)
+    return cls(message)

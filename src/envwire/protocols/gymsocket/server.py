@@ -1,0 +1,380 @@
+"""gym-socket: the server's end, sans-IO (handshake and commands in, replies out)."""
+
+from __future__ import annotations
+
+import json
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from envwire import messages as m
+from envwire import spacecodec
+from envwire.errors import EnvwireError, InvalidActionError, ProtocolError, UsageError
+from envwire.protocols.gymsocket.wire import (
+    ACT_JSON,
+    ACT_TENSOR,
+    CODE_BY_DTYPE,
+    F64,
+    KNOWN_FLAGS,
+    MAX_FIELD,
+    MONITOR_LAYOUTS,
+    STEP_EX_TAIL,
+    U32,
+    Flags,
+    Handshake,
+    Invalid,
+    MonitorLayout,
+    NeedData,
+    Packet,
+    Side,
+    decode_text,
+    info_field,
+    json_bytes,
+    monitor_has_video,
+    pack_field,
+    pack_tensor,
+    unpack_tensor,
+)
+
+__all__ = ["ServerConnection"]
+
+
+class ServerConnection(Side):
+    """The server's end: parses the handshake and commands, encodes replies.
+
+    Args:
+        monitor_layout: how to read Monitor packets from clients without the MONITOR_REPLY
+            flag: ``auto`` (the default) tells the seed's layout from the later one by the
+            bytes (:func:`~.wire.monitor_has_video`); ``seed`` or ``video`` forces one. A packet
+            in the later layout carries a ``video`` byte and is answered with an error string.
+
+    Raises:
+        UsageError: an unknown ``monitor_layout``.
+    """
+
+    def __init__(self, *, monitor_layout: MonitorLayout | str = "auto") -> None:
+        super().__init__()
+        if monitor_layout not in MONITOR_LAYOUTS:
+            raise UsageError(
+                f"monitor_layout must be one of {MONITOR_LAYOUTS}, not {monitor_layout!r}"
+            )
+        self.handshake: Handshake | None = None
+        self.monitor_layout = monitor_layout
+        self._pending: deque[Packet | None] = deque()  # one entry per request awaiting a reply
+        self._monitor_replies: deque[bool] = deque()  # per waiting Monitor: answered by a string?
+
+    def next_event(self) -> Handshake | m.Request | Invalid | NeedData:
+        """The next complete event.
+
+        Raises:
+            ProtocolError: the byte stream cannot be parsed any further (fatal: close).
+        """
+        if self.handshake is None:
+            return self._handshake()
+        buf = self._buf
+        data = buf.data
+        if not data:
+            return self._incomplete()
+        kind = data[0]
+        if (
+            kind in self._fast_steps and len(data) >= 6 and self.action_space is not None
+        ):  # the hot path: one step, parsed inline
+            end = 6 + U32.unpack_from(data, 2)[0]
+            if len(data) >= end and end - 6 <= MAX_FIELD:
+                action_kind, raw = data[1], bytes(data[6:end])
+                del data[:end]
+                self._pending.append(_PACKETS[kind])
+                try:
+                    return m.Step(self._decode_action(action_kind, raw))
+                except EnvwireError as exc:
+                    return Invalid(InvalidActionError(str(exc)))
+        packet = _PACKETS.get(kind)
+        if packet is None:
+            self._consume(1)
+            self._pending.append(None)
+            return Invalid(
+                ProtocolError(f"unknown packet type {kind} (known: 0-6, 7-8 extended, 9-10 vector)")
+            )
+        refusal = self._refusal(packet)
+        if refusal is not None:
+            self._consume(1)
+            self._pending.append(None)
+            return Invalid(ProtocolError(refusal))
+        parsed = _PARSERS[packet](self, 1)
+        if parsed is None:
+            return self._incomplete()
+        event, end = parsed
+        self._consume(end)
+        self._pending.append(packet)
+        return event  # type: ignore[no-any-return]
+
+    def _refusal(self, packet: Packet) -> str | None:
+        """Why this connection's flags rule the packet out, if they do."""
+        if packet in _VECTOR_PACKETS:
+            return None if self._vector else f"packet {int(packet)} needs the VECTOR handshake flag"
+        if self._vector and packet in _EPISODE_PACKETS:
+            return f"packet {int(packet)} steps one env: a vector session uses packets 9 and 10"
+        if packet >= Packet.RESET_EX and not self._extended:
+            return f"packet {int(packet)} needs the EXTENDED handshake flag"
+        return None
+
+    def _handshake(self) -> Handshake | NeedData:
+        buf = self._buf
+        flags = buf.u8(0)
+        name = buf.field(1) if flags is not None else None
+        if flags is None or name is None:
+            return self._incomplete()
+        end, vector = name[1], None
+        if flags & Flags.VECTOR:
+            options = buf.field(end)
+            if options is None:
+                return self._incomplete()
+            end = options[1]
+            try:
+                vector = json.loads(options[0])
+            except ValueError as exc:
+                raise ProtocolError(f"vector options are not JSON: {exc}") from None
+            if not isinstance(vector, dict):
+                raise ProtocolError("vector options must be a JSON object")
+        self._consume(end)
+        self._set_flags(Flags(flags & KNOWN_FLAGS))
+        self.handshake = Handshake(Flags(flags), decode_text(name[0], "env name"), vector)
+        return self.handshake
+
+    def unknown_flags(self) -> int:
+        """Flag bits the client set that this server does not know."""
+        return int(self.handshake.flags) & ~int(KNOWN_FLAGS) & 0xFF if self.handshake else 0
+
+    def send_handshake_reply(self, error: str) -> bytes:
+        """The handshake answer ('' = ok; anything else: close after sending it)."""
+        return pack_field(error.encode())
+
+    # -- parsing of each packet: (event, end offset) or None when incomplete ---------------
+
+    def _parse_action(self, pos: int) -> tuple[Any, int] | None:
+        kind = self._buf.u8(pos)
+        body = self._buf.field(pos + 1) if kind is not None else None
+        if kind is None or body is None:
+            return None
+        raw, end = body
+        try:
+            return self._decode_action(kind, raw), end
+        except EnvwireError as exc:
+            return Invalid(InvalidActionError(str(exc))), end
+
+    def _decode_action(self, kind: int, raw: bytes) -> Any:
+        if self.action_space is None:
+            raise UsageError("this session has no env, so it takes no actions")
+        if kind == ACT_JSON:
+            if self._int_actions and raw.isdigit() and len(raw) < 18:
+                return np.int64(int(raw))
+            try:
+                value = json.loads(raw)
+            except ValueError as exc:
+                raise InvalidActionError(f"action is not valid JSON: {exc}") from None
+            return spacecodec.from_json(self.action_space, value)
+        if kind == ACT_TENSOR and self._extended:
+            return unpack_tensor(raw)[0]
+        raise InvalidActionError(f"unknown action type {kind} (known: 0 JSON, 1 tensor)")
+
+    def _p_step(self, pos: int) -> tuple[Any, int] | None:
+        parsed = self._parse_action(pos)
+        if parsed is None:
+            return None
+        action, end = parsed
+        return (action if isinstance(action, Invalid) else m.Step(action)), end
+
+    def _p_reset(self, pos: int) -> tuple[Any, int]:
+        return m.Reset(), pos
+
+    def _p_reset_ex(self, pos: int) -> tuple[Any, int] | None:
+        body = self._buf.field(pos)
+        if body is None:
+            return None
+        raw, end = body
+        try:
+            opts = json.loads(raw) if raw else {}
+            if not isinstance(opts, dict):
+                raise TypeError("expected a JSON object")
+            options = opts.get("options")
+            if options is not None and not isinstance(options, dict):
+                raise TypeError("'options' must be an object or null")
+            return m.Reset(seed=opts.get("seed"), options=options), end
+        except (ValueError, TypeError) as exc:
+            return Invalid(ProtocolError(f"reset options: {exc}")), end
+
+    def _p_get_space(self, pos: int) -> tuple[Any, int] | None:
+        which = self._buf.u8(pos)
+        if which is None:
+            return None
+        if which not in (0, 1):
+            return Invalid(
+                ProtocolError(f"space id {which} is neither 0 (action) nor 1 (observation)")
+            ), pos + 1
+        return m.GetSpace(m.SpaceKind(which)), pos + 1
+
+    def _p_sample(self, pos: int) -> tuple[Any, int]:
+        return m.SampleAction(), pos
+
+    def _p_monitor(self, pos: int) -> tuple[Any, int] | None:
+        buf = self._buf
+        if self.flags & Flags.MONITOR_REPLY or self.monitor_layout == "video":
+            later: bool | None = True
+        elif self.monitor_layout == "seed":
+            later = False
+        else:
+            later = monitor_has_video(buf.data, pos)
+        if later is None:
+            return None
+        resume, force = buf.u8(pos), buf.u8(pos + 1)
+        video = buf.u8(pos + 2) if later else 1  # the seed's Monitor always records video
+        directory = buf.field(pos + 3 if later else pos + 2)
+        if resume is None or force is None or video is None or directory is None:
+            return None
+        path = decode_text(directory[0], "monitor directory")
+        self._monitor_replies.append(later)
+        return m.Monitor(
+            path, resume=bool(resume), force=bool(force), video=bool(video)
+        ), directory[1]
+
+    def _p_render(self, pos: int) -> tuple[Any, int]:
+        return m.Render(), pos
+
+    def _p_upload(self, pos: int) -> tuple[Any, int] | None:
+        fields = []
+        for _ in range(3):
+            got = self._buf.field(pos)
+            if got is None:
+                return None
+            fields.append(decode_text(got[0], "upload field"))
+            pos = got[1]
+        return m.Upload(*fields), pos
+
+    # -- replies ---------------------------------------------------------------------------
+
+    def send_reply(self, reply: m.Reply) -> bytes:
+        """Encode the reply to the oldest request still waiting for one.
+
+        If encoding fails (an EnvwireError), the request still waits: answer it with
+        :meth:`send_error`.
+        """
+        packet = self._pending[0]
+        if packet is Packet.STEP_EX and type(reply) is m.StepReply:
+            body: bytes | None = (
+                self._observation(reply.observation)
+                + STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+                + info_field(reply.info, self._extended)
+            )
+        else:
+            body = self._reply_body(packet, reply)
+        self._pending.popleft()
+        if self._errors:
+            return b"\x00" + body if body is not None else b"\x00"
+        return body or b""
+
+    def send_error(self, error: EnvwireError) -> bytes | None:
+        """Encode an error for the oldest waiting request.
+
+        Returns None when the client has no way to hear it (flags 0): the front end must then
+        close the connection, as the original server did. Render is the exception: it returns
+        ``b""`` (nothing to send) and the session goes on.
+        """
+        packet = self._pending.popleft()
+        message = str(error).encode()
+        string_reply = self._monitor_replies.popleft() if packet is Packet.MONITOR else False
+        if self._errors:
+            return b"\x01" + pack_field(message) + pack_field(error.code.encode())
+        if packet is Packet.UPLOAD or string_reply:
+            return pack_field(message)
+        if packet is Packet.RENDER:
+            # Render has no reply in the seed: the client cannot hear of the failure, and
+            # closing would cost it the session for a frame it never asked to see.
+            return b""
+        return None
+
+    def _reply_body(self, packet: Packet | None, reply: m.Reply) -> bytes | None:
+        match packet, reply:
+            case Packet.RESET, m.ResetReply(observation=obs):
+                return self._observation(obs)
+            case Packet.RESET_EX, m.ResetReply(observation=obs, info=info):
+                return self._observation(obs) + info_field(info, self._extended)
+            case Packet.STEP, m.StepReply() as r:
+                return b"".join(
+                    (
+                        self._observation(r.observation),
+                        F64.pack(r.reward),
+                        b"\x01" if r.done else b"\x00",
+                        info_field(r.info, self._extended),
+                    )
+                )
+            case Packet.STEP_EX, m.StepReply() as r:
+                return b"".join(
+                    (
+                        self._observation(r.observation),
+                        F64.pack(r.reward),
+                        b"\x01" if r.terminated else b"\x00",
+                        b"\x01" if r.truncated else b"\x00",
+                        info_field(r.info, self._extended),
+                    )
+                )
+            case Packet.VECTOR_RESET, m.ResetReply(observation=obs, info=info):
+                return self._batch(obs) + info_field(info, self._extended)
+            case Packet.VECTOR_STEP, m.VectorStepReply() as v:
+                return b"".join(
+                    (
+                        self._batch(v.observations),
+                        pack_field(pack_tensor(np.asarray(v.rewards, np.float64))),
+                        pack_field(pack_tensor(np.asarray(v.terminations, np.bool_))),
+                        pack_field(pack_tensor(np.asarray(v.truncations, np.bool_))),
+                        info_field(v.infos, self._extended),
+                    )
+                )
+            case Packet.GET_SPACE, m.SpaceReply(space=space):
+                style: spacecodec.Style = "envwire" if self._extended else "gym-socket"
+                return pack_field(json_bytes(spacecodec.describe(space, style=style)))
+            case Packet.SAMPLE_ACTION, m.SampleReply(action=action):
+                return b"\x00" + pack_field(
+                    json_bytes(spacecodec.to_json(self.action_space, action))
+                )
+            case Packet.MONITOR, m.MonitorReply():
+                return pack_field(b"") if self._monitor_replies.popleft() else None
+            case Packet.RENDER, m.RenderReply():
+                return None
+        raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
+
+    def _batch(self, obs: Any) -> bytes:
+        """A batch of observations: a tensor when it is one array, else JSON."""
+        if isinstance(obs, np.ndarray) and obs.dtype in CODE_BY_DTYPE:
+            return b"\x02" + pack_field(pack_tensor(obs))
+        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))
+
+    def _observation(self, obs: Any) -> bytes:
+        if isinstance(obs, np.ndarray):
+            if obs.dtype == np.uint8:
+                data = np.ascontiguousarray(obs)
+                dims = b"".join(U32.pack(n) for n in data.shape)
+                return b"\x01" + pack_field(U32.pack(data.ndim) + dims + data.tobytes())
+            if self._extended and obs.dtype in CODE_BY_DTYPE:
+                return b"\x02" + pack_field(pack_tensor(obs))
+        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))
+
+
+_VECTOR_PACKETS = frozenset({Packet.VECTOR_RESET, Packet.VECTOR_STEP})
+_EPISODE_PACKETS = frozenset({Packet.RESET, Packet.STEP, Packet.RESET_EX, Packet.STEP_EX})
+
+_PARSERS = {
+    Packet.RESET: ServerConnection._p_reset,
+    Packet.STEP: ServerConnection._p_step,
+    Packet.GET_SPACE: ServerConnection._p_get_space,
+    Packet.SAMPLE_ACTION: ServerConnection._p_sample,
+    Packet.MONITOR: ServerConnection._p_monitor,
+    Packet.RENDER: ServerConnection._p_render,
+    Packet.UPLOAD: ServerConnection._p_upload,
+    Packet.RESET_EX: ServerConnection._p_reset_ex,
+    Packet.STEP_EX: ServerConnection._p_step,
+    Packet.VECTOR_RESET: ServerConnection._p_reset_ex,
+    Packet.VECTOR_STEP: ServerConnection._p_step,
+}
+
+_PACKETS = {int(p): p for p in Packet}

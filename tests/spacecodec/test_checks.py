@@ -1,0 +1,96 @@
+"""envwire.spacecodec.check: ``value in space`` with an error that says what is wrong."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from envwire import spacecodec
+from envwire.errors import InvalidActionError
+from envwire.spacecodec import check
+
+
+@pytest.mark.parametrize(
+    ("space", "value", "message"),
+    [
+        (spaces.Discrete(2), 5, "action 5 is not in Discrete(2)"),
+        (spaces.Discrete(2), np.int64(-1), "action -1 is not in Discrete(2)"),
+        (spaces.Discrete(2), "a", "action 'a' is not in Discrete(2)"),
+        (
+            spaces.Box(-1.0, 1.0, (2,)),
+            np.zeros(3, np.float32),
+            "action has shape (3,), expected (2,) for Box(-1.0, 1.0, (2,), float32)",
+        ),
+        (
+            spaces.Box(-1.0, 1.0, (2,)),
+            np.array([2.5, 0], np.float32),
+            "action 2.5 is outside [-1, 1] at index 0",
+        ),
+        (
+            spaces.Box(-1.0, 1.0, (2,)),
+            [0.0, float("nan")],
+            "action nan is outside [-1, 1] at index 1",
+        ),
+        (
+            spaces.Box(-1.0, 1.0, (2, 2)),
+            np.array([[0, 0], [0, -3]], np.float32),
+            "action -3 is outside [-1, 1] at index (1, 1)",
+        ),
+        (spaces.Box(0, 5, (), np.int32), np.array(7, np.int32), "action 7 is outside [0, 5]"),
+        (
+            spaces.Box(-1.0, 1.0, (1,)),
+            np.array([0.5]),
+            "action has dtype float64, which does not cast safely to float32",
+        ),
+        (
+            spaces.Tuple((spaces.Discrete(2), spaces.Box(-1.0, 1.0, (2,)))),
+            (1, np.array([0, 7], np.float32)),
+            "action[1] 7 is outside [-1, 1] at index 1",
+        ),
+        (
+            spaces.Dict({"a": spaces.Discrete(2)}),
+            {"b": 1},
+            "action {'b': 1} is not a dict with keys ['a']",
+        ),
+        (spaces.Dict({"a": spaces.Discrete(2)}), {"a": 4}, "action['a'] 4 is not in Discrete(2)"),
+        (spaces.Text(2, charset="ab"), "abc", "action 'abc' is not in Text(1, 2, charset=ab)"),
+        (spaces.MultiBinary(2), np.array([0, 2], np.int8), "action [0 2] is not in MultiBinary(2)"),
+    ],
+)
+def test_check_messages(space: spaces.Space[Any], value: Any, message: str) -> None:
+    with pytest.raises(InvalidActionError) as info:
+        check(space, value)
+    assert str(info.value).startswith(message)
+
+
+def test_check_names_what_and_caps_length() -> None:
+    space = spaces.Box(np.arange(500, dtype=np.float32), 1000.0)
+    with pytest.raises(InvalidActionError, match=r"^observation has shape"):
+        check(space, np.zeros(3, np.float32), what="observation")
+    with pytest.raises(InvalidActionError) as info:
+        check(spaces.Text(3), "x" * 10_000)
+    assert len(str(info.value)) <= 300
+
+
+@pytest.mark.parametrize(
+    ("space", "value"),
+    [
+        (spaces.Discrete(2), 1),
+        (spaces.Discrete(2), np.int64(0)),
+        (spaces.Discrete(3, start=5, dtype=np.int32), np.int32(7)),
+        (spaces.Box(-1.0, 1.0, (2,)), [0.5, -0.5]),  # no "Casting input x" warning
+        (spaces.Box(0, 255, (2,), np.uint8), np.array([0, 255], np.uint8)),
+        (spaces.Tuple((spaces.Discrete(2), spaces.Box(0.0, 1.0, (1,)))), [1, [0.5]]),
+    ],
+)
+def test_check_accepts_members(space: spaces.Space[Any], value: Any) -> None:
+    check(space, value)
+
+
+def test_is_uint8_array_space() -> None:
+    assert spacecodec.is_uint8_array_space(spaces.Box(0, 255, (2, 2), np.uint8))
+    assert not spacecodec.is_uint8_array_space(spaces.Box(0, 255, (2, 2), np.int16))
+    assert not spacecodec.is_uint8_array_space(spaces.MultiBinary(3))
