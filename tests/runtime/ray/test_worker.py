@@ -22,7 +22,7 @@ from envwire.registry import EnvSpec
 from envwire.runtime.ray import RayRuntime
 from envwire.runtime.ray.worker import RayGroup, RayWorker
 from envwire.session import Session, State
-from tests.ray_helpers import env_actors, no_env_actors
+from tests.ray_helpers import env_actors, eventually, no_env_actors
 
 TUPLE = "envwire.testing.envs:TupleEnv"
 ENVS = "envwire.testing.envs"
@@ -135,6 +135,40 @@ def test_a_vector_group_equals_one_sync_vector_env(runtime: RayRuntime, local_ra
         group.close()
         local.close()
     assert no_env_actors(local_ray)
+
+
+def test_a_vector_step_is_one_actor_call_per_worker(runtime: RayRuntime, local_ray: str) -> None:
+    from ray.util.state import list_tasks
+
+    cartpole = EnvSpec("CartPole-v1", "gym:CartPole-v1", isolation="ray")
+    group = runtime.make_worker(cartpole, 8, "NextStep", 2)
+    steps = 7
+    try:
+        assert isinstance(group, RayGroup)
+        group.call("reset", 0, None, timeout=10)
+        for _ in range(steps):
+            group.call("step", np.zeros(8, np.int64), timeout=10)
+        actors = {a.actor_id for a in env_actors(local_ray)}
+
+        def calls() -> dict[str, int]:
+            tasks = list_tasks(
+                address=local_ray,
+                filters=[("name", "=", "EnvActor.call")],
+                limit=10_000,
+                raise_on_missing_output=False,
+            )
+            counted = dict.fromkeys(actors, 0)
+            for task in tasks:
+                if task.actor_id in counted:
+                    counted[task.actor_id] += 1
+            return counted
+
+        # spaces (asked of the first actor), one reset, then one call per step, per actor;
+        # Ray reports finished tasks to its state API a moment later
+        want = sorted([1 + steps, 1 + 1 + steps])
+        assert eventually(lambda: sorted(calls().values()) == want), calls()
+    finally:
+        group.close()
 
 
 def test_a_vector_session_has_at_most_one_actor_per_cluster_cpu(
