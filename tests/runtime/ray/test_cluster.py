@@ -1,18 +1,23 @@
 """RayRuntime's connection: Ray missing, a cluster that is not there, bad [env.ray] tables at
-server start, and ``--isolation ray`` on the command line."""
+server start, ``--isolation ray`` on the command line, where the cluster is looked for, and a
+local Ray that a server starts on demand (and takes down with it)."""
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
+import envwire
 from envwire import cli
 from envwire.errors import ConfigError
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.runtime.ray import RayRuntime
 from envwire.server.app import Server
+from envwire.testing import SERVER_ARGS, ServerProcess
 
 
 @pytest.fixture
@@ -67,3 +72,58 @@ def test_a_cluster_that_is_not_there_is_a_prompt_error() -> None:
 def test_the_place_timeout_must_be_positive() -> None:
     with pytest.raises(ConfigError, match="place timeout must be positive"):
         RayRuntime(place_timeout=0)
+
+
+def test_the_target_is_the_address_then_ray_address_then_local(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    assert RayRuntime().target == "local"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.1:6379")
+    assert RayRuntime().target == "10.0.0.1:6379"
+    assert RayRuntime("10.0.0.2:6379").target == "10.0.0.2:6379"
+
+
+def _descendants(pid: int) -> set[int]:
+    """The live processes under ``pid`` (from /proc: Ray's daemons and workers)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            # the command name in parentheses may hold spaces: the fields after it are fixed
+            fields = stat.read_text().rpartition(")")[2].split()
+            parents[int(stat.parent.name)] = int(fields[1])
+    found, frontier = set(), {pid}
+    while frontier:
+        frontier = {child for child, parent in parents.items() if parent in frontier}
+        found |= frontier
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads processes from /proc")
+def test_without_an_address_the_server_starts_a_local_ray_and_stops_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pytest.importorskip("ray")
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with ServerProcess(["CartPole-v1@ray"], SERVER_ARGS, start_timeout=120) as server:
+        env = envwire.make(server.url("gym-socket", "CartPole-v1"), timeout=60)
+        try:
+            env.reset(seed=0)
+            env.step(0)
+        finally:
+            env.close()
+        assert server.process is not None
+        ray_processes = _descendants(server.process.pid)
+        assert ray_processes, "the server started no local Ray"
+    deadline = time.monotonic() + 30
+    while any(_alive(pid) for pid in ray_processes) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not [pid for pid in ray_processes if _alive(pid)], "the local Ray outlived the server"
