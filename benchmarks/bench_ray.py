@@ -18,7 +18,6 @@ Each figure is the median of ``--runs`` rounds in which the cases of one compari
 
 from __future__ import annotations
 
-import argparse
 import functools
 import multiprocessing
 import multiprocessing.connection
@@ -31,7 +30,7 @@ import numpy as np
 
 import envwire
 from envwire.testing import ServerProcess
-from harness import Result, Settings, machine, print_table, rate
+from harness import Result, Settings, machine, parse_settings, print_table, rate
 
 __all__ = ["alternating", "bench_batched_ray", "bench_call_cost", "bench_one_step_ray", "main"]
 
@@ -189,17 +188,14 @@ def bench_batched_ray(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run, N=256)")
-    args = parser.parse_args()
+    args, settings = parse_settings(
+        __doc__.split("\n\n")[0], quick="a smoke run (0.3 s, 1 run, N=256)"
+    )
     try:
         import ray
     except ImportError as exc:
         print(f"bench_ray: skipped, the ray extra is not installed ({exc})")
         return
-    settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
     sizes = (256,) if args.quick else (64, 256, 1024)
     # a fresh local Ray of 2 CPUs, never another user's cluster; the server joins it
     ray.init(address="local", num_cpus=2, include_dashboard=False, namespace="envwire")
