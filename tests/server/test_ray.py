@@ -1,6 +1,6 @@
 """``envwire serve --isolation ray`` against a real local Ray: the conformance kit over every
 front end, vector episodes equal to Gymnasium's, placement refusals, several servers on one
-cluster, and no actor outliving its session (Ray's state API)."""
+cluster, the arena's runs, and no actor outliving its session (Ray's state API)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import SyncVectorEnv
 
 import envwire
+import envwire.arena
 from envwire.errors import CapacityError, TransportError
 from envwire.registry import parse_env_arg
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ConformanceTests, ServerProcess
@@ -156,3 +157,25 @@ def test_two_servers_serve_from_one_cluster(server: ServerProcess, cluster: str)
             for env in envs:
                 env.close()
         assert no_env_actors(cluster)
+
+
+def test_the_arena_plays_its_runs_in_ray_actors(cluster: str, tmp_path: Path) -> None:
+    from tests.server.arena.conftest import make_db
+
+    db = tmp_path / "arena.sqlite3"
+    _, configs = make_db(db)
+    args = ("--isolation", "ray", "--arena-db", str(db))
+    seen: list[int] = []
+
+    def play(percept: Any, info: Any) -> int:
+        if not seen:  # mid-run: the run's env is an actor of the cluster
+            seen.append(len(env_actors(cluster)))
+        return 1 if percept % 2 else min(2, percept)
+
+    with ray_server(cluster, "envwire/Nim-v0", "CartPole-v1", args=args) as arena:
+        config = {**configs["carol"], "url": f"http://127.0.0.1:{arena.ports['http']}/"}
+        outcomes: dict[str, Any] = {}
+        summary = envwire.arena.run(config, play, run_limit=4, on_finish=outcomes.__setitem__)
+        assert len(summary.finished) >= 4 and set(outcomes.values()) <= {0, 1}
+        assert seen and seen[0] >= 1, "the arena's envs did not run in Ray actors"
+    assert no_env_actors(cluster)
