@@ -41,6 +41,14 @@ def env_actors(address: str, state: str = "ALIVE", detail: bool = False) -> list
     )
 
 
+def live_placement_groups(address: str) -> list[Any]:
+    """The cluster's placement groups that hold or wait for resources (not removed)."""
+    from ray.util.state import list_placement_groups
+
+    groups = list_placement_groups(address=address, raise_on_missing_output=False)
+    return [group for group in groups if group.state != "REMOVED"]
+
+
 def eventually(predicate: Callable[[], bool], timeout: float = 15.0) -> bool:
     """Poll ``predicate`` until it holds or ``timeout`` seconds pass; its last value."""
     deadline = time.monotonic() + timeout

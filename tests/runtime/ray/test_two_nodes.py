@@ -16,7 +16,7 @@ from envwire.errors import EnvCrashedError
 from envwire.registry import EnvSpec
 from envwire.runtime.ray import RayRuntime
 from envwire.session import Session, State
-from tests.ray_helpers import env_actors, no_env_actors
+from tests.ray_helpers import env_actors, eventually, live_placement_groups, no_env_actors
 
 
 class TwoNodes:
@@ -68,6 +68,7 @@ def runtime(nodes: TwoNodes) -> RayRuntime:
 def _no_leaks(nodes: TwoNodes) -> Iterator[None]:
     yield
     assert no_env_actors(nodes.address), "an env actor outlived its session"
+    assert eventually(lambda: not live_placement_groups(nodes.address)), "a group outlived it"
 
 
 def cartpole(**ray: Any) -> EnvSpec:

@@ -22,7 +22,7 @@ from envwire.registry import EnvSpec
 from envwire.runtime.ray import RayRuntime
 from envwire.runtime.ray.worker import RayGroup, RayWorker
 from envwire.session import Session, State
-from tests.ray_helpers import env_actors, eventually, no_env_actors
+from tests.ray_helpers import env_actors, eventually, live_placement_groups, no_env_actors
 
 TUPLE = "envwire.testing.envs:TupleEnv"
 ENVS = "envwire.testing.envs"
@@ -115,6 +115,7 @@ def test_an_actor_the_cluster_cannot_place_is_capacity_reached(local_ray: str) -
     ):
         impatient.make_worker(group, 4, "NextStep", 2)
     assert no_env_actors(local_ray)
+    assert eventually(lambda: not live_placement_groups(local_ray)), "a refused group is left"
 
 
 def test_a_vector_group_equals_one_sync_vector_env(runtime: RayRuntime, local_ray: str) -> None:
