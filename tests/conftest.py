@@ -2,17 +2,36 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
 
+from envwire.envs.coding import host
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ServerProcess
 
 # These machines are shared and noisy: no per-example deadlines, no "too slow" health checks
 # (correctness is what the property tests check; speed is the benchmarks' business).
 settings.register_profile("envwire", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("envwire")
+
+#: Why this host cannot build the code sandbox (no bubblewrap, no user namespaces), or None.
+#: The sandbox's own tests skip there; every other test that runs code (the coding env's
+#: behaviour, not its boundary) runs it in the unsafe fallback, through servers started here too.
+SANDBOX_MISSING = host.missing_capability(host.find_bwrap(None))
+if SANDBOX_MISSING is not None:
+    os.environ["ENVWIRE_SANDBOX_UNSAFE"] = "1"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Refuse to run without the sandbox where it is required (CI sets
+    ``ENVWIRE_TEST_REQUIRE_SANDBOX=1``): its tests must run there, not skip."""
+    if SANDBOX_MISSING is not None and os.environ.get("ENVWIRE_TEST_REQUIRE_SANDBOX") == "1":
+        raise pytest.UsageError(
+            f"ENVWIRE_TEST_REQUIRE_SANDBOX=1, but this host cannot build the code sandbox: "
+            f"{SANDBOX_MISSING}"
+        )
 
 
 @pytest.fixture(scope="session")

@@ -146,6 +146,7 @@ def _serve(args: argparse.Namespace) -> int:
         ports[spec.name] = (
             value if value is not False else settings.get(spec.option, spec.default_port)
         )
+    _sandbox(args, settings, catalog)
     server_config = ServerConfig(
         host=args.host or settings.get("host", "127.0.0.1"),
         ports=ports,
@@ -159,7 +160,12 @@ def _serve(args: argparse.Namespace) -> int:
         place_timeout=args.place_timeout
         if args.place_timeout is not None
         else settings.get("place_timeout", DEFAULT_PLACE_TIMEOUT),
-        options={**settings, **_http_options(args), **arena_cli.serve_options(args)},
+        options={
+            **settings,
+            **_http_options(args),
+            **arena_cli.serve_options(args),
+            "health": _sandbox_health,
+        },
     )
     server = Server(catalog, server_config)
     try:
@@ -170,6 +176,25 @@ def _serve(args: argparse.Namespace) -> int:
         return 1
     server.serve_forever()
     return 0
+
+
+def _sandbox(args: argparse.Namespace, settings: dict[str, Any], catalog: Catalog) -> None:
+    """The code sandbox's server-wide settings; probe it at start when a coding env is served."""
+    from envwire.envs.coding import sandbox
+
+    unsafe = args.unsafe_sandbox or settings.get("unsafe_sandbox", False)
+    # Not asked for: keep what the environment says (ENVWIRE_SANDBOX_UNSAFE), default off.
+    sandbox.configure(unsafe=True if unsafe else None, runs=settings.get("sandbox_runs"))
+    if any("coding" in f"{env_id} {spec.entry_point}".lower() for env_id, spec in catalog.items()):
+        sandbox.probe()
+
+
+def _sandbox_health() -> dict[str, Any]:
+    """``/health``'s extra field: the code sandbox's enforcement, once probed."""
+    from envwire.envs.coding import sandbox
+
+    layers = sandbox.status()
+    return {"sandbox": layers} if layers is not None else {}
 
 
 def _list(args: argparse.Namespace) -> int:
@@ -264,6 +289,12 @@ def _parser() -> argparse.ArgumentParser:
         "--openenv-arrays",
         choices=["base64", "list"],
         help="Gymnasium arrays over OpenEnv as base64 objects (default) or JSON lists",
+    )
+    serve.add_argument(
+        "--unsafe-sandbox",
+        action="store_true",
+        help="run untrusted code (envwire/Coding-v0) even where the host cannot build the "
+        "sandbox's namespaces, with the layers that remain (see docs/security.md)",
     )
     arena_cli.add_serve_options(serve)
     serve.set_defaults(run=_serve)

@@ -123,7 +123,8 @@ class OpenEnvFrontEnd(ThreadedListener):
         self.idle_timeout = server.config.idle_timeout
         self.service = OpenEnvService(server)
         self.mounts = tuple(mounts)
-        self.router = Router(self.service, self.status)
+        health = options.get("health", dict)  # extra /health fields, set by `envwire serve`
+        self.router = Router(self.service, self.status, health)
 
     def start(self) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), then start accepting."""

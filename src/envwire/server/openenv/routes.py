@@ -7,7 +7,7 @@ the last path segment); ``/<endpoint>`` serves the first env of the catalog. End
 ``reset``          POST         start an episode; opens a session when the request has none
 ``step``           POST         ``{"action": {...}, "timeout_s": ...}``; needs a session
 ``state``          GET          the episode's state; needs a session
-``health``         GET          ``{"status": "healthy"}``
+``health``         GET          ``{"status": "healthy"}`` (plus the server's health extras)
 ``metadata``       GET          name, description, readme, version, author, documentation url
 ``schema``         GET          JSON Schemas of action, observation and state
 ``openapi.json``   GET          the OpenAPI document of this env's endpoints
@@ -95,9 +95,15 @@ def error_response(exc: EnvwireError, loc: tuple[str, ...] = ("body",)) -> Respo
 class Router:
     """Answers HTTP requests with the service (one instance per front end)."""
 
-    def __init__(self, service: OpenEnvService, status: Callable[[], dict[str, Any]]) -> None:
+    def __init__(
+        self,
+        service: OpenEnvService,
+        status: Callable[[], dict[str, Any]],
+        health: Callable[[], dict[str, Any]] = dict,
+    ) -> None:
         self.service = service
         self.status = status
+        self.health = health  # extra /health fields (the code sandbox's enforcement)
 
     def handle(
         self, request: Request, on_hang: Callable[[EnvTimeoutError], None] | None = None
@@ -138,7 +144,7 @@ class Router:
         service = self.service
         match endpoint, request.method:
             case "health", _:
-                return json_response(200, '{"status":"healthy"}')
+                return json_response(200, dumps({"status": "healthy", **self.health()}))
             case "metadata", _:
                 return json_response(200, dumps(service.binding(env_id).metadata()))
             case "schema", _:

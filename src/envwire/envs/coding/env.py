@@ -3,10 +3,13 @@
 Wire shapes (OpenEnv's coding env): action ``{"code": str, "language": "python"}``;
 observation ``{"stdout": str, "stderr": str, "exit_code": int}``, ``reward`` 1.0 when the code
 exits with status 0 (else 0.0), and ``done`` true once the episode's runs are used up (one run
-per episode by default, as in OpenEnv's guide). Each run is a fresh process under
-:class:`~envwire.sandbox.SandboxLimits`: an infinite loop, a memory bomb or a fork bomb costs
-that run an error exit code, nothing more. The MCP tool ``run_python`` runs code the same way
-without taking a step.
+per episode by default, as in OpenEnv's guide). Each run is a fresh sandbox
+(:mod:`envwire.envs.coding.sandbox`) under :class:`~envwire.envs.coding.sandbox.SandboxLimits`:
+an infinite loop, a memory bomb, a fork bomb or an escape attempt costs that run an error exit
+code, nothing more. The MCP tool ``run_python`` runs code the same way without taking a step.
+
+Making the env raises :class:`~envwire.errors.ConfigError`, naming what the host lacks, where
+the sandbox cannot be built and no unsafe sandbox is allowed.
 """
 
 from __future__ import annotations
@@ -16,8 +19,8 @@ from typing import Any
 
 from pydantic import Field
 
+from envwire.envs.coding.sandbox import Sandbox, SandboxLimits, SandboxResult
 from envwire.errors import InvalidActionError
-from envwire.sandbox import Sandbox, SandboxLimits, SandboxResult
 from envwire.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
 from envwire.typed.gym import TypedGymEnv, as_gymnasium
 
@@ -50,7 +53,11 @@ class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
 
     Args:
         runs_per_episode: how many runs an episode allows before ``done`` (default 1).
-        wall_time, memory, output: limits of each run (seconds, bytes, bytes per stream).
+        wall_time, memory, output, disk: limits of each run (seconds, bytes of memory across
+            its processes, bytes per output stream, bytes in its directory).
+
+    Raises:
+        ConfigError: the host cannot build the sandbox (see the module docstring).
     """
 
     action_type = CodeAction
@@ -63,13 +70,16 @@ class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
         wall_time: float = 10.0,
         memory: int = 512 << 20,
         output: int = 64 << 10,
+        disk: int = 64 << 20,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
         if runs_per_episode < 1:
             raise ValueError(f"runs_per_episode must be >= 1, got {runs_per_episode}")
         self.runs_per_episode = runs_per_episode
-        self.sandbox = Sandbox(SandboxLimits(wall_time=wall_time, memory=memory, output=output))
+        limits = SandboxLimits(wall_time=wall_time, memory=memory, output=output, disk=disk)
+        self.sandbox = Sandbox(limits)
+        self.sandbox.check()
         self._state = CodingState(episode_id=None, step_count=0)
 
     def reset(
