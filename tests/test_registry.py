@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from typing import Any
+
 import gymnasium
+import numpy as np
 import pytest
 
 from envwire.errors import ConfigError, EnvError, UnknownEnvError
@@ -85,3 +89,62 @@ def test_client_kwargs_are_only_those_the_operator_opened() -> None:
         spec.with_client_kwargs({"columns": 9})
     with pytest.raises(InvalidArgumentError, match="allowed: none"):
         EnvSpec("d", "envwire.envs.catch:CatchEnv").with_client_kwargs({"rows": 2})
+
+
+def test_dm_env_entry_points_make_their_gymnasium_form() -> None:
+    from envwire.dmenv import DmEnvGym
+
+    spec = parse_env_arg("grid=envwire.testing.dmenvs:GridEnv")
+    assert spec.resolved_isolation == "process" and spec.render_mode() is None
+    env = EnvSpec("g", "envwire.testing.dmenvs:GridEnv", {"cells": 7}).make()
+    assert isinstance(env, DmEnvGym) and env.observation_space["cell"].n == 7
+    with pytest.raises(ConfigError, match="cannot render in mode 'rgb_array'"):
+        EnvSpec("g", "envwire.testing.dmenvs:GridEnv", {"render_mode": "rgb_array"}).make()
+    with pytest.raises(ConfigError, match=r"expected a gymnasium\.Env, a dm_env\.Environment"):
+        EnvSpec("x", "builtins:object").make()
+
+
+def grid_factory(cells: int = 5) -> Any:
+    """A factory entry point that returns a dm_env env (not a class)."""
+    from envwire.testing.dmenvs import GridEnv
+
+    return GridEnv(cells=cells, limit=4)
+
+
+def test_dm_env_factories_make_their_gymnasium_form_too() -> None:
+    from envwire.dmenv import DmEnvGym
+
+    env = EnvSpec("f", f"{__name__}:grid_factory", {"cells": 6}).make()
+    assert isinstance(env, DmEnvGym) and env.observation_space["cell"].n == 6
+    specs = env.unwrapped.dm_specs()
+    assert specs.action["move"].num_values == 3 and specs.reward.dtype == np.float32
+    env.reset(seed=1)
+    ends = [env.step({"move": 1, "force": np.zeros(2, np.float32)})[2:4] for _ in range(4)]
+    env.close()
+    assert ends[-1] == (False, True)  # the factory's time limit: LAST with discount 1
+
+
+def test_dm_control_suite_names() -> None:
+    pytest.importorskip("dm_control", reason="the dm-control extra is not installed")
+    spec = parse_env_arg("dm_control/cartpole-swingup")
+    assert (spec.id, spec.entry_point) == ("dm_control/cartpole-swingup",) * 2
+    assert spec.resolved_isolation == "process" and spec.render_mode() == "rgb_array"
+    alias = parse_env_arg("cart=dm_control/cartpole-swingup@inline")
+    assert (alias.id, alias.entry_point, alias.isolation) == (
+        "cart",
+        "dm_control/cartpole-swingup",
+        "inline",
+    )
+    env = alias.make(render_mode="rgb_array", render_kwargs={"height": 24, "width": 32})
+    env.reset(seed=0)
+    frame = env.render()
+    env.close()
+    assert frame.shape == (24, 32, 3) and frame.dtype == np.uint8
+    with pytest.raises(ConfigError, match="did you mean 'dm_control/walker-walk'"):
+        parse_env_arg("dm_control/walker-wlak")
+
+
+def test_dm_control_names_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "dm_control", None)  # as if it were not installed
+    with pytest.raises(ConfigError, match=r"need the dm-control package \(pip install"):
+        parse_env_arg("dm_control/cartpole-swingup")

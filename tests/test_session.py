@@ -182,3 +182,19 @@ def test_confine_keeps_paths_under_the_root(requested: str, expected: str) -> No
 def test_confine_refuses_unusable_paths(bad: str) -> None:
     with pytest.raises(InvalidArgumentError):
         confine("/r", bad)
+
+
+def test_native_specs_come_from_dm_env_envs_only() -> None:
+    grid = session("grid=envwire.testing.dmenvs:GridEnv")
+    try:
+        specs = grid.native_specs()
+        assert list(specs.observation) == ["position", "arm", "count", "cell"]  # the env's order
+        assert specs.action["move"].num_values == 3
+    finally:
+        grid.close()
+    cartpole = session()
+    assert cartpole.native_specs() is None
+    cartpole.close()
+    vector = session(num_envs=2, autoreset_mode="NextStep")
+    assert vector.native_specs() is None
+    vector.close()

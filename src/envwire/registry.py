@@ -13,11 +13,13 @@ Unknown ids raise :class:`~envwire.errors.UnknownEnvError` with did-you-mean sug
 from __future__ import annotations
 
 import difflib
+import functools
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+import dm_env
 import gymnasium
 
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError
@@ -54,6 +56,12 @@ BUILTIN_IDS = (
 )
 
 DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
+
+#: Entry points that name a dm_control suite env: ``dm_control/<domain>-<task>``.
+DM_CONTROL = "dm_control/"
+
+#: The keyword arguments of a dm_env entry that go to its Gymnasium form, not to the env.
+_DM_VIEW = ("render_mode", "render_kwargs")
 
 # Entry points from these packages are trusted and cheap: they run inline by default.
 _TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.", "envwire.godot.")
@@ -145,6 +153,10 @@ class EnvSpec:
         Raises:
             ConfigError: the entry point cannot be loaded.
         """
+        if self.entry_point.startswith(DM_CONTROL):
+            from envwire.dmenv import control
+
+            return functools.partial(control.load, self.entry_point)
         if not self.entry_point.startswith("gym:"):
             return load_entry_point(self.entry_point)
         try:
@@ -156,6 +168,8 @@ class EnvSpec:
     def metadata(self) -> dict[str, Any]:
         """The ``metadata`` the env's class declares ({} for factories, or when the entry point
         cannot be loaded here)."""
+        if self.entry_point.startswith(DM_CONTROL):  # drawn by MuJoCo, where GL works
+            return {"render_modes": ["rgb_array"]}
         try:
             metadata = getattr(self.target(), "metadata", None)
         except ConfigError:
@@ -185,18 +199,28 @@ class EnvSpec:
                 raise ConfigError(f"{self.id}: gymnasium.make failed: {exc}") from exc
             except Exception as exc:
                 raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
-        factory = load_entry_point(self.entry_point)
+        factory = self.target()
+        view = {}  # a dm_env env's rendering settings are its Gymnasium form's
+        if self.entry_point.startswith(DM_CONTROL) or (
+            isinstance(factory, type) and issubclass(factory, dm_env.Environment)
+        ):
+            view = {key: kwargs.pop(key) for key in _DM_VIEW if key in kwargs}
         try:
             made = factory(**kwargs)
         except Exception as exc:
             raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
         if isinstance(made, gymnasium.Env):
             env: gymnasium.Env[Any, Any] = made
+        elif isinstance(made, dm_env.Environment):
+            from envwire.dmenv import DmEnvGym
+
+            env = DmEnvGym(made, **view)
         else:
             if not is_typed_env(made):
                 raise ConfigError(
                     f"{self.id}: entry point {self.entry_point} returned "
-                    f"{type(made).__name__}, expected a gymnasium.Env or a typed env"
+                    f"{type(made).__name__}, expected a gymnasium.Env, a dm_env.Environment or "
+                    "a typed env"
                 )
             env = as_gymnasium(made)  # a typed (OpenEnv-style) env, hosted like any other
         if self.max_episode_steps is not None:
@@ -249,15 +273,26 @@ def parse_env_arg(arg: str) -> EnvSpec:
     iso: Isolation = isolation or "auto"  # type: ignore[assignment]
     env_id, eq, target = text.partition("=")
     if eq:
-        entry = target if ":" in target else f"gym:{target}"
+        entry = target if ":" in target or target.startswith(DM_CONTROL) else f"gym:{target}"
+        if entry.startswith(DM_CONTROL):
+            _check_dm_control(entry)
         return EnvSpec(env_id, entry, isolation=iso)
     if ":" in text:
+        return EnvSpec(text, text, isolation=iso)
+    if text.startswith(DM_CONTROL):
+        _check_dm_control(text)
         return EnvSpec(text, text, isolation=iso)
     _import_builtins()
     if text not in gymnasium.registry:
         hint = _did_you_mean(text, gymnasium.registry.keys())
         raise ConfigError(f"unknown env id {text!r}{hint}")
     return EnvSpec(text, f"gym:{text}", isolation=iso)
+
+
+def _check_dm_control(name: str) -> None:
+    from envwire.dmenv import control
+
+    control.split_name(name)
 
 
 def _import_builtins() -> None:

@@ -196,6 +196,14 @@ class Session:
             self.state = State.BROKEN
             raise
 
+    def native_specs(self) -> Any:
+        """The env's own specs when it is a dm_env env (:class:`~envwire.dmenv.DmSpecs`), else
+        None; always None for vector sessions."""
+        if self.autoreset_mode is not None or self.worker is None:
+            return None
+        with self._lock:
+            return self._call("dm_specs")
+
     def handle(self, request: m.Request) -> m.Reply:
         """Carry out one request.
 

@@ -217,6 +217,7 @@ def test_registry_hosts_typed_entry_points() -> None:
     assert isinstance(env, TypedGymEnv)
     made = gymnasium.make("envwire/Connect4-v0")
     assert isinstance(made.unwrapped, TypedGymEnv)
-    with pytest.raises(ConfigError, match=r"expected a gymnasium\.Env or a typed env"):
+    expected = r"expected a gymnasium\.Env, a dm_env\.Environment or a typed env"
+    with pytest.raises(ConfigError, match=expected):
         EnvSpec("bad", "envwire.typed.models:State").make()
     assert EnvSpec("envwire/Echo-v0", "gym:envwire/Echo-v0").resolved_isolation == "inline"

@@ -155,31 +155,17 @@ class DmEnvRpcTransport:
         self._lay_out(values)
 
     def _lay_out(self, values: Mapping[str, str]) -> None:
-        """Make the layouts and find the UIDs of the observations the world adds."""
-        self._actions = Layout(self.action_space, "action")
+        """Make the layouts, following the specs' UIDs and data types, and find the UIDs of
+        the observations the world adds."""
+        uids = {spec.name: uid for uid, spec in self.specs.observations.items()}
+        self._actions = Layout(self.action_space, "action").matched(self.specs.actions, "action")
         self._observations = Layout(
             self.observation_space, "observation", reserved=WORLD_OBSERVATIONS
-        )
-        uids = self._check_specs()
+        ).matched(self.specs.observations, "observation")
+        self._requested = sorted(uids.values())
         self._reward, self._truncated, self._info = (
             uids[name] for name in ("reward", "envwire.truncated", "envwire.info")
         )
-
-    def _check_specs(self) -> dict[str, int]:
-        """Observation UIDs by name, after checking that the layouts match the specs."""
-        uids = {spec.name: uid for uid, spec in self.specs.observations.items()}
-        self._check_layout(self._actions, {s.name: u for u, s in self.specs.actions.items()})
-        self._check_layout(self._observations, uids)
-        self._requested = sorted(uids.values())
-        return uids
-
-    def _check_layout(self, layout: Layout, uids: Mapping[str, int]) -> None:
-        for leaf in layout.leaves:
-            if uids.get(leaf.name) != leaf.uid:
-                raise ProtocolError(
-                    f"{self.where}: the specs do not match the space ({leaf.name!r} has uid "
-                    f"{uids.get(leaf.name)}, expected {leaf.uid})"
-                )
 
     # -- the wire -----------------------------------------------------------------------
 
@@ -336,7 +322,7 @@ class DmEnvRpcTransport:
         self._ended = response.state != pb.RUNNING
         return m.StepReply(
             self._observe(observations),
-            float(observations[self._reward].doubles.array[0]),
+            _number(observations[self._reward]),
             terminated,
             truncated or (response.state == pb.INTERRUPTED),
             infojson.loads(observations[self._info].strings.array[0]),
@@ -357,7 +343,7 @@ class DmEnvRpcTransport:
         self._send_step(None)
         response = self._take("step")
         state = pb.EnvironmentStateType.Name(response.state).lower()
-        reward = float(response.observations[self._reward].doubles.array[0])
+        reward = _number(response.observations[self._reward])
         return self._observe(response.observations), reward, state
 
     def read_property(self, key: str) -> Any:
@@ -389,6 +375,11 @@ class DmEnvRpcTransport:
 
     def __repr__(self) -> str:
         return f"DmEnvRpcTransport({self.where}, world {self.world_name!r})"
+
+
+def _number(tensor: Any) -> float:
+    """A one-element numeric tensor's value (rewards are DOUBLE, or the env's own type)."""
+    return float(getattr(tensor, tensor.WhichOneof("payload")).array[0])
 
 
 def _tensors(settings: Mapping[str, Any]) -> dict[str, Any]:

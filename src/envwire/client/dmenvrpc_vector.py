@@ -51,11 +51,14 @@ class DmEnvRpcVectorTransport(DmEnvRpcTransport):
                 "together; use envwire.make() for it"
             )
         self.num_envs = n = int(values["world.num_envs"])
-        self._actions = Layout(self.action_space, "action", batch=n)
+        self._actions = Layout(self.action_space, "action", batch=n).matched(
+            self.specs.actions, "action"
+        )
         self._observations = Layout(
             self.observation_space, "observation", reserved=VECTOR_OBSERVATIONS, batch=n
-        )
-        uids = self._check_specs()
+        ).matched(self.specs.observations, "observation")
+        uids = {spec.name: uid for uid, spec in self.specs.observations.items()}
+        self._requested = sorted(uids.values())
         self._reward, self._terminated, self._truncated, self._info = (
             uids[name] for name in ("reward", "terminated", "truncated", "envwire.info")
         )

@@ -21,7 +21,9 @@ from envwire.runtime.monitor import EpisodeMonitor
 __all__ = ["HOST_METHODS", "EnvHost", "dispatch"]
 
 #: The methods a worker may forward to its host; anything else is refused.
-HOST_METHODS = frozenset({"spaces", "reset", "step", "render", "monitor", "close", "extension"})
+HOST_METHODS = frozenset(
+    {"spaces", "reset", "step", "render", "monitor", "close", "extension", "dm_specs"}
+)
 
 
 def dispatch(
@@ -112,6 +114,11 @@ class EnvHost:
         if not callable(target):
             raise UnsupportedError(f"{self.spec.id} has no {name!r} operation")
         return target(name, *args)
+
+    def dm_specs(self) -> Any:
+        """A dm_env env's own specs (:class:`~envwire.dmenv.DmSpecs`); None for other envs."""
+        own = getattr(self.env.unwrapped, "dm_specs", None)
+        return own() if callable(own) else None
 
     def monitor(self, directory: str, resume: bool, force: bool, video: bool) -> str:
         """Start recording into ``directory`` (already confined by the session)."""

@@ -33,10 +33,12 @@ class _Connected:
     after the compliance classes' own tearDown)."""
 
     env_id: ClassVar[str]
+    #: Where the server of the class's module listens (its module fixture fills it in).
+    addresses: ClassVar[dict[str, str]] = _ADDRESS
 
     def setUp(self) -> None:
         super().setUp()  # type: ignore[misc]
-        channel = grpc.insecure_channel(_ADDRESS["grpc"], options=CHANNEL_OPTIONS)
+        channel = grpc.insecure_channel(self.addresses["grpc"], options=CHANNEL_OPTIONS)
         self._connection = connection.Connection(channel)
         self.addCleanup(channel.close)  # type: ignore[attr-defined]
         self.addCleanup(self._connection.close)  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ One module per job:
 - :mod:`.layout`, specs from spaces: :class:`Layout` turns any Gymnasium space into
   ``TensorSpec`` leaves with UIDs and "." nesting, writes samples into tensors and reads them
   back, and validates actions tensor by tensor with errors that name the UID;
+- :mod:`.native`: :class:`NativeLayout`, a dm_env env's own specs laid out the same way (no
+  Gymnasium space in between);
 - :mod:`.settings`: typed reading of the ``settings`` maps of CreateWorld, JoinWorld, Reset and
   ResetWorld;
 - :mod:`.machine`, the connection state machine: :data:`TRANSITIONS`, a table of what each
@@ -21,6 +23,7 @@ One module per job:
 
 from envwire.protocols.dmenvrpc.dtypes import (
     BOOL,
+    BY_ENUM,
     BY_FIELD,
     DATA_TYPES,
     DOUBLE,
@@ -46,6 +49,7 @@ from envwire.protocols.dmenvrpc.machine import (
     parse_request,
     request_kind,
 )
+from envwire.protocols.dmenvrpc.native import NativeLayout, native_leaf
 from envwire.protocols.dmenvrpc.settings import (
     SETTINGS,
     Setting,
@@ -73,6 +77,7 @@ from envwire.protocols.dmenvrpc.tensors import (
 
 __all__ = [
     "BOOL",
+    "BY_ENUM",
     "BY_FIELD",
     "DATA_TYPES",
     "DOUBLE",
@@ -91,6 +96,7 @@ __all__ = [
     "Kind",
     "Layout",
     "Leaf",
+    "NativeLayout",
     "Next",
     "Phase",
     "PropertyPermissionError",
@@ -101,6 +107,7 @@ __all__ = [
     "error_from_status",
     "error_response",
     "flat",
+    "native_leaf",
     "next_phase",
     "pack",
     "parse_request",

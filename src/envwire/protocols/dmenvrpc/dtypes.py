@@ -13,6 +13,7 @@ from envwire import tensor
 from envwire.errors import ConfigError, ProtocolError
 
 __all__ = [
+    "BY_ENUM",
     "BY_FIELD",
     "DATA_TYPES",
     "BOOL",
@@ -60,15 +61,16 @@ DATA_TYPES: tuple[DataType, ...] = (
     _row(pb.STRING, "strings", None),
     _row(pb.PROTO, "protos", None),
 )
-_BY_ENUM = {row.enum: row for row in DATA_TYPES}
+#: The rows by ``DataType`` enum value and by payload field.
+BY_ENUM = {row.enum: row for row in DATA_TYPES}
 BY_FIELD = {row.field: row for row in DATA_TYPES}
 _BY_DTYPE = {row.numpy: row for row in DATA_TYPES if row.numpy is not None}
 # dtypes dm_env_rpc lacks travel as the next wider type and are narrowed back on arrival.
 _WIDER = {"float16": "float32", "int16": "int32", "uint16": "uint32"}
-STRING: Final = _BY_ENUM[pb.STRING]
-DOUBLE: Final = _BY_ENUM[pb.DOUBLE]
-BOOL: Final = _BY_ENUM[pb.BOOL]
-INT64: Final = _BY_ENUM[pb.INT64]
+STRING: Final = BY_ENUM[pb.STRING]
+DOUBLE: Final = BY_ENUM[pb.DOUBLE]
+BOOL: Final = BY_ENUM[pb.BOOL]
+INT64: Final = BY_ENUM[pb.INT64]
 
 
 def data_type_of(dtype: Any) -> DataType:

@@ -4,6 +4,7 @@ tensor by tensor with errors that name the UID."""
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
@@ -14,8 +15,15 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from gymnasium import spaces
 
 from envwire import spacecodec
-from envwire.errors import ConfigError, InvalidActionError, InvalidArgumentError
-from envwire.protocols.dmenvrpc.dtypes import BOOL, BY_FIELD, STRING, DataType, data_type_of
+from envwire.errors import ConfigError, InvalidActionError, InvalidArgumentError, ProtocolError
+from envwire.protocols.dmenvrpc.dtypes import (
+    BOOL,
+    BY_ENUM,
+    BY_FIELD,
+    STRING,
+    DataType,
+    data_type_of,
+)
 from envwire.protocols.dmenvrpc.tensors import Array, flat, resolve_shape, unpack, write
 from envwire.typed.gym import ModelSpace
 
@@ -45,7 +53,7 @@ class Leaf:
         uid: its UID in the specs.
         name: its "."-joined name.
         path: the keys and indices that lead from the whole sample to this leaf's value.
-        space: the leaf's own space.
+        space: the leaf's own space (in a ``NativeLayout``, its dm_env spec).
         kind: how samples become tensors: ``array`` (Box, MultiBinary, MultiDiscrete),
             ``scalar`` (Discrete), ``text``, ``sequence`` (a Sequence of fixed-shape leaves, on
             a variable first dimension) or ``json`` (anything else, as a JSON string).
@@ -343,7 +351,7 @@ class Layout:
         self.space = space
         self.prefix = prefix
         self.batch = batch
-        top = "" if isinstance(space, spaces.Dict) else prefix
+        top = "" if self._keyed(space) else prefix
         self.leaves: list[Leaf] = []
         self._add(space, top, (), first_uid)
         names = {leaf.name for leaf in self.leaves}
@@ -356,22 +364,32 @@ class Layout:
         self.by_name = {leaf.name: leaf for leaf in self.leaves}
         self.next_uid = first_uid + len(self.leaves)
 
-    def _add(self, space: spaces.Space[Any], name: str, path: _Path, uid: int) -> int:
+    def _add(self, space: Any, name: str, path: _Path, uid: int) -> int:
+        parts = self._parts(space)
+        if parts is None:
+            self.leaves.append(self._leaf(space, name, path, uid))
+            return uid + 1
+        for key, sub in parts:
+            uid = self._add(sub, f"{name}.{key}" if name else str(key), (*path, key), uid)
+        return uid
+
+    # What a subclass changes to lay out another kind of tree (``NativeLayout``: dm_env specs).
+
+    @staticmethod
+    def _keyed(space: Any) -> bool:
+        """True when the top of ``space`` lays its keys out as names (a Dict)."""
+        return isinstance(space, spaces.Dict)
+
+    @staticmethod
+    def _parts(space: Any) -> Iterable[tuple[str | int, Any]] | None:
+        """A composite space's parts by key or index; None for a leaf."""
         if isinstance(space, spaces.Dict):
-            for key, sub in space.spaces.items():
-                if not isinstance(key, str) or "." in key:
-                    raise ConfigError(
-                        f"Dict key {key!r} cannot be a dm_env_rpc name: keys must be strings "
-                        "without '.' (the protocol's nesting mark)"
-                    )
-                uid = self._add(sub, f"{name}.{key}" if name else key, (*path, key), uid)
-            return uid
+            return named_parts(space.spaces, "Dict key")
         if isinstance(space, spaces.Tuple):
-            for index, sub in enumerate(space.spaces):
-                uid = self._add(sub, f"{name}.{index}" if name else str(index), (*path, index), uid)
-            return uid
-        self.leaves.append(_leaf(space, name, path, uid))
-        return uid + 1
+            return enumerate(space.spaces)
+        return None
+
+    _leaf = staticmethod(_leaf)  # the leaf of a non-composite space
 
     def specs(self) -> dict[int, Any]:
         """``TensorSpec`` by UID, for ``ActionObservationSpecs``."""
@@ -431,6 +449,46 @@ class Layout:
         """Assemble leaf values (by UID) into a sample of the space."""
         leaves = iter(self.leaves)
         return _compose(self.space, leaves, values)
+
+    def matched(self, specs: Mapping[int, Any], role: str) -> Layout:
+        """This layout with the UIDs and data types of a server's ``specs``, matched by name.
+
+        A client lays out the Gymnasium space it was told and follows the server's specs,
+        which may number and type the same leaves otherwise (a dm_env env's own specs: the
+        env's key order, ``int32`` discrete values).
+
+        Raises:
+            ProtocolError: a leaf has no spec of its name.
+        """
+        by_name = {spec.name: (uid, spec) for uid, spec in specs.items()}
+        leaves = []
+        for leaf in self.leaves:
+            if leaf.name not in by_name:
+                raise ProtocolError(
+                    f"the {role} specs have no {leaf.name!r} (specs: {sorted(by_name)})"
+                )
+            uid, spec = by_name[leaf.name]
+            leaves.append(replace(leaf, uid=uid, row=BY_ENUM[spec.dtype]))
+        result = copy.copy(self)
+        result.leaves = leaves
+        result.by_uid = {leaf.uid: leaf for leaf in leaves}
+        result.by_name = {leaf.name: leaf for leaf in leaves}
+        return result
+
+
+def named_parts(mapping: Mapping[Any, Any], what: str) -> Iterable[tuple[str, Any]]:
+    """The items of ``mapping``, whose keys become dm_env_rpc names.
+
+    Raises:
+        ConfigError: a key that is not a string, or contains "." (the protocol's nesting mark).
+    """
+    for key in mapping:
+        if not isinstance(key, str) or "." in key:
+            raise ConfigError(
+                f"{what} {key!r} cannot be a dm_env_rpc name: keys must be strings "
+                "without '.' (the protocol's nesting mark)"
+            )
+    return mapping.items()
 
 
 def _compose(space: spaces.Space[Any], leaves: Any, values: Mapping[int, Any]) -> Any:

@@ -312,14 +312,19 @@ class World:
         extras = self.extra_uids
         for uid in requested:
             if uid == extras[REWARD]:
-                out[uid].doubles.array.append(reward)
+                self._put_reward(out[uid], reward)
             elif uid == extras[DISCOUNT]:
-                ended = conn.phase is Phase.TERMINATED
-                out[uid].doubles.array.append(0.0 if ended else 1.0)
+                self._put_discount(out[uid], conn, info)
             elif uid == extras[TRUNCATED]:
                 out[uid].bools.array.append(conn.truncated)
             elif uid == extras[INFO]:
                 out[uid].strings.array.append(infojson.dumps(info, typed=True).decode())
+
+    def _put_reward(self, out: Any, reward: float) -> None:
+        out.doubles.array.append(reward)
+
+    def _put_discount(self, out: Any, conn: Connection, info: Mapping[str, Any]) -> None:
+        out.doubles.array.append(0.0 if conn.phase is Phase.TERMINATED else 1.0)
 
     # -- resets -------------------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from typing import Any
 from envwire.errors import InvalidArgumentError, StateError
 from envwire.messages import autoreset_mode
 from envwire.protocols.dmenvrpc import UnknownWorldError
+from envwire.server.dmenvrpc.native import NativeWorld
 from envwire.server.dmenvrpc.vector import VectorWorld
 from envwire.server.dmenvrpc.world import Connection, World
 from envwire.server.sessions import SessionTable
@@ -64,7 +65,8 @@ class WorldTable:
 
     def create(self, settings: Mapping[str, Any], creator: Connection) -> World:
         """A new world for ``settings`` (already read by :func:`dmenvrpc.read_settings`): a
-        vector world when they hold ``num_envs``.
+        vector world when they hold ``num_envs``, else a world laid out from the env's own specs
+        when it is a dm_env env, else a world of its Gymnasium spaces.
 
         Raises:
             InvalidArgumentError: vector settings without ``num_envs``, or with several
@@ -76,7 +78,11 @@ class WorldTable:
         kwargs = settings.get("kwargs")
         session = self.sessions.open(settings["env"], kwargs=kwargs, **vector)
         try:
-            world = (VectorWorld if vector else World)(session, settings, creator)
+            if vector:
+                kind: type[World] = VectorWorld
+            else:
+                kind = World if session.native_specs() is None else NativeWorld
+            world = kind(session, settings, creator)
         except BaseException:
             self.sessions.close(session)
             raise
