@@ -152,6 +152,18 @@ def test_session_without_env_allows_only_upload_and_close() -> None:
     assert s.handle(m.Close()) == m.Ok()
 
 
+def test_upload_names_where_the_monitor_keeps_the_files(tmp_path: Any) -> None:
+    s = Session(None, worker_factory=make_worker, monitor_root=str(tmp_path))
+    with pytest.raises(UnsupportedError) as asked:
+        s.handle(m.Upload("/runs/catch", "k", "a"))
+    assert f"stay in {tmp_path}/runs/catch on the server" in str(asked.value)
+    with pytest.raises(UnsupportedError, match=r"no directory \('a\\x00b' is not a usable"):
+        s.handle(m.Upload("a\x00b", "k", "a"))
+    s = Session(None, worker_factory=make_worker)
+    with pytest.raises(UnsupportedError, match=r"no directory \(Monitor is disabled"):
+        s.handle(m.Upload("/runs/catch", "k", "a"))
+
+
 def test_monitor_needs_a_root(tmp_path: Any) -> None:
     s = session("envwire/Catch-v0")
     with pytest.raises(UnsupportedError, match="Monitor is disabled"):

@@ -6,6 +6,8 @@ with a table lookup instead of a chain of ``except`` clauses::
 
     EnvwireError                     base; never raised itself
     ├── ProtocolError                the peer sent bytes or JSON that break the protocol (remote)
+    │   └── TooLargeError            a packet, message or body is over a size limit, or the
+    │                                server's receive buffers are full
     ├── UsageError                   a well-formed request that cannot be honoured (remote)
     │   ├── UnknownEnvError          no such env id here (did-you-mean in the message)
     │   ├── InvalidActionError       action not in the action space
@@ -38,6 +40,7 @@ __all__ = [
     "ProtocolError",
     "RemoteError",
     "StateError",
+    "TooLargeError",
     "TransportError",
     "UnknownEnvError",
     "UnsupportedError",
@@ -89,6 +92,15 @@ class ProtocolError(EnvwireError):
     grpc_code = _INVALID_ARGUMENT
     openenv_code = "INVALID_JSON"
     remote = True
+
+
+class TooLargeError(ProtocolError):
+    """The peer sent (or declared) more bytes than a limit allows, or the receive buffers that
+    all connections share are full. The connection ends after the error is reported."""
+
+    code = "too_large"
+    http_status = 413
+    grpc_code = _RESOURCE_EXHAUSTED
 
 
 class UsageError(EnvwireError):

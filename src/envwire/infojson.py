@@ -16,6 +16,8 @@ from typing import Any
 
 import numpy as np
 
+from envwire import safejson
+
 __all__ = ["dumps", "loads", "plain_default", "typed_default"]
 
 
@@ -81,5 +83,5 @@ def loads(raw: bytes | str) -> dict[str, Any]:
     """The inverse of :func:`dumps` (typed arrays come back as arrays)."""
     if raw in (b"{}", "{}"):
         return {}
-    value = json.loads(raw, object_hook=_hook)
+    value = safejson.loads(raw, object_hook=_hook)
     return value if isinstance(value, dict) else {"info": value}

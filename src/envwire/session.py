@@ -238,11 +238,20 @@ class Session:
                 case m.Monitor():
                     return self._monitor(request)
                 case m.Upload(directory=directory):
-                    raise UnsupportedError(_UPLOAD_GONE.format(directory=directory or "?"))
+                    raise UnsupportedError(_UPLOAD_GONE.format(directory=self._kept(directory)))
                 case m.Close():
                     self._close()
                     return m.Ok()
             raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
+
+    def _kept(self, directory: str) -> str:
+        """Where Monitor keeps the files of ``directory`` on this server (Upload's answer)."""
+        if self.monitor_root is None:
+            return "no directory (Monitor is disabled on this server)"
+        try:
+            return confine(self.monitor_root, directory)
+        except InvalidArgumentError:
+            return f"no directory ({directory!r} is not a usable monitor directory)"
 
     def _refusal(self, request: m.Request) -> str:
         name = type(request).__name__

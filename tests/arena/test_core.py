@@ -181,9 +181,17 @@ def test_runs_of_others_unknown_and_finished_runs(arena: Arena) -> None:
         finished = reply["finished_runs"].get(run)
     assert finished == 1
     assert run not in reply["active_runs"]
-    late = a.act([{"run": run, "act_no": 3, "action": 1}])
+    taken = arena.store.run(int(run)).act_no  # type: ignore[union-attr]
+    # the last action again (its reply lost): a wrong action number, as the original says
+    resent = a.act([{"run": run, "act_no": taken - 1, "action": 1}])
+    assert errors(resent) == {
+        run: f"wrong action number {taken - 1}: the run finished after {taken} actions "
+        f"(outcome 1); the action may have been meant for an earlier request"
+    }
+    late = a.act([{"run": run, "act_no": taken, "action": 1}])
     assert errors(late) == {run: "the run is already finished (outcome 1)"}
     assert run not in late["finished_runs"]
+    assert arena.store.run(int(run)).act_no == taken  # type: ignore[union-attr]
 
 
 def test_finished_runs_are_listed_once(arena: Arena) -> None:

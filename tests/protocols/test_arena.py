@@ -81,9 +81,8 @@ def test_first_request_needs_no_actions() -> None:
         ({**BASE, "actions": [{"run": 5, "action": 1}]}, "actions[0].run"),
         ({**BASE, "actions": [{"run": "5", "action": 1}]}, "actions[0].run"),
         ({**BASE, "actions": [{"run": "a#1", "action": 1}]}, "actions[0].run"),
-        ({**BASE, "single_request": "yes"}, "single_request"),
-        ({**BASE, "protocol_version": "1"}, "protocol_version"),
-        ({**BASE, "protocol_version": True}, "protocol_version"),
+        ({**BASE, "single_request": "maybe"}, "single_request"),
+        ({**BASE, "single_request": None}, "single_request"),
     ],
 )
 def test_v0_malformed_fields_are_named(body: dict[str, Any], field: str) -> None:
@@ -101,12 +100,13 @@ V1 = {**BASE, "protocol_version": 1}
     ("body", "field"),
     [
         ({**V1, "actions": [{"run": "1", "action": 1}]}, "actions[0].act_no"),
-        ({**V1, "actions": [{"run": "1", "act_no": "0", "action": 1}]}, "actions[0].act_no"),
-        ({**V1, "actions": [{"run": "1", "act_no": -1, "action": 1}]}, "actions[0].act_no"),
-        ({**V1, "actions": [{"run": "1", "act_no": True, "action": 1}]}, "actions[0].act_no"),
+        ({**V1, "actions": [{"run": "1", "act_no": "1e3", "action": 1}]}, "actions[0].act_no"),
+        ({**V1, "actions": [{"run": "1", "act_no": None, "action": 1}]}, "actions[0].act_no"),
+        ({**V1, "actions": [{"run": "1", "act_no": [0], "action": 1}]}, "actions[0].act_no"),
         ({**V1, "actions": [{"run": "1", "act_no": 1.5, "action": 1}]}, "actions[0].act_no"),
         ({**V1, "actions": [{"run": 1, "act_no": 0, "action": 1}]}, "actions[0].run"),
-        ({**V1, "parallel_runs": 1}, "parallel_runs"),
+        ({**V1, "parallel_runs": 2}, "parallel_runs"),
+        ({**V1, "client": None}, "client"),
         ({**V1, "to_abandon": "1"}, "to_abandon"),
         ({**V1, "to_abandon": ["1", 2]}, "to_abandon[1]"),
         ({**V1, "client": 3}, "client"),
@@ -118,11 +118,66 @@ def test_v1_malformed_fields_are_named(body: dict[str, Any], field: str) -> None
     assert info.value.field == field
 
 
-@pytest.mark.parametrize("version", [2, -1, 100])
-def test_unknown_version_is_400(version: int) -> None:
+@pytest.mark.parametrize("version", [2, -1, 100, "1", "0", None, 1.5, [1], {}])
+def test_unknown_version_is_400(version: Any) -> None:
     with pytest.raises(UnsupportedVersionError, match="protocol_version") as info:
         parse_act_request({**BASE, "protocol_version": version})
     assert info.value.http_status == 400
+
+
+# What the original server (pydantic's lax mode) accepted, observed against it, side by side.
+LAX_INTS = [
+    ("3", 3), (" 3 ", 3), ("\t3\n", 3), ("+3", 3), ("-3", -3), ("03", 3), ("3.0", 3),
+    ("3.00", 3), ("1_000", 1000), ("1_000.000", 1000), (3.0, 3), (-0.0, 0), (True, 1),
+    (False, 0), (1e18, 10**18), ("99999999999999999999", 10**20 - 1), (-1, -1),
+]  # fmt: skip
+NOT_INTS = ["3.5", "1e3", "0x10", "", "  ", "1.", ".0", "1__0", "_1", "1_", "3.0_0", "\u0663",
+            "  -  3", 1.5, 0.5, 1e19, float("inf"), float("nan"), None, [0], {}]  # fmt: skip
+LAX_BOOLS = [
+    ("true", True), ("True", True), ("TRUE", True), ("yes", True), ("on", True), ("1", True),
+    ("t", True), ("y", True), ("tRuE", True), ("false", False), ("no", False), ("off", False),
+    ("0", False), ("f", False), ("n", False), ("FALSE", False), (1, True), (0, False),
+    (1.0, True), (0.0, False), (True, True), (False, False),
+]  # fmt: skip
+NOT_BOOLS = [" true", "", "abc", "1.0", "01", 2, -1, 0.5, None, [True]]
+
+
+@pytest.mark.parametrize(("value", "expected"), LAX_INTS)
+def test_act_no_is_read_as_the_original_reads_it(value: Any, expected: int) -> None:
+    body = {**V1, "actions": [{"run": "1", "act_no": value, "action": 1}]}
+    assert parse_act_request(body).actions[0].act_no == expected
+
+
+@pytest.mark.parametrize("value", NOT_INTS)
+def test_act_no_still_rejects_what_the_original_rejects(value: Any) -> None:
+    body = {**V1, "actions": [{"run": "1", "act_no": value, "action": 1}]}
+    with pytest.raises(MalformedRequestError, match=r"^actions\[0\]\.act_no: expected"):
+        parse_act_request(body)
+
+
+@pytest.mark.parametrize(("value", "expected"), LAX_BOOLS)
+def test_flags_are_read_as_the_original_reads_them(value: Any, expected: bool) -> None:
+    assert parse_act_request({**V1, "parallel_runs": value}).parallel_runs is expected
+    assert parse_act_request({**BASE, "single_request": value}).parallel_runs is not expected
+
+
+@pytest.mark.parametrize("value", NOT_BOOLS)
+def test_flags_still_reject_what_the_original_rejects(value: Any) -> None:
+    with pytest.raises(MalformedRequestError, match=r"^parallel_runs: expected a boolean"):
+        parse_act_request({**V1, "parallel_runs": value})
+    with pytest.raises(MalformedRequestError, match=r"^single_request: expected a boolean"):
+        parse_act_request({**BASE, "single_request": value})
+
+
+@pytest.mark.parametrize(("version", "expected"), [(True, 1), (1.0, 1), (False, 0), (0.0, 0)])
+def test_versions_equal_to_0_or_1(version: Any, expected: int) -> None:
+    assert parse_act_request({**BASE, "protocol_version": version}).version == expected
+
+
+def test_v0_run_numbers_of_any_length() -> None:
+    long = "1" * 30
+    action = parse_act_request({**BASE, "actions": [{"run": f"{long}#12", "action": 1}]})
+    assert (action.actions[0].run, action.actions[0].act_no) == (long, 12)
 
 
 def test_body_checks() -> None:

@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envwire import messages as m
-from envwire.errors import EnvwireError, InvalidActionError, ProtocolError, RemoteError
+from envwire.errors import (
+    EnvwireError,
+    InvalidActionError,
+    ProtocolError,
+    RemoteError,
+    TooLargeError,
+)
 from envwire.protocols.gymsocket import (
     NEED_DATA,
     ClientConnection,
@@ -23,6 +29,14 @@ from envwire.protocols.gymsocket import (
     Invalid,
     ServerConnection,
 )
+from envwire.protocols.gymsocket.server import (
+    DEFAULT_MAX_ACTION,
+    MAX_ENV_NAME,
+    MAX_RESET_OPTIONS,
+    MAX_UPLOAD_FIELD,
+    MAX_VECTOR_OPTIONS,
+)
+from envwire.protocols.gymsocket.wire import MAX_MONITOR_DIR
 
 CARTPOLE_OBS = spaces.Box(
     np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32),
@@ -302,11 +316,59 @@ def test_eof_inside_a_packet_is_a_protocol_error() -> None:
         server.next_event()
 
 
-def test_oversized_fields_are_refused() -> None:
-    server = ServerConnection()
-    server.receive_data(b"\x00" + struct.pack("<I", 2**31))
-    with pytest.raises(ProtocolError, match="exceeds"):
+@pytest.mark.parametrize(
+    ("flags", "packet", "what", "limit"),
+    [
+        (None, b"", "the env name", MAX_ENV_NAME),
+        (0x08, b"", "the vector options", MAX_VECTOR_OPTIONS),
+        (0x00, b"\x01\x00", "an action", DEFAULT_MAX_ACTION),
+        (0x05, b"\x08\x01", "an action", DEFAULT_MAX_ACTION),
+        (0x05, b"\x07", "the reset options", MAX_RESET_OPTIONS),
+        (0x02, b"\x04\x00\x01\x01", "the directory", MAX_MONITOR_DIR),
+        (0x00, b"\x06", "an upload field", MAX_UPLOAD_FIELD),
+    ],
+)
+@pytest.mark.parametrize("over", [1, 2**31])
+def test_every_field_has_a_limit_checked_before_its_bytes_arrive(
+    flags: int | None, packet: bytes, what: str, limit: int, over: int
+) -> None:
+    if flags is None:  # the handshake's own field
+        server = ServerConnection()
+        server.receive_data(b"\x00" + struct.pack("<I", min(limit + over, 2**32 - 1)))
+    elif flags & 0x08:
+        server = ServerConnection()
+        server.receive_data(b"\x08" + s(b"CartPole-v1") + struct.pack("<I", limit + over))
+    else:
+        server = server_after_handshake(flags)
+        server.receive_data(packet + struct.pack("<I", min(limit + over, 2**32 - 1)))
+    with pytest.raises(TooLargeError, match=f"{what} of .* bytes is over the {limit}-byte limit"):
         server.next_event()
+    fatal = server.send_fatal(TooLargeError("too much"))
+    if flags is None or flags & 0x08:  # the handshake is answered with the error
+        assert fatal == s(b"too much")
+    elif flags & 0x01:  # ERRORS: an error reply, then the front end closes
+        assert fatal == b"\x01" + s(b"too much") + s(b"too_large")
+    else:  # flags 0 have no error channel: the front end just closes
+        assert fatal is None
+
+
+def test_the_action_limit_is_the_servers_choice() -> None:
+    server = server_after_handshake(0, max_action=10)
+    server.receive_data(b"\x01\x00" + s(b"1" * 10))
+    assert isinstance(server.next_event(), m.Step | Invalid)
+    server.receive_data(b"\x01\x00" + s(b"1" * 11))
+    with pytest.raises(TooLargeError, match="an action of 11 bytes is over the 10-byte limit"):
+        server.next_event()
+
+
+def test_deeply_nested_json_is_an_invalid_action_not_a_crash() -> None:
+    server = server_after_handshake(0x05)
+    server.set_spaces(spaces.Box(-1, 1, (2,)), CARTPOLE_OBS)
+    deep = b"[" * 5000 + b"]" * 5000
+    server.receive_data(b"\x01\x00" + s(deep) + b"\x07" + s(b'{"seed":' + deep + b"}"))
+    step, reset = events(server)
+    assert isinstance(step, Invalid) and "deeper than 100 levels" in str(step.error)
+    assert isinstance(reset, Invalid) and "deeper than 100 levels" in str(reset.error)
 
 
 @settings(max_examples=300, deadline=None)
@@ -342,8 +404,8 @@ def test_garbage_replies_only_ever_yield_protocol_errors(garbage: bytes) -> None
     client.send_request(m.Step(np.int64(1)))
     client.receive_data(garbage)
     event, error = next_event_or_error(client)
-    if error is not None:  # nothing but the protocol's own error, not even a subclass
-        assert type(error) is ProtocolError, f"{type(error).__name__}: {error}"
+    if error is not None:  # nothing but the protocol's own errors, not even another subclass
+        assert type(error) in (ProtocolError, TooLargeError), f"{type(error).__name__}: {error}"
     else:
         assert event is NEED_DATA or isinstance(event, m.StepReply | EnvwireError)
 

@@ -187,6 +187,8 @@ def test_empty_env_name_allows_only_upload(gym_server: ServerProcess, raw: Any) 
     client.sock.sendall(b"\x06" + field(b"/tmp/mon") + field(b"key") + field(b"algo"))
     error = client.string()
     assert "scoreboard" in error and "shut down" in error
+    root = gym_server.monitor_root  # type: ignore[attr-defined]
+    assert f"stay in {root}/tmp/mon on the server" in error  # where Monitor put them
     client.sock.sendall(b"\x00")  # reset without an env: the original closes
     assert client.closed()
 

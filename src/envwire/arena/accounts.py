@@ -4,6 +4,10 @@ Passwords and admin tokens are random (``secrets.token_urlsafe(32)``, 256 bits) 
 as salted scrypt hashes: ``scrypt$<n>$<r>$<p>$<salt>$<hash>`` (base64), so the parameters can
 change later without breaking stored hashes. Comparisons use ``hmac.compare_digest``.
 
+Hashes carried over from an AISysProj server (``sha256:<hex>``, unsalted: that server made every
+password itself, with 256 bits of entropy) are verified too; the arena stores such a password
+again as a scrypt hash once it matched (:func:`needs_rehash`).
+
 scrypt costs tens of milliseconds by design, too much for every act request. A
 :class:`Verifier` therefore remembers, per account, a keyed digest (HMAC under a random
 per-process key) of the last password that matched the stored hash; a later request is checked
@@ -22,7 +26,17 @@ import threading
 
 from envwire.errors import InvalidArgumentError
 
-__all__ = ["NAME_PATTERN", "Verifier", "check_name", "hash_secret", "new_secret", "verify_secret"]
+__all__ = [
+    "IMPORTED_NAME_MAX",
+    "NAME_PATTERN",
+    "Verifier",
+    "check_imported_name",
+    "check_name",
+    "hash_secret",
+    "needs_rehash",
+    "new_secret",
+    "verify_secret",
+]
 
 #: Arena env and agent names: they appear in URLs and config files.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -46,6 +60,41 @@ def check_name(name: str, what: str) -> str:
     return name
 
 
+#: The longest env, agent or group name taken from another server.
+IMPORTED_NAME_MAX = 128
+
+
+def check_imported_name(name: str, what: str) -> str:
+    """``name`` if it can name an env, agent or group carried over from an AISysProj server.
+
+    That server took names envwire's own commands do not make (spaces, brackets, parentheses,
+    anything after a first allowed character); envwire serves any name it can put in a URL
+    path segment: 1-128 printable characters, no ``/`` or ``\\``, not ``.`` or ``..``, no
+    space at either end.
+
+    Raises:
+        InvalidArgumentError: it is not such a name.
+    """
+    if (
+        not 0 < len(name) <= IMPORTED_NAME_MAX
+        or not name.isprintable()
+        or "/" in name
+        or "\\" in name
+        or name in (".", "..")
+        or name != name.strip()
+    ):
+        raise InvalidArgumentError(
+            f"{what} name {name!r} cannot be served: use 1-{IMPORTED_NAME_MAX} printable "
+            "characters without '/', '\\' or spaces at either end"
+        )
+    return name
+
+
+def needs_rehash(stored: str) -> bool:
+    """Whether a stored hash is of an older scheme, to be replaced by a scrypt hash."""
+    return stored.startswith("sha256:")
+
+
 def new_secret() -> str:
     """A fresh random password or token."""
     return secrets.token_urlsafe(32)
@@ -64,6 +113,9 @@ def hash_secret(secret: str) -> str:
 
 def verify_secret(secret: str, stored: str) -> bool:
     """Whether ``secret`` matches the stored hash (False for a malformed stored hash)."""
+    if stored.startswith("sha256:"):
+        digest = hashlib.sha256(secret.encode()).hexdigest()
+        return hmac.compare_digest(digest.encode(), stored[len("sha256:") :].encode())
     try:
         scheme, n, r, p, salt, digest = stored.split("$")
         if scheme != "scrypt":

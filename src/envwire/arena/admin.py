@@ -13,6 +13,7 @@ from dataclasses import replace
 from typing import Any
 
 from envwire.arena.accounts import Verifier, check_name, hash_secret, new_secret
+from envwire.arena.aisys.plugins import arena_settings, is_plugin_id, load_env_class, make_plugin
 from envwire.arena.errors import AuthenticationError, ConflictError, NotFoundError
 from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import AgentRow, EnvRow, Store
@@ -74,7 +75,32 @@ class ArenaAdmin:
         check_name(name, "arena env")
         if self.store.env(name) is not None and not replace:
             raise ConflictError(f"arena env {name!r} exists; replace it explicitly")
+        row = self.env_row(name, env_id, settings, display_name, description)
+        self.store.put_env(row)
+        return row
+
+    def env_row(
+        self,
+        name: str,
+        env_id: str,
+        settings: Mapping[str, Any] | None = None,
+        display_name: str = "",
+        description: str = "",
+    ) -> EnvRow:
+        """The arena env ``create_env`` would store (the env is made once), without storing it.
+
+        Raises:
+            InvalidArgumentError: a bad setting.
+            ConfigError, EnvError: the env id is unknown or the env cannot be made.
+        """
         given = dict(settings or {})
+        if is_plugin_id(env_id):  # an env of the AISysProj plugin interface
+            cls = load_env_class(env_id)
+            plugin_defaults, about = arena_settings(cls)
+            merged = ArenaSettings.build(plugin_defaults, given)
+            make_plugin(cls, display_name or name, name, merged.config)  # it must construct
+            return EnvRow(name, env_id, merged.to_json(), display_name or name,
+                          description or about, time.time())  # fmt: skip
         kwargs = given.get("kwargs") or {}
         if not isinstance(kwargs, Mapping):
             raise InvalidArgumentError(f"arena setting kwargs: expected an object, got {kwargs!r}")
@@ -85,9 +111,8 @@ class ArenaAdmin:
         finally:
             env.close()
         merged = ArenaSettings.build(defaults, given)
-        row = EnvRow(name, env_id, merged.to_json(), display_name or name, description, time.time())
-        self.store.put_env(row)
-        return row
+        return EnvRow(name, env_id, merged.to_json(), display_name or name, description,
+                      time.time())  # fmt: skip
 
     def env(self, name: str) -> EnvRow:
         """The arena env ``name``.
@@ -122,8 +147,10 @@ class ArenaAdmin:
     # -- agents ----------------------------------------------------------------------------
 
     def config(self, env: str, agent: str, password: str, url: str | None) -> dict[str, str]:
-        """The agent config file: ``{agent, pwd, env, url}`` (the url ends in '/')."""
-        url = url or self.store.meta("public_url") or DEFAULT_URL
+        """The agent config file: ``{agent, pwd, env, url}`` (the url ends in '/'): ``url``,
+        else the one ``set-url`` stored, else the URL of the server that last served this
+        database, else :data:`DEFAULT_URL`."""
+        url = url or self.store.meta("public_url") or self.store.meta("served_url") or DEFAULT_URL
         return {"agent": agent, "pwd": password, "env": env, "url": _with_slash(url)}
 
     def add_agent(
@@ -190,6 +217,17 @@ class ArenaAdmin:
         token = new_secret()
         self.store.add_admin_token(hash_secret(token))
         return token
+
+    def add_admin_password(self, password: str) -> None:
+        """Accept a password of the admin's choosing as an admin token (only its hash is
+        stored).
+
+        Raises:
+            InvalidArgumentError: shorter than 8 characters.
+        """
+        if len(password) < 8:
+            raise InvalidArgumentError("an admin password needs at least 8 characters")
+        self.store.add_admin_token(hash_secret(password))
 
     def check_admin_token(self, token: str | None) -> None:
         """Accept a valid admin token.

@@ -6,8 +6,10 @@ mode lets them write beside it)::
     envwire arena create-env nim envwire/Nim-v0 --set rating_runs=50 --db arena.sqlite3
     envwire arena add-agent nim alice --url http://host:8000/ --db arena.sqlite3 > alice.json
     envwire arena list [ENV]            envwire arena block|unblock ENV AGENT
-    envwire arena reset-password ENV AGENT        envwire arena admin-token
+    envwire arena reset-password ENV AGENT        envwire arena admin-token [--from-stdin]
     envwire arena set-url URL
+    envwire arena import-agents ENV alice.json bob.json ...   # a course's config files
+    envwire arena migrate aisysprojserver.db [--plugins DIR] [--env-map NAME=ENV_ID ...]
 
 ``--db`` defaults to ``$ENVWIRE_ARENA_DB``, else ``./envwire-arena.sqlite3``.
 """
@@ -58,12 +60,26 @@ def add_serve_options(serve: argparse.ArgumentParser) -> None:
         metavar="N",
         help="live envs kept per arena env; others are rebuilt by replay (default 1024)",
     )
+    group.add_argument(
+        "--arena-plugins",
+        metavar="DIR",
+        help="a plugins folder of envs written for the AISysProj server's plugin interface",
+    )
+    group.add_argument(
+        "--arena-plugin-upload",
+        action="store_true",
+        help="let admins upload plugins (code the server runs) with PUT /uploadplugin",
+    )
 
 
 def serve_options(args: argparse.Namespace) -> dict[str, Any]:
     """The arena options given on the ``envwire serve`` command line, as server options."""
-    names = ("arena_db", "arena_url", "arena_sync", "arena_max_body", "arena_live_runs")
-    return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
+    names = ("arena_db", "arena_url", "arena_sync", "arena_max_body", "arena_live_runs",
+             "arena_plugins")  # fmt: skip
+    options = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    if getattr(args, "arena_plugin_upload", False):
+        options["arena_plugin_upload"] = True
+    return options
 
 
 def _value(text: str) -> Any:
@@ -105,6 +121,10 @@ def _run(args: argparse.Namespace) -> int:
     try:
         match args.arena_command:
             case "create-env":
+                if args.plugins is not None:
+                    from envwire.arena.aisys.plugins import PluginFolder
+
+                    PluginFolder(args.plugins)
                 row = admin.create_env(
                     args.name,
                     args.env_id,
@@ -125,13 +145,57 @@ def _run(args: argparse.Namespace) -> int:
             case "list":
                 _print(admin.list_agents(args.env) if args.env else admin.list_envs())
             case "admin-token":
-                print(admin.new_admin_token())
+                if args.from_stdin:
+                    password = sys.stdin.readline().rstrip("\r\n")
+                    admin.add_admin_password(password)
+                    _print({"admin_password": "stored"})
+                else:
+                    print(admin.new_admin_token())
+            case "import-agents":
+                from envwire.arena.aisys.configs import import_configs
+
+                done = import_configs(admin.store, args.env, args.files, replace=args.replace,
+                                      any_env=args.any_env)  # fmt: skip
+                urls = sorted({c.url for c in done})
+                _print({"env": args.env, "agents": [c.agent for c in done], "urls": urls})
+            case "migrate":
+                _print(_migrate(args, admin))
             case "set-url":
                 admin.set_public_url(args.url)
                 _print({"public_url": admin.store.meta("public_url")})
     finally:
         admin.store.close()
     return 0
+
+
+def _migrate(args: argparse.Namespace, admin: ArenaAdmin) -> Any:
+    from envwire.arena.aisys.database import read_database
+    from envwire.arena.aisys.migrate import migrate
+    from envwire.arena.aisys.plugins import PluginFolder
+
+    source = Path(args.original_db)
+    folder = args.plugins or source.parent / "plugins"
+    if args.plugins is not None or folder.is_dir():
+        PluginFolder(folder)
+    hashes_file = args.admin_hashes or source.parent / "admin_hashes.txt"
+    hashes = []
+    if args.admin_hashes is not None or hashes_file.is_file():
+        hashes = [line.strip() for line in hashes_file.read_text().splitlines() if line.strip()]
+    env_map = {}
+    for item in args.env_map or []:
+        name, sep, env_id = item.partition("=")
+        if not sep or not name or not env_id:
+            raise InvalidArgumentError(f"--env-map takes NAME=ENV_ID, got {item!r}")
+        env_map[name] = env_id
+    report = migrate(
+        read_database(source),
+        admin.store,
+        env_map=env_map,
+        make_mapped_env=lambda env, env_id: admin.env_row(env.name, env_id,
+                                                          display_name=env.display_name),
+        admin_hashes=hashes,
+    )  # fmt: skip
+    return report.to_json()
 
 
 def add_parser(commands: Any) -> argparse.ArgumentParser:
@@ -165,6 +229,11 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     create.add_argument("--display-name", help="the name pages show")
     create.add_argument("--description", help="a description for the env's page")
     create.add_argument("--replace", action="store_true", help="redefine an existing arena env")
+    create.add_argument(
+        "--plugins",
+        type=Path,
+        help="the plugins folder of an aisys:package.module:Class env (AISysProj plugins)",
+    )
 
     for name, text in (
         ("add-agent", "add an agent; prints its config file {agent, pwd, env, url}"),
@@ -189,8 +258,48 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
         "list", parents=[common], help="the arena envs, or the agents of one env"
     )
     listing.add_argument("env", nargs="?", help="list this env's agents and ratings")
-    sub.add_parser(
+    token = sub.add_parser(
         "admin-token", parents=[common], help="make a token for the admin HTTP API and print it"
+    )
+    token.add_argument(
+        "--from-stdin",
+        action="store_true",
+        help="store the admin password read from standard input instead (an AISysProj "
+        "AdminClient's password, say)",
+    )
+    imports = sub.add_parser(
+        "import-agents",
+        parents=[common],
+        help="create agents from a course's config files {agent, pwd, env, url}, keeping "
+        "their passwords",
+    )
+    imports.add_argument("env", help="the arena env the agents join")
+    imports.add_argument("files", nargs="+", type=Path, help="agent config files")
+    imports.add_argument(
+        "--replace", action="store_true", help="give existing agents the file's password"
+    )
+    imports.add_argument(
+        "--any-env", action="store_true", help="accept files written for another env name"
+    )
+    migration = sub.add_parser(
+        "migrate",
+        parents=[common],
+        help="carry an AISysProj server's database over: envs, agents, ratings, runs, groups",
+    )
+    migration.add_argument("original_db", help="its aisysprojserver.db")
+    migration.add_argument(
+        "--plugins", type=Path, help="its plugins folder (default: 'plugins' beside the file)"
+    )
+    migration.add_argument(
+        "--admin-hashes",
+        type=Path,
+        help="its admin password hashes (default: admin_hashes.txt beside the file)",
+    )
+    migration.add_argument(
+        "--env-map",
+        action="append",
+        metavar="NAME=ENV_ID",
+        help="play an env by a catalog env instead of its plugin (unfinished runs are left out)",
     )
     url = sub.add_parser(
         "set-url", parents=[common], help="the server URL written into agent config files"

@@ -29,18 +29,30 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-from envwire.arena.accounts import Verifier
+from envwire.arena.accounts import Verifier, hash_secret, needs_rehash
 from envwire.arena.admin import ArenaAdmin, resolve_spec
+from envwire.arena.aisys.game import plugin_game
+from envwire.arena.aisys.plugins import is_plugin_id
 from envwire.arena.errors import (
     ArenaBusyError,
     AuthenticationError,
     MalformedRequestError,
     UnknownArenaEnvError,
 )
-from envwire.arena.games import Accepted, Game
+from envwire.arena.games import Accepted, ArenaGame, Game
 from envwire.arena.rules import RunSlot, request_limit, schedule
 from envwire.arena.settings import ArenaSettings
-from envwire.arena.store import Batch, EnvRow, Finish, MessageRow, NewRun, RunRow, StepRow, Store
+from envwire.arena.store import (
+    AgentRow,
+    Batch,
+    EnvRow,
+    Finish,
+    MessageRow,
+    NewRun,
+    RunRow,
+    StepRow,
+    Store,
+)
 from envwire.errors import EnvwireError
 from envwire.protocols.arena import (
     ActionRequest,
@@ -74,7 +86,7 @@ class _Request:
 
     env: EnvRow
     settings: ArenaSettings
-    game: Game
+    game: ArenaGame
     agent: str
     active: dict[int, RunRow]
     batch: Batch
@@ -124,7 +136,7 @@ class Arena:
         self._seed = seed
         self._clock = clock
         self._passwords = Verifier()
-        self._games: dict[str, tuple[tuple[str, str], Game]] = {}
+        self._games: dict[str, tuple[tuple[str, str], ArenaGame]] = {}
         self._games_lock = threading.Lock()
         self._agent_locks: dict[tuple[str, str], threading.Lock] = {}
 
@@ -139,31 +151,57 @@ class Arena:
 
     # -- lookups ---------------------------------------------------------------------------
 
-    def game(self, env: EnvRow) -> tuple[Game, ArenaSettings]:
+    def now(self) -> float:
+        """The arena's clock (a timestamp)."""
+        return self._clock()
+
+    def _make_game(self, env: EnvRow) -> ArenaGame:
+        settings = ArenaSettings.build(env.settings)
+        if is_plugin_id(env.env_id):
+            return plugin_game(env, settings, self.store, live_runs=self.live_runs)
+        spec = resolve_spec(env.env_id, self.catalog, settings.kwargs)
+        return Game(
+            env.name,
+            spec,
+            settings,
+            self.store.actions,
+            worker_factory=self.worker_factory,
+            live_runs=self.live_runs,
+        )
+
+    def game(self, env: EnvRow) -> tuple[ArenaGame, ArenaSettings]:
         """The game of an arena env (made on first use, remade when the env was redefined).
 
         Raises:
-            ConfigError: the env's catalog id cannot be resolved.
+            ConfigError: the env's catalog id cannot be resolved, or its plugin not loaded.
         """
         key = (env.env_id, dumps(env.settings))
         with self._games_lock:
             known = self._games.get(env.name)
             if known is not None and known[0] == key:
                 return known[1], known[1].settings
-            settings = ArenaSettings.build(env.settings)
-            spec = resolve_spec(env.env_id, self.catalog, settings.kwargs)
-            game = Game(
-                env.name,
-                spec,
-                settings,
-                self.store.actions,
-                worker_factory=self.worker_factory,
-                live_runs=self.live_runs,
-            )
+            game = self._make_game(env)
             self._games[env.name] = (key, game)
         if known is not None:
             known[1].close()
-        return game, settings
+        return game, game.settings
+
+    def check_env(self, row: EnvRow) -> None:
+        """Make the game of an env about to be stored, to report now what would fail later.
+
+        Raises:
+            ConfigError: it cannot be made.
+        """
+        self._make_game(row).close()
+
+    def forget_games(self, which: Callable[[str], bool]) -> None:
+        """Close the games of envs whose id ``which`` selects (they are made again on use, from
+        code that changed: an uploaded plugin)."""
+        with self._games_lock:
+            names = [n for n, (key, _) in self._games.items() if which(key[0])]
+            games = [self._games.pop(n)[1] for n in names]
+        for game in games:
+            game.close()
 
     def _env(self, name: str) -> EnvRow:
         row = self.store.env(name)
@@ -176,18 +214,29 @@ class Arena:
             f"unknown arena env {name!r}{hint} (arena envs here: {', '.join(names) or 'none'})"
         )
 
-    def authenticate(self, env: str, agent: str, pwd: str) -> None:
-        """Accept the agent's credentials.
+    def check_password(self, env: str, agent: str, pwd: str) -> AgentRow:
+        """The agent, if ``pwd`` is its password. A password stored in an older scheme (carried
+        over from another server) is stored again as a scrypt hash once it matched.
 
         Raises:
-            AuthenticationError: unknown agent, wrong password, or blocked agent.
+            AuthenticationError: unknown agent or wrong password.
         """
         row = self.store.agent(env, agent)
         if row is None:
             raise AuthenticationError(f"unknown agent {agent!r} in arena env {env!r}")
         if not self._passwords.verify((env, agent), pwd, row.pwd_hash):
             raise AuthenticationError(f"wrong password for agent {agent!r} in arena env {env!r}")
-        if row.blocked:
+        if needs_rehash(row.pwd_hash):
+            self.store.replace_pwd_hash(env, agent, row.pwd_hash, hash_secret(pwd))
+        return row
+
+    def authenticate(self, env: str, agent: str, pwd: str) -> None:
+        """Accept the agent's credentials.
+
+        Raises:
+            AuthenticationError: unknown agent, wrong password, or blocked agent.
+        """
+        if self.check_password(env, agent, pwd).blocked:
             raise AuthenticationError(f"agent {agent!r} is blocked in arena env {env!r}")
 
     def _agent_lock(self, env: str, agent: str) -> threading.Lock:
@@ -236,7 +285,7 @@ class Arena:
                 if run is not None:
                     self._abandon(work, run)
             for action in request.actions:
-                run = self._own_run(work, action.run)
+                run = self._own_run(work, action.run, action.act_no)
                 if run is not None:
                     self._apply(work, run, action.act_no, action.action)
             self._plan(work, request.parallel_runs)
@@ -256,8 +305,13 @@ class Arena:
                 ) from exc
             return work.reply
 
-    def _own_run(self, work: _Request, text: str) -> RunRow | None:
-        """The agent's active run ``text``, or None after an error message saying why not."""
+    def _own_run(self, work: _Request, text: str, act_no: int | None = None) -> RunRow | None:
+        """The agent's active run ``text``, or None after an error message saying why not.
+
+        For an action (``act_no`` given) to a finished run, the message is the one a wrong
+        action number gets, as on the original server: a resent action whose reply was lost
+        gets "wrong action number", never a second effect.
+        """
         run_id = int(text) if text.isdigit() and len(text) <= 18 else None
         if run_id is not None and run_id in work.active:
             return work.active[run_id]
@@ -266,21 +320,26 @@ class Arena:
             work.say("error", "unknown run", text)
         elif row.agent != work.agent:
             work.say("error", "this run belongs to another agent", text)
-        elif row.finished:
-            work.say("error", f"the run is already finished (outcome {row.outcome})", text)
-        else:  # finished earlier in this very request
+        elif not row.finished:  # finished earlier in this very request
             work.say("error", "the run was finished earlier in this request", text)
+        elif act_no is not None and act_no != row.act_no:
+            work.say(
+                "error",
+                f"wrong action number {act_no}: the run finished after {row.act_no} actions "
+                f"(outcome {row.outcome}); the action may have been meant for an earlier request",
+                text,
+            )
+        else:
+            work.say("error", f"the run is already finished (outcome {row.outcome})", text)
         return None
 
     def _abandon(self, work: _Request, run: RunRow) -> None:
-        outcome = dumps(work.settings.abandon_outcome)
-        value = float(work.settings.abandon_outcome)
+        outcome, value = work.game.abandon(run.id, run.act_no, agent=work.agent)
         work.batch.finished.append(Finish(run.id, outcome, value, "abandoned", work.now))
         work.reply.finished_runs[str(run.id)] = outcome
         work.say("warning", "run abandoned at the client's request", run)
         del work.active[run.id]
         work.batch.progress.pop(run.id, None)
-        work.game.drop(run.id, reuse=True)
 
     def _apply(self, work: _Request, run: RunRow, act_no: int, action: Any) -> None:
         if act_no != run.act_no:
@@ -291,7 +350,7 @@ class Arena:
                 str(run.id),
             )
             return
-        result = work.game.step(run.id, run.seed, run.act_no, run.percept, action)
+        result = work.game.step(run.id, run.seed, run.act_no, run.percept, action, agent=work.agent)
         if not isinstance(result, Accepted):
             shown = dumps(action)
             if len(shown) > _MAX_SHOWN_ACTION:
@@ -302,6 +361,9 @@ class Arena:
         batch.steps.append(
             StepRow(run.id, run.act_no, run.percept, result.action, result.reward, work.now)
         )
+        if result.state is not None:
+            batch.states[run.id] = result.state
+            batch.extras.append((run.id, run.act_no, result.extra or RawJSON("null")))
         for text in result.messages:
             work.say("info", text, run)
         if result.done:
@@ -329,10 +391,13 @@ class Arena:
         for run_id in self.store.allocate_run_ids(plan.new_runs):
             seed = self._seed()
             try:
-                percept = work.game.start(run_id, seed)
+                started = work.game.start(run_id, seed, agent=work.agent)
             except EnvwireError as exc:
                 work.say("error", f"could not start a new run: {exc}")
                 break
+            percept = started.percept
+            if started.state is not None:
+                work.batch.states[run_id] = started.state
             work.batch.new_runs.append(NewRun(run_id, seed, percept, work.now))
             work.active[run_id] = RunRow(
                 run_id, work.env.name, work.agent, seed, 0, percept, True, False, 0.0,

@@ -12,6 +12,7 @@ request errors (``ProtocolError`` subclasses) belong to the act protocol's codec
     UsageError
     ├── UnknownArenaEnvError       400  no arena env of that name (the protocol's choice: 400)
     ├── AuthenticationError        401  unknown agent, wrong password, blocked agent, admin token
+    ├── ForbiddenError             403  an operation this server is not set up to allow (uploads)
     ├── NotFoundError              404  pages and admin API: no such env, agent or run
     ├── ConflictError              409  admin API: the env or agent exists already
     └── ArenaBusyError             503  the arena could not save; the client retries
@@ -35,6 +36,7 @@ __all__ = [
     "AuthenticationError",
     "BodyTooLargeError",
     "ConflictError",
+    "ForbiddenError",
     "MalformedRequestError",
     "NotFoundError",
     "NotJSONError",
@@ -55,6 +57,14 @@ class AuthenticationError(UsageError):
 
     code = "unauthorized"
     http_status = 401
+
+
+class ForbiddenError(UsageError):
+    """An operation the server's options do not allow (plugin uploads without
+    ``--arena-plugin-upload``)."""
+
+    code = "forbidden"
+    http_status = 403
 
 
 class NotFoundError(UsageError):

@@ -24,7 +24,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -37,7 +37,7 @@ from envwire.registry import EnvSpec
 from envwire.session import Session, State, WorkerFactory
 from envwire.typed.models import wire_fields
 
-__all__ = ["Accepted", "Game", "Rejected", "jsonable"]
+__all__ = ["Accepted", "ArenaGame", "Game", "Rejected", "Started", "jsonable"]
 
 log = logging.getLogger("envwire.arena")
 
@@ -54,6 +54,16 @@ class Accepted:
     outcome: RawJSON | None = None
     outcome_value: float | None = None
     messages: tuple[str, ...] = ()
+    state: RawJSON | None = None  # games that store state (plugin envs): the run's new state
+    extra: RawJSON | None = None  # ... and what the action's result kept beside it
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    """A new run: its first percept, and its state for games that store state."""
+
+    percept: RawJSON
+    state: RawJSON | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +71,42 @@ class Rejected:
     """An action the run did not take, and why."""
 
     reason: str
+
+
+class ArenaGame(Protocol):
+    """What the arena needs of a game: :class:`Game` (any envwire env, replayed from seeds) and
+    :class:`~envwire.arena.aisys.game.PluginGame` (plugin envs, which store their state)."""
+
+    settings: ArenaSettings
+
+    def start(self, run_id: int, seed: int, *, agent: str = "") -> Started:
+        """Start a run."""
+        ...
+
+    def step(
+        self,
+        run_id: int,
+        seed: int,
+        act_no: int,
+        percept: RawJSON,
+        value: Any,
+        *,
+        agent: str = "",
+    ) -> Accepted | Rejected:
+        """Take an action in a run."""
+        ...
+
+    def abandon(self, run_id: int, act_no: int, *, agent: str = "") -> tuple[RawJSON, float | None]:
+        """End a run at the client's request: its outcome (JSON, and as a number)."""
+        ...
+
+    def drop(self, run_id: int, *, reuse: bool = False) -> None:
+        """Forget what is kept in memory of a run."""
+        ...
+
+    def close(self) -> None:
+        """Free everything."""
+        ...
 
 
 @dataclass
@@ -177,6 +223,13 @@ class Game:
                     return
         session.close()
 
+    def abandon(self, run_id: int, act_no: int, *, agent: str = "") -> tuple[RawJSON, float | None]:
+        """The outcome of an abandoned run: the arena env's ``abandon_outcome`` (JSON, number).
+        The run's env may serve another run."""
+        self.drop(run_id, reuse=True)
+        outcome = self.settings.abandon_outcome
+        return dumps(outcome), float(outcome)
+
     def drop(self, run_id: int, *, reuse: bool = False) -> None:
         """Forget a run's live env: it was abandoned (``reuse``: its env may serve another run)
         or its state is in doubt (the env is closed)."""
@@ -232,7 +285,7 @@ class Game:
 
     # -- runs ------------------------------------------------------------------------------
 
-    def start(self, run_id: int, seed: int) -> RawJSON:
+    def start(self, run_id: int, seed: int, *, agent: str = "") -> Started:
         """Start a run; its first percept.
 
         Raises:
@@ -247,7 +300,7 @@ class Game:
             session.close()
             raise
         self._keep(run_id, _Live(session, 0))
-        return percept
+        return Started(percept)
 
     def _rebuild(self, run_id: int, seed: int, act_no: int, percept: RawJSON) -> _Live:
         session = self._session()
@@ -276,7 +329,14 @@ class Game:
         return _Live(session, act_no, total)
 
     def step(
-        self, run_id: int, seed: int, act_no: int, percept: RawJSON, value: Any
+        self,
+        run_id: int,
+        seed: int,
+        act_no: int,
+        percept: RawJSON,
+        value: Any,
+        *,
+        agent: str = "",
     ) -> Accepted | Rejected:
         """Take action ``value`` in a run that has accepted ``act_no`` actions and shows
         ``percept``; rebuild the run first if its live env is gone."""

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.core import DEFAULT_MAX_BODY, Arena
 from envwire.arena.store import Store, Sync
 from envwire.errors import ConfigError
@@ -24,6 +25,8 @@ class ArenaOptions:
     max_body: int = DEFAULT_MAX_BODY
     live_runs: int = 1024
     public_url: str | None = None
+    plugins: str | None = None  # the AISysProj plugins folder
+    plugin_upload: bool = False  # whether admins may upload plugins (code) over HTTP
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ArenaOptions | None:
@@ -44,7 +47,25 @@ class ArenaOptions:
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"arena options: {exc}") from exc
         url = options.get("arena_url") or None
-        return cls(str(db), "normal" if sync == "normal" else "full", max_body, live_runs, url)
+        plugins = options.get("arena_plugins") or None
+        upload = options.get("arena_plugin_upload", False)
+        if not isinstance(upload, bool):
+            raise ConfigError(f"arena_plugin_upload must be true or false, got {upload!r}")
+        if upload and plugins is None:
+            raise ConfigError("arena_plugin_upload needs arena_plugins (the plugins folder)")
+        return cls(
+            str(db),
+            "normal" if sync == "normal" else "full",
+            max_body,
+            live_runs,
+            url,
+            None if plugins is None else str(plugins),
+            upload,
+        )
+
+    def plugin_folder(self) -> PluginFolder | None:
+        """The plugins folder (put on the import path), or None."""
+        return None if self.plugins is None else PluginFolder(self.plugins)
 
 
 def open_arena(

@@ -45,6 +45,8 @@ class ArenaSettings:
         outcome: ``"auto"``: ``info["outcome"]`` of the run's last step when the env gives one,
             else the episode's return; ``"return"``: always the episode's return.
         kwargs: keyword arguments for the env's constructor.
+        config: the config of a plugin env of the AISysProj interface (any JSON value), given
+            to its constructor.
     """
 
     requests_per_reply: int = 5
@@ -56,6 +58,7 @@ class ArenaSettings:
     percept: PerceptForm = "full"
     outcome: OutcomeRule = "auto"
     kwargs: Mapping[str, Any] = field(default_factory=dict)
+    config: Any = None
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any] | None) -> ArenaSettings:

@@ -3,7 +3,11 @@
 Everything a restarted server needs lives here: arena envs and their settings, agent accounts
 (password hashes only), runs (seed, accepted actions, current percept, outcome) and ratings. The
 env state of an unfinished run is not stored; it is rebuilt by replaying the run's seed and
-accepted actions (see :mod:`envwire.arena.games`).
+accepted actions (see :mod:`envwire.arena.games`). Plugin envs of the AISysProj interface keep
+state instead: their runs' states and the extra information of each action are stored too
+(``run_states``, ``step_extras``). Ratings carried over from another server keep the outcomes
+they averaged (``carried_outcomes``, older than any run here); groups of envs are pages
+(``groups``, ``group_entries``).
 
 :meth:`Store.apply` writes everything one act request changed (new runs, accepted actions,
 messages, finished runs, ratings) in a single ``BEGIN IMMEDIATE ... COMMIT``; the server replies
@@ -20,10 +24,19 @@ import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from envwire.arena.rows import (
+    AgentRow,
+    Batch,
+    EnvRow,
+    Finish,
+    MessageRow,
+    NewRun,
+    RunRow,
+    StepRow,
+)
 from envwire.arena.rules import Objective, best_rating, rating
 from envwire.protocols.arena import RawJSON
 
@@ -70,111 +83,19 @@ CREATE TABLE IF NOT EXISTS messages (
     at REAL NOT NULL);
 CREATE INDEX IF NOT EXISTS messages_by_run ON messages (run, act_no);
 CREATE TABLE IF NOT EXISTS admin_tokens (hash TEXT PRIMARY KEY, created REAL NOT NULL);
+CREATE TABLE IF NOT EXISTS run_states (run INTEGER PRIMARY KEY, state TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS step_extras (
+    run INTEGER NOT NULL, act_no INTEGER NOT NULL, extra TEXT NOT NULL,
+    PRIMARY KEY (run, act_no)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS carried_outcomes (
+    env TEXT NOT NULL, agent TEXT NOT NULL, seq INTEGER NOT NULL, value REAL NOT NULL,
+    PRIMARY KEY (env, agent, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS groups (
+    name TEXT PRIMARY KEY, title TEXT NOT NULL, description_html TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS group_entries (
+    grp TEXT NOT NULL, kind TEXT NOT NULL, entry TEXT NOT NULL,
+    PRIMARY KEY (grp, kind, entry)) WITHOUT ROWID;
 """
-
-
-@dataclass(frozen=True, slots=True)
-class EnvRow:
-    """An arena env: a catalog env id plus settings (a JSON object)."""
-
-    name: str
-    env_id: str
-    settings: dict[str, Any]
-    display_name: str
-    description: str
-    created: float
-
-
-@dataclass(frozen=True, slots=True)
-class AgentRow:
-    """An agent account and its rating."""
-
-    env: str
-    name: str
-    pwd_hash: str
-    blocked: bool
-    created: float
-    total_runs: int
-    rating: float | None
-    best_rating: float | None
-    fully_evaluated: bool
-
-
-@dataclass(frozen=True, slots=True)
-class RunRow:
-    """A run: ``act_no`` actions accepted so far; ``percept`` is what the agent faces now."""
-
-    id: int
-    env: str
-    agent: str
-    seed: int
-    act_no: int
-    percept: RawJSON
-    outstanding: bool
-    finished: bool
-    episode_return: float
-    outcome: RawJSON | None
-    how: str | None  # "done" or "abandoned" once finished
-    created: float
-    ended: float | None
-
-
-@dataclass(frozen=True, slots=True)
-class StepRow:
-    """Accepted action ``act_no`` of a run: what the agent saw, what it did, what it got."""
-
-    run: int
-    act_no: int
-    percept: RawJSON
-    action: RawJSON
-    reward: float
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class MessageRow:
-    """A message about a run, at the action number it was about."""
-
-    run: int
-    act_no: int
-    type: str
-    content: str
-    at: float
-
-
-@dataclass(frozen=True, slots=True)
-class NewRun:
-    """A run started by a request."""
-
-    id: int
-    seed: int
-    percept: RawJSON
-    created: float
-
-
-@dataclass(frozen=True, slots=True)
-class Finish:
-    """A run that ended, how, and with what outcome (``value``: the outcome as a number)."""
-
-    run: int
-    outcome: RawJSON
-    value: float | None
-    how: str
-    at: float
-
-
-@dataclass
-class Batch:
-    """Everything one act request changes, written by :meth:`Store.apply` in one transaction."""
-
-    env: str
-    agent: str
-    new_runs: list[NewRun] = field(default_factory=list)
-    steps: list[StepRow] = field(default_factory=list)
-    messages: list[MessageRow] = field(default_factory=list)
-    progress: dict[int, tuple[int, RawJSON, float]] = field(default_factory=dict)  # act_no, ...
-    finished: list[Finish] = field(default_factory=list)
-    asked: set[int] = field(default_factory=set)  # runs the reply asks about
 
 
 _RUN_COLUMNS = (
@@ -230,6 +151,19 @@ class Store:
         with self._lock:
             self._db.close()
 
+    def query(self, sql: str, args: Iterable[Any] = ()) -> list[tuple[Any, ...]]:
+        """The rows of a read-only query (for the arena's other modules: groups, housekeeping)."""
+        return self._all(sql, args)
+
+    def query_one(self, sql: str, args: Iterable[Any] = ()) -> tuple[Any, ...] | None:
+        """The first row of a read-only query, or None."""
+        return self._get(sql, args)
+
+    def vacuum(self) -> None:
+        """Compact the database file (after deleting runs)."""
+        with self._lock:
+            self._db.execute("VACUUM")
+
     def _one(self, sql: str, args: Iterable[Any] = ()) -> tuple[Any, ...]:
         row: tuple[Any, ...] = self._db.execute(sql, tuple(args)).fetchone()
         return row
@@ -281,11 +215,16 @@ class Store:
     def put_env(self, row: EnvRow) -> None:
         """Create or replace an arena env (its agents and runs stay)."""
         with self.transaction() as db:
-            db.execute(
-                "INSERT OR REPLACE INTO envs VALUES (?, ?, ?, ?, ?, ?)",
-                (row.name, row.env_id, json.dumps(row.settings), row.display_name,
-                 row.description, row.created),
-            )  # fmt: skip
+            self.insert_env(db, row)
+
+    @staticmethod
+    def insert_env(db: sqlite3.Connection, row: EnvRow) -> None:
+        """Create or replace an arena env inside a transaction."""
+        db.execute(
+            "INSERT OR REPLACE INTO envs VALUES (?, ?, ?, ?, ?, ?)",
+            (row.name, row.env_id, json.dumps(row.settings), row.display_name,
+             row.description, row.created),
+        )  # fmt: skip
 
     def env(self, name: str) -> EnvRow | None:
         """The arena env called ``name``."""
@@ -311,6 +250,31 @@ class Store:
                     (env, name, pwd_hash, time.time()),
                 )
 
+    def put_agents(self, env: str, agents: Iterable[tuple[str, str]]) -> None:
+        """Create or re-password many agents (name, password hash) in one transaction."""
+        with self.transaction() as db:
+            for name, pwd_hash in agents:
+                updated = db.execute(
+                    "UPDATE agents SET pwd_hash = ? WHERE env = ? AND name = ?",
+                    (pwd_hash, env, name),
+                ).rowcount
+                if not updated:
+                    db.execute(
+                        "INSERT INTO agents (env, name, pwd_hash, created) VALUES (?, ?, ?, ?)",
+                        (env, name, pwd_hash, time.time()),
+                    )
+
+    def replace_pwd_hash(self, env: str, name: str, old: str, new: str) -> bool:
+        """Store a new hash of the same password, unless the hash changed meanwhile (a
+        password reset wins); whether it was stored."""
+        with self.transaction() as db:
+            return bool(
+                db.execute(
+                    "UPDATE agents SET pwd_hash = ? WHERE env = ? AND name = ? AND pwd_hash = ?",
+                    (new, env, name, old),
+                ).rowcount
+            )
+
     def set_blocked(self, env: str, name: str, blocked: bool) -> bool:
         """Block or unblock an agent; False when there is no such agent."""
         with self.transaction() as db:
@@ -335,10 +299,13 @@ class Store:
     # -- runs ------------------------------------------------------------------------------
 
     def allocate_run_ids(self, count: int) -> list[int]:
-        """``count`` fresh run ids (this process owns the database, so a counter suffices)."""
+        """``count`` fresh run ids (above any run an admin command added meanwhile)."""
+        if count <= 0:
+            return []
         with self._lock:
-            first = self._next_run
-            self._next_run += count
+            highest = int(self._one("SELECT COALESCE(MAX(id), 0) FROM runs")[0])
+            first = max(self._next_run, highest + 1)
+            self._next_run = first + count
         return list(range(first, first + count))
 
     def active_runs(self, env: str, agent: str) -> list[RunRow]:
@@ -392,6 +359,22 @@ class Store:
             for r in self._all("SELECT action FROM steps WHERE run = ? ORDER BY act_no", (run_id,))
         ]
 
+    def plugin_run(self, run_id: int) -> tuple[str, list[tuple[str, str]]]:
+        """A plugin run's state and ``(action, extra)`` history, as JSON text.
+
+        Raises:
+            KeyError: the run has no stored state.
+        """
+        row = self._get("SELECT state FROM run_states WHERE run = ?", (run_id,))
+        if row is None:
+            raise KeyError(f"run {run_id} has no stored state")
+        history = self._all(
+            "SELECT s.action, COALESCE(x.extra, 'null') FROM steps s LEFT JOIN step_extras x "
+            "ON x.run = s.run AND x.act_no = s.act_no WHERE s.run = ? ORDER BY s.act_no",
+            (run_id,),
+        )
+        return str(row[0]), [(str(a), str(x)) for a, x in history]
+
     def messages(self, run_id: int) -> list[MessageRow]:
         """The messages about a run, in order."""
         rows = self._all("SELECT * FROM messages WHERE run = ? ORDER BY rowid", (run_id,))
@@ -439,6 +422,10 @@ class Store:
             db.executemany(
                 "UPDATE runs SET outstanding = 1 WHERE id = ?", [(r,) for r in sorted(batch.asked)]
             )
+            db.executemany(
+                "INSERT OR REPLACE INTO run_states VALUES (?, ?)", list(batch.states.items())
+            )
+            db.executemany("INSERT INTO step_extras VALUES (?, ?, ?)", batch.extras)
             if batch.finished:
                 self._rate(
                     db, env, agent, len(batch.finished),
@@ -460,12 +447,16 @@ class Store:
             "SELECT total_runs, best_rating FROM agents WHERE env = ? AND name = ?", (env, agent)
         ).fetchone()
         total += newly_finished
+        # Runs carried over from another server have no finish_seq: their outcomes count
+        # through carried_outcomes (seq < 0), the window that server kept.
         outcomes = [
             float(r[0])
             for r in db.execute(
-                "SELECT outcome_value FROM runs WHERE env = ? AND agent = ? AND finished = 1 "
-                "AND outcome_value IS NOT NULL ORDER BY finish_seq DESC LIMIT ?",
-                (env, agent, rating_runs),
+                "SELECT value FROM (SELECT outcome_value AS value, finish_seq AS seq FROM runs "
+                "WHERE env = ? AND agent = ? AND finished = 1 AND outcome_value IS NOT NULL "
+                "AND finish_seq IS NOT NULL UNION ALL SELECT value, seq FROM carried_outcomes "
+                "WHERE env = ? AND agent = ?) ORDER BY seq DESC LIMIT ?",
+                (env, agent, env, agent, rating_runs),
             )
         ]
         current = rating(outcomes, initial)

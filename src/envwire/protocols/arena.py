@@ -19,12 +19,14 @@ in the database is sent without being decoded and encoded again.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
+from envwire import safejson
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -45,12 +47,14 @@ __all__ = [
     "encode_reply",
     "error_body",
     "error_reply",
+    "lax_bool",
+    "lax_int",
     "parse_act_request",
 ]
 
 SUPPORTED_VERSIONS = (0, 1)
 MessageType = Literal["info", "warning", "error"]
-_V0_RUN = re.compile(r"^([0-9]{1,18})#([0-9]{1,9})$")
+_V0_RUN = re.compile(r"^([0-9]+)#([0-9]+)$")  # the original's pattern
 _JSON_TYPES = ("application/json",)
 
 
@@ -170,7 +174,7 @@ def decode_body(body: bytes, content_type: str | None, limit: int) -> Any:
     if not body.strip():
         raise MalformedRequestError("body", "empty; expected a JSON object")
     try:
-        return json.loads(body)
+        return safejson.loads(body)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, huge ints
         raise MalformedRequestError("body", f"not valid JSON ({exc})") from None
 
@@ -199,11 +203,70 @@ def _get(data: Mapping[str, Any], key: str, kind: type, what: str, default: Any)
     return _expect(data[key], kind, key, what)
 
 
-def _act_no(value: Any, where: str) -> int:
-    number = _expect(value, int, where, "a non-negative integer")
-    if number < 0:
-        raise MalformedRequestError(where, f"expected a non-negative integer, got {number}")
-    return int(number)
+_LAX_INT = re.compile(r"[+-]?[0-9]+(?:_[0-9]+)*(?:\.0+)?")
+_TRUE = frozenset({"1", "on", "t", "true", "y", "yes"})
+_FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
+_INT_FLOAT_LIMIT = 2.0**63
+
+
+def lax_int(value: Any, where: str) -> int:
+    """An integer field as the original server reads it (pydantic's lax mode).
+
+    Accepts integers, booleans (``true`` is 1), floats without a fractional part (below 2**63
+    in size) and strings of such a number (``"3"``, ``" 3 "``, ``"+3"``, ``"3.0"``, ``"1_000"``;
+    surrounding whitespace is ignored).
+
+    Raises:
+        MalformedRequestError: anything else (``1.5``, ``"1e3"``, ``null``, a list), naming
+            ``where``.
+    """
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float):
+        if math.isfinite(value) and value.is_integer() and abs(value) < _INT_FLOAT_LIMIT:
+            return int(value)
+        raise MalformedRequestError(where, f"expected an integer, got {value!r}")
+    if isinstance(value, str):
+        text = value.strip()
+        if _LAX_INT.fullmatch(text):
+            return int(text.split(".", 1)[0].replace("_", ""))
+        raise MalformedRequestError(where, f"expected an integer, got the string {value!r}")
+    raise MalformedRequestError(where, f"expected an integer, got {_type_name(value)}")
+
+
+def lax_bool(value: Any, where: str) -> bool:
+    """A boolean field as the original server reads it (pydantic's lax mode).
+
+    Accepts booleans, the numbers 0 and 1 (``0.0``, ``1.0`` too) and the strings ``true``,
+    ``false``, ``yes``, ``no``, ``on``, ``off``, ``t``, ``f``, ``y``, ``n``, ``1``, ``0`` in any
+    case.
+
+    Raises:
+        MalformedRequestError: anything else (``2``, ``"maybe"``, ``null``), naming ``where``.
+    """
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int | float) and value in (0, 1):
+        return bool(value)
+    if isinstance(value, str):
+        if value.lower() in _TRUE:
+            return True
+        if value.lower() in _FALSE:
+            return False
+    raise MalformedRequestError(where, f"expected a boolean, got {value!r}")
+
+
+def _version(data: Mapping[str, Any]) -> int:
+    """``protocol_version`` compared as the original compares it: a number equal to 0 or 1
+    (``true``, ``1.0``) names that version."""
+    version = data.get("protocol_version", 0)
+    if isinstance(version, bool | int | float) and version in SUPPORTED_VERSIONS:
+        return int(version)
+    raise UnsupportedVersionError(
+        f"protocol_version: unsupported version {version!r} (this server speaks 0 and 1)"
+    )
 
 
 def _action(item: Any, index: int, version: int) -> ActionIn:
@@ -223,13 +286,15 @@ def _action(item: Any, index: int, version: int) -> ActionIn:
         return ActionIn(match[1], int(match[2]), item["action"])
     if "act_no" not in item:
         raise MalformedRequestError(f"{where}.act_no", "missing")
-    return ActionIn(run, _act_no(item["act_no"], f"{where}.act_no"), item["action"])
+    return ActionIn(run, lax_int(item["act_no"], f"{where}.act_no"), item["action"])
 
 
 def parse_act_request(data: Any) -> ActRequest:
     """Validate a decoded act request body (v0 or v1).
 
-    Unknown fields are ignored, as the original server does.
+    Unknown fields are ignored, and integer and boolean fields are read as leniently as the
+    original server reads them (:func:`lax_int`, :func:`lax_bool`; a ``protocol_version`` equal
+    to 0 or 1, such as ``true`` or ``1.0``, names that version).
 
     Raises:
         MalformedRequestError: a field is missing or of the wrong type; the message names it.
@@ -237,15 +302,7 @@ def parse_act_request(data: Any) -> ActRequest:
     """
     if not isinstance(data, dict):
         raise MalformedRequestError("body", f"expected a JSON object, got {_type_name(data)}")
-    version = data.get("protocol_version", 0)
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise MalformedRequestError(
-            "protocol_version", f"expected an integer (0 or 1), got {_type_name(version)}"
-        )
-    if version not in SUPPORTED_VERSIONS:
-        raise UnsupportedVersionError(
-            f"protocol_version: unsupported version {version} (this server speaks 0 and 1)"
-        )
+    version = _version(data)
     for key in ("agent", "pwd"):
         if key not in data:
             raise MalformedRequestError(key, "missing")
@@ -254,9 +311,9 @@ def parse_act_request(data: Any) -> ActRequest:
     raw_actions = _get(data, "actions", list, "a list of actions", [])
     actions = tuple(_action(item, i, version) for i, item in enumerate(raw_actions))
     if version == 0:
-        single = _get(data, "single_request", bool, "a boolean", False)
+        single = lax_bool(data.get("single_request", False), "single_request")
         return ActRequest(0, agent, pwd, actions, parallel_runs=not single)
-    parallel = _get(data, "parallel_runs", bool, "a boolean", True)
+    parallel = lax_bool(data.get("parallel_runs", True), "parallel_runs")
     abandon = _get(data, "to_abandon", list, "a list of run ids", [])
     for i, run in enumerate(abandon):
         _expect(run, str, f"to_abandon[{i}]", "a run id string")

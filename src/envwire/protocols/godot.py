@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from enum import Enum, IntEnum
 from typing import Any, Final
 
+from envwire import safejson
 from envwire.errors import InvalidArgumentError, ProtocolError, StateError
 
 __all__ = [
@@ -180,7 +181,7 @@ def _load_object(text: str | bytes, what: str) -> dict[str, Any]:
                 f"first bytes {frame[:16].hex(' ')})"
             ) from None
     try:
-        value = json.loads(text)
+        value = safejson.loads(text)
     except ValueError as exc:
         raise ProtocolError(f"malformed JSON in {what}: {exc} (got {_snippet(text)!r})") from None
     if not isinstance(value, dict):

@@ -16,9 +16,12 @@ path, where h11 cost about 60 µs per request.
 from __future__ import annotations
 
 import http
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote
+
+from envwire import safejson
 
 __all__ = [
     "NEED_DATA",
@@ -45,12 +48,14 @@ _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGH
 
 
 class HttpError(Exception):
-    """The peer sent something this parser refuses; ``status`` is the answer to send."""
+    """The peer sent something this parser refuses; ``status`` is the answer to send.
+    ``request`` is the refused request's head when it was read (a body too large)."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, request: Request | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.request = request
 
 
 @dataclass
@@ -99,8 +104,9 @@ class Response:
 
 
 def json_response(status: int, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
-    """A JSON response from already-encoded JSON text."""
-    return Response(status, text.encode(), "application/json", headers or [])
+    """A JSON response from already-encoded JSON text (which may quote a lone surrogate a
+    client sent: :func:`envwire.safejson.utf8` writes it back as its escape)."""
+    return Response(status, safejson.utf8(text), "application/json", headers or [])
 
 
 def parse_cookies(values: list[str]) -> list[tuple[str, str]]:
@@ -120,11 +126,23 @@ class RequestParser:
     Args:
         max_header: largest request line plus headers, in bytes (431 beyond).
         max_body: largest body, in bytes (413 beyond).
+        body_limit: a smaller limit for some requests, chosen from the request's head (None:
+            ``max_body``). A body over the limit is refused on its declared ``Content-Length``
+            before any of it is read, or as soon as a chunked body passes it; the
+            :class:`HttpError` carries the head, so the answer can be in the route's format.
     """
 
-    def __init__(self, *, max_header: int = 64 * 1024, max_body: int = 100 * 1024 * 1024) -> None:
+    def __init__(
+        self,
+        *,
+        max_header: int = 64 * 1024,
+        max_body: int = 100 * 1024 * 1024,
+        body_limit: Callable[[Request], int | None] | None = None,
+    ) -> None:
         self.max_header = max_header
         self.max_body = max_body
+        self.body_limit = body_limit
+        self._limit = max_body
         self.buffer = bytearray()
         self.eof = False
         self._pending: Request | None = None  # headers read, body not yet
@@ -232,13 +250,19 @@ class RequestParser:
         if encoding and "content-length" in headers:
             raise HttpError(400, "both Content-Length and Transfer-Encoding")
         self._length = 0
+        chosen = self.body_limit(request) if self.body_limit is not None else None
+        self._limit = self.max_body if chosen is None else min(chosen, self.max_body)
         if not self._chunked and "content-length" in headers:
             raw = headers["content-length"]
             if not raw.isdigit():
                 raise HttpError(400, f"bad Content-Length {raw!r}")
             self._length = int(raw)
-            if self._length > self.max_body:
-                raise HttpError(413, "request body too large")
+            if self._length > self._limit:
+                raise HttpError(
+                    413,
+                    f"request body of {self._length} bytes is over the {self._limit}-byte limit",
+                    request,
+                )
         request.expects_continue = headers.get("expect", "").lower() == "100-continue"
         return request
 
@@ -258,6 +282,10 @@ class RequestParser:
                 raise HttpError(400, "malformed chunk size") from None
             if size < 0:
                 raise HttpError(400, "malformed chunk size")
+            if len(body) + size > self._limit:  # refuse before the chunk arrives
+                raise HttpError(
+                    413, f"request body is over the {self._limit}-byte limit", self._pending
+                )
             at = end + 2
             if size == 0:
                 while True:  # skip trailers up to the empty line
@@ -271,8 +299,6 @@ class RequestParser:
             if len(buffer) < at + size + 2:
                 return None
             body += buffer[at : at + size]
-            if len(body) > self.max_body:
-                raise HttpError(413, "request body too large")
             if buffer[at + size : at + size + 2] != b"\r\n":
                 raise HttpError(400, "malformed chunk")
             at += size + 2

@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from envwire import tensor
+from envwire import safejson, tensor
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -255,9 +255,13 @@ _BARE: dict[str, WsEvent] = {
 
 
 def parse_client_message(text: str | bytes) -> WsEvent:
-    """Decode one client message; malformed ones become :class:`WsInvalid` (never raises)."""
+    """Decode one client message; malformed ones become :class:`WsInvalid` (never raises).
+
+    JSON nested deeper than :data:`envwire.safejson.MAX_DEPTH` is ``INVALID_JSON``; a ``type``
+    that is not a string is ``UNKNOWN_TYPE``, as openenv-core answers both.
+    """
     try:
-        obj = json.loads(text)
+        obj = safejson.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         return WsInvalid(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}")
     if not isinstance(obj, dict):
@@ -267,6 +271,8 @@ def parse_client_message(text: str | bytes) -> WsEvent:
             [{"type": "model_type", "loc": [], "msg": "Input should be an object", "input": obj}],
         )
     kind = obj.get("type", "")
+    if not isinstance(kind, str):  # a list or an object cannot even be looked up
+        return WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
     # The common, well-formed case is decided without pydantic.
     if kind in _DATA_REQUIRED:
         data = obj.get("data")
@@ -278,7 +284,7 @@ def parse_client_message(text: str | bytes) -> WsEvent:
         if isinstance(data, dict) and obj.keys() <= {"type", "data"}:
             return WsReset(data)
         return _invalid(_ResetMessage, obj)
-    if isinstance(kind, str) and kind in _BARE:
+    if kind in _BARE:
         if len(obj) == 1:
             return _BARE[kind]
         return _invalid(_BareMessage, obj)
@@ -336,7 +342,7 @@ def parse_server_message(text: str | bytes) -> ServerMessage:
         ProtocolError: not JSON, or not ``{"type": str, "data": object}``.
     """
     try:
-        obj = json.loads(text)
+        obj = safejson.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the server sent invalid JSON: {exc}") from None
     if not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
@@ -371,11 +377,14 @@ class StepRequest(BaseModel):
 
 
 class BodyError(Exception):
-    """A request body that fails validation; answer 422 with ``{"detail": detail}``."""
+    """A request body that fails validation; answer ``status`` (422: FastAPI's detail list;
+    400 for a body that Python's JSON decoder cannot read, as FastAPI answers) with
+    ``{"detail": detail}``."""
 
-    def __init__(self, detail: list[dict[str, Any]]) -> None:
+    def __init__(self, detail: list[dict[str, Any]] | str, status: int = 422) -> None:
         super().__init__(detail)
         self.detail = detail
+        self.status = status
 
 
 def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) -> Any:
@@ -386,7 +395,9 @@ def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) ->
             [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
         )
     try:
-        obj = json.loads(raw)
+        obj = safejson.loads(raw)
+    except safejson.TooDeepError:
+        raise BodyError("There was an error parsing the body", 400) from None
     except json.JSONDecodeError as exc:
         raise BodyError(
             [
@@ -478,7 +489,7 @@ def parse_rpc(raw: bytes | str | Any, *, decoded: bool = False) -> RpcRequest | 
     """A JSON-RPC request, or the error response that answers a malformed one."""
     if not decoded:
         try:
-            raw = json.loads(raw)
+            raw = safejson.loads(raw)
         except (ValueError, UnicodeDecodeError, TypeError):
             return rpc_error(None, RpcCode.PARSE_ERROR)
     if not isinstance(raw, dict):

@@ -3,6 +3,12 @@
 Blocking sockets with a thread per connection are the fastest request/response path in CPython
 (no event-loop hop), and they confine an inline env that hangs to its own connection: the
 watchdog answers that client and drops the connection, while every other thread goes on.
+
+What a client can make the front end hold is bounded (``docs/gym-socket.md``, "Limits"): each
+field by its kind (the codec checks a length as soon as it arrives), and the bytes all
+connections buffer together by ``max_buffered``. A client that breaks the protocol hears why in
+its error channel when it has one, then the connection closes; every such close, and every
+refused handshake, is logged at INFO with the peer's address (rate-limited).
 """
 
 from __future__ import annotations
@@ -15,8 +21,17 @@ from typing import TYPE_CHECKING, Any
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.errors import EnvTimeoutError, EnvwireError, InvalidArgumentError, ProtocolError
+from envwire.errors import (
+    EnvTimeoutError,
+    EnvwireError,
+    InvalidArgumentError,
+    ProtocolError,
+    TooLargeError,
+)
 from envwire.protocols.gymsocket import NEED_DATA, Flags, Handshake, Invalid, ServerConnection
+from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
+from envwire.server._buffers import DEFAULT_MAX_BUFFERED, BufferBudget
+from envwire.server._ratelog import RateLimitedLog
 from envwire.server.listener import ThreadedListener
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
@@ -28,6 +43,9 @@ if TYPE_CHECKING:
 __all__ = ["GymSocketFrontEnd"]
 
 log = logging.getLogger("envwire.gym-socket")
+#: Closes and refusals a client provokes: INFO (the peer's doing, not the server's trouble), and
+#: no more than 20 lines per 10 s, so that no client can flood the log.
+_peer_log = RateLimitedLog(log)
 _RECV = 256 * 1024
 
 
@@ -37,7 +55,10 @@ class GymSocketFrontEnd(ThreadedListener):
     The server's config sets ``monitor_layout`` (how Monitor packets of clients without the
     MONITOR_REPLY flag are read: ``auto``, ``seed`` or ``video``) and ``idle_timeout`` (seconds
     a connection may stay silent between commands; None = forever). ``handshake_timeout``:
-    seconds a new connection has to send its handshake.
+    seconds a new connection has to send its handshake. Its options (``ServerConfig.options``)
+    ``max_action_size`` (bytes of one action, default 16 MiB) and ``max_buffered`` (bytes all
+    connections may buffer together beyond 256 KiB each, default 256 MiB; null = no limit)
+    bound what clients can make it hold.
     """
 
     name = "gym-socket"
@@ -56,6 +77,10 @@ class GymSocketFrontEnd(ThreadedListener):
         self.monitor_layout = server.config.monitor_layout
         self.handshake_timeout = handshake_timeout
         self.idle_timeout = server.config.idle_timeout
+        options = server.config.options
+        self.max_action = int(options.get("max_action_size", DEFAULT_MAX_ACTION))
+        limit = options.get("max_buffered", DEFAULT_MAX_BUFFERED)
+        self.budget = BufferBudget(None if limit is None else int(limit))
         super().__init__()
 
     def start(self) -> tuple[str, int]:
@@ -107,7 +132,10 @@ class _Connection:
         self.front = front
         self.sock = sock
         self.peer = peer
-        self.codec = ServerConnection(monitor_layout=front.monitor_layout)
+        self.codec = ServerConnection(
+            monitor_layout=front.monitor_layout, max_action=front.max_action
+        )
+        self.hold = front.budget.hold()
         self._render_failures = 0
         self.session: Session | None = None
         self._send_lock = threading.Lock()
@@ -118,16 +146,38 @@ class _Connection:
         try:
             configure_stream(self.sock, self.front.handshake_timeout)
             self._serve()
-        except (OSError, ProtocolError) as exc:
+        except ProtocolError as exc:
+            self._fatal(exc)
+        except TimeoutError:
+            if not self._dead:
+                waited = self.front.idle_timeout if self.session else self.front.handshake_timeout
+                _peer_log("%s: closing the connection after %g s of silence", self.peer, waited)
+        except OSError as exc:
             log.debug("connection %s ends: %s", self.peer, exc)
         finally:
             self.drop()
+            self.codec.discard()
+
+    def _fatal(self, error: ProtocolError) -> None:
+        """The client's bytes cannot be parsed further: say why where it can hear it, log it."""
+        if self._dead:
+            return
+        who = f"session {self.session.id[:8]}" if self.session else "handshake"
+        _peer_log("%s (%s): %s; closing the connection", self.peer, who, error)
+        reply = self.codec.send_fatal(error)
+        if reply is not None:
+            self._send(reply)
 
     def _serve(self) -> None:
         codec = self.codec
         while not self._dead:
             data = self.sock.recv(_RECV)
             codec.receive_data(data)
+            if not self.hold.update(codec.buffered):
+                raise TooLargeError(
+                    f"the server's receive buffers are full ({self.front.budget.limit} bytes "
+                    "across all connections); try again later"
+                )
             out: list[bytes] = []
             while True:
                 event = codec.next_event()
@@ -141,6 +191,7 @@ class _Connection:
                 if not codec.buffered:
                     break
             self._flush(out)
+            self.hold.update(codec.buffered)
             if not data:
                 return
 
@@ -196,12 +247,12 @@ class _Connection:
                 f"unknown handshake flags 0x{unknown:02x} "
                 "(known: 0x01 errors, 0x02 monitor reply, 0x04 extended, 0x08 vector)"
             )
-            self._send(self.codec.send_handshake_reply(error))
+            self._refuse(error)
             return None
         try:
             session = self.front.sessions.open(event.env_name, **_vector_options(event.vector))
         except EnvwireError as exc:
-            self._send(self.codec.send_handshake_reply(str(exc)))
+            self._refuse(str(exc))
             return None
         try:  # every space must have a gym-socket description (typed envs' have none)
             if session.spec is not None:
@@ -212,7 +263,7 @@ class _Connection:
             error = f"{event.env_name} cannot be served over gym-socket: {exc}"
             if is_typed_space(session.action_space):
                 error += " (a typed env: use its OpenEnv front end, http:// or ws://)"
-            self._send(self.codec.send_handshake_reply(error))
+            self._refuse(error)
             return None
         self.session = session
         session.set_on_hang(self._on_hang)
@@ -227,6 +278,11 @@ class _Connection:
             )
         configure_stream(self.sock, self.front.idle_timeout)
         return self.codec.send_handshake_reply("")
+
+    def _refuse(self, error: str) -> None:
+        """Answer the handshake with ``error``; the connection then closes."""
+        _peer_log("%s: handshake refused: %s", self.peer, error)
+        self._send(self.codec.send_handshake_reply(error))
 
     def _on_hang(self, error: EnvTimeoutError) -> None:
         """Watchdog thread: the env is stuck in our thread; tell the client and hang up."""
@@ -252,7 +308,11 @@ class _Connection:
         if self._dead:
             return
         self._dead = True
+        self.hold.release()
         if self.session is not None:
+            # The session's worker calls back into this connection if it hangs: forget that,
+            # or the cycle keeps the connection and its buffers until the cyclic collector runs.
+            self.session.set_on_hang(None)
             self.front.sessions.close(self.session)
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)

@@ -7,11 +7,12 @@ See :mod:`envwire.server.openenv`, :mod:`envwire.server.arena`, ``docs/openenv.m
 
 from __future__ import annotations
 
+import socket
 from typing import TYPE_CHECKING
 
 from envwire.arena.core import Arena
 from envwire.arena.options import ArenaOptions, open_arena
-from envwire.server.arena import ArenaWeb
+from envwire.server.arena import arena_web
 from envwire.server.openenv import OpenEnvFrontEnd
 
 if TYPE_CHECKING:
@@ -38,8 +39,24 @@ class HttpFrontEnd(OpenEnvFrontEnd):
         self.arena = open_arena(
             options, server.catalog, worker_factory=server.sessions.worker_factory
         )
-        web = ArenaWeb(self.arena, public_url=options.public_url)
-        super().__init__(server, host, port, mounts=(web.handle,))
+        self.arena_url = options.public_url
+        web = arena_web(
+            self.arena,
+            public_url=options.public_url,
+            plugins=options.plugin_folder(),
+            plugin_upload=options.plugin_upload,
+        )
+        super().__init__(server, host, port, mounts=(web.handle,), policies=(web,))
+
+    def start(self) -> tuple[str, int]:
+        """Listen; with the arena on, record the server's URL in its database (agent config
+        files made by ``envwire arena add-agent`` without ``--url`` carry it)."""
+        host, port = super().start()
+        if self.arena is not None:
+            shown = socket.gethostname() if host in ("0.0.0.0", "::", "") else host
+            shown = f"[{shown}]" if ":" in shown else shown
+            self.arena.store.set_meta("served_url", self.arena_url or f"http://{shown}:{port}/")
+        return host, port
 
     def stop(self) -> None:
         """Stop serving, then close the arena's envs and database."""

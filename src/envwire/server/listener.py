@@ -54,6 +54,9 @@ class ThreadedListener:
                 self._connections.add(conn)
             name = f"{self.thread_name}-{peer}"
             threading.Thread(target=conn.run, name=name, daemon=True).start()
+            # The loop's locals would keep the last connection (and its buffers) alive until
+            # the next accept, however long that takes.
+            del conn, sock
 
     def forget(self, conn: Any) -> None:
         """A connection ended: stop tracking it."""

@@ -8,9 +8,11 @@ the top level of the wire message) and its :class:`State` (the episode bookkeepi
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import PydanticSerializationError
 
 __all__ = ["Action", "EnvMetadata", "Observation", "State", "wire_fields", "wire_json"]
 
@@ -74,5 +76,13 @@ def wire_fields(observation: BaseModel) -> dict[str, Any]:
 
 
 def wire_json(observation: BaseModel) -> str:
-    """:func:`wire_fields` as JSON text, serialised by pydantic in one pass."""
-    return observation.model_dump_json(exclude=_NOT_ON_THE_WIRE)  # type: ignore[arg-type]
+    """:func:`wire_fields` as JSON text, serialised by pydantic in one pass.
+
+    A string holding a lone surrogate (a client's ``"\\ud800"``, echoed by the env) has no UTF-8
+    form, so pydantic cannot write it; such an observation is written by :mod:`json` instead,
+    with the surrogate as the escape it came in as.
+    """
+    try:
+        return observation.model_dump_json(exclude=_NOT_ON_THE_WIRE)  # type: ignore[arg-type]
+    except PydanticSerializationError:
+        return json.dumps(wire_fields(observation), separators=(",", ":"))

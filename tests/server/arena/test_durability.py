@@ -21,7 +21,10 @@ from envwire.testing import ServerProcess
 from tests.server.arena.conftest import start_server
 
 PARALLEL = 64
-_FINISHED = re.compile(r"^the run is already finished \(outcome (.+)\)$")
+# A resent action of a run that finished: a wrong action number that names the outcome.
+_FINISHED = re.compile(
+    r"^wrong action number \d+: the run finished after \d+ actions \(outcome (.+?)\)"
+)
 
 
 class Recorder:

@@ -183,8 +183,9 @@ def test_bad_handshakes(base: str) -> None:
 
 def test_client_pings_are_answered_during_a_long_step(ws_base: str) -> None:
     # openenv-core's client pings every 20 s and drops a connection whose pong is 20 s late;
-    # here it pings every 0.2 s and waits 1 s, while one step takes 1.6 s.
-    url = f"{ws_base}/envs/test/QuickCoding-v0/ws"
+    # here it pings every 0.2 s and waits 1 s, while one step takes 1.6 s (the coding env's
+    # default 10 s wall time leaves the sandbox room to start on a loaded machine).
+    url = f"{ws_base}/envs/envwire/Coding-v0/ws"
     with connect(url, ping_interval=0.2, ping_timeout=1.0) as ws:
         call(ws, {"type": "reset"})
         slow = call(

@@ -14,7 +14,7 @@ import numpy as np
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from gymnasium import spaces
 
-from envwire import spacecodec
+from envwire import safejson, spacecodec
 from envwire.errors import ConfigError, InvalidActionError, InvalidArgumentError, ProtocolError
 from envwire.protocols.dmenvrpc.dtypes import (
     BOOL,
@@ -185,7 +185,7 @@ class Leaf:
                     raise InvalidArgumentError(f"not a valid {model.__name__}: {exc}") from None
             case _:
                 try:
-                    value = json.loads(str(array.reshape(())[()]))
+                    value = safejson.loads(str(array.reshape(())[()]))
                 except ValueError as exc:
                     raise InvalidArgumentError(f"not JSON: {exc}") from None
                 return spacecodec.from_json(self.space, value)

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import itertools
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
 import numpy as np
 
+from envwire import safejson
 from envwire.errors import InvalidArgumentError
 from envwire.protocols.dmenvrpc.tensors import unpack
 
@@ -205,7 +205,7 @@ def _setting_value(setting: Setting, message: Any, request: str) -> Any:
             return bool(value)
         case "kwargs" if isinstance(value, str):
             try:
-                found = json.loads(value)
+                found = safejson.loads(value)
             except ValueError as exc:
                 raise InvalidArgumentError(f"{where} is not JSON: {exc}") from None
             if isinstance(found, dict):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import math
 import struct
 from collections import deque
@@ -10,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from envwire import infojson, spacecodec
+from envwire import infojson, safejson, spacecodec
 from envwire import messages as m
 from envwire.errors import (
     EnvwireError,
@@ -248,7 +247,7 @@ class ClientConnection(Side):
                 got = buf.field(pos)
                 if got is None:
                     return None
-                return m.SpaceReply(spacecodec.from_description(json.loads(got[0]))), got[1]
+                return m.SpaceReply(spacecodec.from_description(safejson.loads(got[0]))), got[1]
             case Packet.SAMPLE_ACTION:
                 kind = buf.u8(pos)
                 got = buf.field(pos + 1) if kind is not None else None
@@ -257,7 +256,7 @@ class ClientConnection(Side):
                 if kind != ACT_JSON:
                     raise ProtocolError(f"sampled action of unknown type {kind} (known: 0 JSON)")
                 return m.SampleReply(
-                    spacecodec.from_json(self.action_space, json.loads(got[0]))
+                    spacecodec.from_json(self.action_space, safejson.loads(got[0]))
                 ), got[1]
             case Packet.MONITOR if self.flags & Flags.MONITOR_REPLY:
                 got = buf.field(pos)
@@ -301,7 +300,7 @@ class ClientConnection(Side):
             return None
         raw, end = got
         if kind == OBS_JSON:
-            return spacecodec.from_json(self.observation_space, json.loads(raw)), end
+            return spacecodec.from_json(self.observation_space, safejson.loads(raw)), end
         if kind == OBS_BYTES:
             ndim = U32.unpack_from(raw, 0)[0] if len(raw) >= 4 else None
             if ndim is None or ndim > 32 or len(raw) < 4 + 4 * ndim:

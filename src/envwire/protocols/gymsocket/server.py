@@ -1,15 +1,20 @@
-"""gym-socket: the server's end, sans-IO (handshake and commands in, replies out)."""
+"""gym-socket: the server's end, sans-IO (handshake and commands in, replies out).
+
+Every field a client sends has a size limit by kind, checked as soon as its length arrives
+(before its bytes are buffered); a field over its limit is a :class:`TooLargeError` that ends
+the connection (``docs/gym-socket.md``, "Limits"). JSON fields may nest at most
+:data:`envwire.safejson.MAX_DEPTH` levels.
+"""
 
 from __future__ import annotations
 
-import json
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from envwire import messages as m
-from envwire import spacecodec
+from envwire import safejson, spacecodec
 from envwire.errors import EnvwireError, InvalidActionError, ProtocolError, UsageError
 from envwire.protocols.gymsocket.wire import (
     ACT_JSON,
@@ -17,7 +22,7 @@ from envwire.protocols.gymsocket.wire import (
     CODE_BY_DTYPE,
     F64,
     KNOWN_FLAGS,
-    MAX_FIELD,
+    MAX_MONITOR_DIR,
     MONITOR_LAYOUTS,
     STEP_EX_TAIL,
     U32,
@@ -37,7 +42,25 @@ from envwire.protocols.gymsocket.wire import (
     unpack_tensor,
 )
 
-__all__ = ["ServerConnection"]
+__all__ = [
+    "DEFAULT_MAX_ACTION",
+    "MAX_ENV_NAME",
+    "MAX_RESET_OPTIONS",
+    "MAX_UPLOAD_FIELD",
+    "MAX_VECTOR_OPTIONS",
+    "ServerConnection",
+]
+
+#: The largest action field (packets 1, 8 and 10) by default: the server's max_message_size.
+DEFAULT_MAX_ACTION: Final = 16 * 1024 * 1024
+#: The largest env name in a handshake.
+MAX_ENV_NAME: Final = 4096
+#: The largest VECTOR handshake options (JSON).
+MAX_VECTOR_OPTIONS: Final = 64 * 1024
+#: The largest Reset options (packets 7 and 9, JSON).
+MAX_RESET_OPTIONS: Final = 1024 * 1024
+#: The largest field of an Upload packet (directory, API key, algorithm id).
+MAX_UPLOAD_FIELD: Final = 64 * 1024
 
 
 class ServerConnection(Side):
@@ -49,16 +72,21 @@ class ServerConnection(Side):
             bytes (:func:`~.wire.monitor_has_video`); ``seed`` or ``video`` forces one. A packet
             in the later layout carries a ``video`` byte and is answered with an error string.
 
+        max_action: the largest action field, in bytes (:data:`DEFAULT_MAX_ACTION`).
+
     Raises:
         UsageError: an unknown ``monitor_layout``.
     """
 
-    def __init__(self, *, monitor_layout: MonitorLayout | str = "auto") -> None:
+    def __init__(
+        self, *, monitor_layout: MonitorLayout | str = "auto", max_action: int = DEFAULT_MAX_ACTION
+    ) -> None:
         super().__init__()
         if monitor_layout not in MONITOR_LAYOUTS:
             raise UsageError(
                 f"monitor_layout must be one of {MONITOR_LAYOUTS}, not {monitor_layout!r}"
             )
+        self.max_action = max_action
         self.handshake: Handshake | None = None
         self.monitor_layout = monitor_layout
         self._pending: deque[Packet | None] = deque()  # one entry per request awaiting a reply
@@ -68,7 +96,9 @@ class ServerConnection(Side):
         """The next complete event.
 
         Raises:
-            ProtocolError: the byte stream cannot be parsed any further (fatal: close).
+            ProtocolError: the byte stream cannot be parsed any further (fatal: answer with
+                :meth:`send_fatal`, then close); :class:`TooLargeError` for a field over its
+                limit.
         """
         if self.handshake is None:
             return self._handshake()
@@ -81,7 +111,7 @@ class ServerConnection(Side):
             kind in self._fast_steps and len(data) >= 6 and self.action_space is not None
         ):  # the hot path: one step, parsed inline
             end = 6 + U32.unpack_from(data, 2)[0]
-            if len(data) >= end and end - 6 <= MAX_FIELD:
+            if len(data) >= end and end - 6 <= self.max_action:
                 action_kind, raw = data[1], bytes(data[6:end])
                 del data[:end]
                 self._pending.append(_PACKETS[kind])
@@ -122,17 +152,17 @@ class ServerConnection(Side):
     def _handshake(self) -> Handshake | NeedData:
         buf = self._buf
         flags = buf.u8(0)
-        name = buf.field(1) if flags is not None else None
+        name = buf.field(1, MAX_ENV_NAME, "the env name") if flags is not None else None
         if flags is None or name is None:
             return self._incomplete()
         end, vector = name[1], None
         if flags & Flags.VECTOR:
-            options = buf.field(end)
+            options = buf.field(end, MAX_VECTOR_OPTIONS, "the vector options")
             if options is None:
                 return self._incomplete()
             end = options[1]
             try:
-                vector = json.loads(options[0])
+                vector = safejson.loads(options[0])
             except ValueError as exc:
                 raise ProtocolError(f"vector options are not JSON: {exc}") from None
             if not isinstance(vector, dict):
@@ -150,11 +180,23 @@ class ServerConnection(Side):
         """The handshake answer ('' = ok; anything else: close after sending it)."""
         return pack_field(error.encode())
 
+    def send_fatal(self, error: EnvwireError) -> bytes | None:
+        """The last bytes for a client whose stream cannot be parsed further (``next_event``
+        raised ``error``): the handshake's answer while the handshake is being read, else an
+        error reply to the request being read (ERRORS flag). None when the client has no way
+        to hear it (flags 0): the front end just closes, as the original server did.
+        """
+        if self.handshake is None:
+            return self.send_handshake_reply(str(error))
+        if self._errors:
+            return b"\x01" + pack_field(str(error).encode()) + pack_field(error.code.encode())
+        return None
+
     # -- parsing of each packet: (event, end offset) or None when incomplete ---------------
 
     def _parse_action(self, pos: int) -> tuple[Any, int] | None:
         kind = self._buf.u8(pos)
-        body = self._buf.field(pos + 1) if kind is not None else None
+        body = self._buf.field(pos + 1, self.max_action, "an action") if kind is not None else None
         if kind is None or body is None:
             return None
         raw, end = body
@@ -170,7 +212,7 @@ class ServerConnection(Side):
             if self._int_actions and raw.isdigit() and len(raw) < 18:
                 return np.int64(int(raw))
             try:
-                value = json.loads(raw)
+                value = safejson.loads(raw)
             except ValueError as exc:
                 raise InvalidActionError(f"action is not valid JSON: {exc}") from None
             return spacecodec.from_json(self.action_space, value)
@@ -189,12 +231,12 @@ class ServerConnection(Side):
         return m.Reset(), pos
 
     def _p_reset_ex(self, pos: int) -> tuple[Any, int] | None:
-        body = self._buf.field(pos)
+        body = self._buf.field(pos, MAX_RESET_OPTIONS, "the reset options")
         if body is None:
             return None
         raw, end = body
         try:
-            opts = json.loads(raw) if raw else {}
+            opts = safejson.loads(raw) if raw else {}
             if not isinstance(opts, dict):
                 raise TypeError("expected a JSON object")
             options = opts.get("options")
@@ -229,7 +271,7 @@ class ServerConnection(Side):
             return None
         resume, force = buf.u8(pos), buf.u8(pos + 1)
         video = buf.u8(pos + 2) if later else 1  # the seed's Monitor always records video
-        directory = buf.field(pos + 3 if later else pos + 2)
+        directory = buf.field(pos + 3 if later else pos + 2, MAX_MONITOR_DIR, "the directory")
         if resume is None or force is None or video is None or directory is None:
             return None
         path = decode_text(directory[0], "monitor directory")
@@ -244,7 +286,7 @@ class ServerConnection(Side):
     def _p_upload(self, pos: int) -> tuple[Any, int] | None:
         fields = []
         for _ in range(3):
-            got = self._buf.field(pos)
+            got = self._buf.field(pos, MAX_UPLOAD_FIELD, "an upload field")
             if got is None:
                 return None
             fields.append(decode_text(got[0], "upload field"))

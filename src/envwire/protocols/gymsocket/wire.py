@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium.spaces import Discrete
 
 from envwire import infojson, tensor
-from envwire.errors import EnvwireError, ProtocolError
+from envwire.errors import EnvwireError, ProtocolError, TooLargeError
 
 __all__ = [
     "ACT_JSON",
@@ -167,13 +167,20 @@ class Buffer:
             return None
         return int(U32.unpack_from(self.data, pos)[0])
 
-    def field(self, pos: int) -> tuple[bytes, int] | None:
-        """A length-prefixed field at ``pos``: (bytes, next position), or None if incomplete."""
+    def field(
+        self, pos: int, limit: int = MAX_FIELD, what: str = "a field"
+    ) -> tuple[bytes, int] | None:
+        """A length-prefixed field at ``pos``: (bytes, next position), or None if incomplete.
+
+        Raises:
+            TooLargeError: the field's declared length is over ``limit`` (checked as soon as
+                the length arrives, before its bytes are buffered).
+        """
         size = self.u32(pos)
         if size is None:
             return None
-        if size > MAX_FIELD:
-            raise ProtocolError(f"field of {size} bytes exceeds the {MAX_FIELD}-byte limit")
+        if size > limit:
+            raise TooLargeError(f"{what} of {size} bytes is over the {limit}-byte limit")
         end = pos + 4 + size
         if end > len(self.data):
             return None
@@ -259,6 +266,12 @@ class Side:
         if self._buf.eof and self._buf.data:
             raise ProtocolError(f"connection closed inside a packet ({len(self._buf.data)} bytes)")
         return NEED_DATA
+
+    def discard(self) -> None:
+        """Forget every buffered byte: the connection is over (its memory is freed now, not
+        whenever the codec object goes)."""
+        self._buf.data = bytearray()
+        self._buf.eof = True
 
     @property
     def buffered(self) -> int:

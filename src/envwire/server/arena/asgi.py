@@ -25,7 +25,7 @@ from envwire.protocols.arena import error_reply
 from envwire.protocols.http11 import Request, Response
 from envwire.registry import Catalog
 from envwire.runtime import make_worker
-from envwire.server.arena.web import ArenaWeb
+from envwire.server.arena import arena_web
 
 __all__ = ["create_app"]
 
@@ -47,7 +47,7 @@ def create_app(
     """An ASGI app serving ``arena`` (an :class:`Arena`, or the path of its database)."""
     if not isinstance(arena, Arena):
         arena = open_arena(ArenaOptions(str(arena)), catalog, worker_factory=make_worker)
-    web = ArenaWeb(arena, public_url=public_url)
+    web = arena_web(arena, public_url=public_url)
     limit = arena.max_body
 
     async def app(scope: Scope, receive: Receive, send: Send) -> None:
@@ -55,6 +55,13 @@ def create_app(
             await _lifespan(arena, receive, send)
             return
         if scope["type"] != "http":
+            return
+        declared = dict(scope["headers"]).get(b"content-length", b"")
+        if declared.isdigit() and int(declared) > limit:  # refused before reading
+            error = BodyTooLargeError(
+                f"request body of {int(declared)} bytes is over the {limit}-byte limit"
+            )
+            await _send(send, Response(*error_reply(error)))
             return
         body, too_big = await _read(receive, limit)
         if too_big:

@@ -13,9 +13,18 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from urllib.parse import quote
 
+from envwire.arena.groups import Group
 from envwire.arena.store import AgentRow, EnvRow, MessageRow, RunRow, StepRow
 
-__all__ = ["agent_page", "env_page", "error_page", "index_page", "ranked", "run_page"]
+__all__ = [
+    "agent_page",
+    "env_page",
+    "error_page",
+    "group_page",
+    "index_page",
+    "ranked",
+    "run_page",
+]
 
 _MAX_JSON = 2000
 _STYLE = """
@@ -91,6 +100,23 @@ def _runs_table(runs: Sequence[RunRow], *, show_agent: bool) -> str:
         for r in runs
     ]
     return _table(headers, rows, "runs") if rows else '<p class="muted">No runs yet.</p>'
+
+
+def group_page(group: Group, envs: Sequence[EnvRow], subgroups: Sequence[Group]) -> str:
+    """A group: its description (shown as text, like every value), envs and subgroups."""
+    parts = [f"<p>{_e(group.description_html)}</p>"] if group.description_html else []
+    if envs:
+        items = "".join(f"<li>{_link(e.display_name, 'env', e.name)}</li>" for e in envs)
+        parts.append(f"<h2>Environments</h2><ul>{items}</ul>")
+    if subgroups:
+        items = "".join(
+            f'<li><a href="/group/{_e(quote(g.name, safe=""))}">{_e(g.title)}</a></li>'
+            for g in subgroups
+        )
+        parts.append(f"<h2>Groups</h2><ul>{items}</ul>")
+    if not envs and not subgroups:
+        parts.append('<p class="muted">No environments or groups here yet.</p>')
+    return _page(group.title, "".join(parts))
 
 
 def index_page(envs: Sequence[tuple[EnvRow, int, int, int]]) -> str:

@@ -8,7 +8,7 @@ envwire's own HTTP front end (``envwire serve --http PORT --arena-db FILE``, see
 Handlers block (database, envs): servers call them from a worker thread.
 
 ==========================================  =================================================
-``PUT``/``GET /act/{env}``, ``//act/{env}``  the act protocol (v0 and v1)
+``PUT``/``GET /act/{env}``                  the act protocol (v0 and v1; ``//act/...`` too)
 ``GET /arena/``                             the arena envs
 ``GET /arena/env/{env}``                    leaderboard and recent runs
 ``GET /arena/agent/{env}/{agent}``          an agent's rating and recent runs
@@ -25,7 +25,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 from typing import Any
@@ -38,13 +38,14 @@ from envwire.protocols.arena import decode_body, error_body, error_reply
 from envwire.protocols.http11 import Request, Response
 from envwire.server.arena import pages
 
-__all__ = ["ArenaRoute", "ArenaWeb"]
+__all__ = ["ArenaRoute", "ArenaWeb", "route"]
 
 log = logging.getLogger("envwire.arena")
 
 _JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _NAME = r"(?P<{}>[^/]+)"
+_SLASHES = re.compile(r"/{2,}")
 
 
 Handler = Callable[[Request, dict[str, str]], Response]
@@ -64,7 +65,8 @@ class ArenaRoute:
         return None if found is None else found.groupdict()
 
 
-def _route(path: str, methods: tuple[str, ...], handler: Handler) -> ArenaRoute:
+def route(path: str, methods: tuple[str, ...], handler: Handler) -> ArenaRoute:
+    """A route: ``path`` with ``{name}`` parameters (one path segment each)."""
     regex = re.sub(r"\{(\w+)\}", lambda m: _NAME.format(m[1]), path)
     return ArenaRoute(re.compile(f"^{regex}$"), methods, handler)
 
@@ -99,36 +101,58 @@ class ArenaWeb:
         get, act = ("GET",), ("GET", "PUT")
         admin = "/arena/admin/envs"
         self.routes = [
-            _route("/act/{env}", act, self.act),
-            _route("//act/{env}", act, self.act),
-            _route("/arena/?", get, self.index),
-            _route("/arena/env/{env}/?", get, self.env_page),
-            _route("/arena/agent/{env}/{agent}/?", get, self.agent_page),
-            _route("/arena/run/{env}/{run}/?", get, self.run_page),
-            _route("/run/{env}/{run}/?", get, self.run_redirect),
-            _route("/arena/api/envs", get, self.api_envs),
-            _route("/arena/api/results/{env}", get, self.api_results),
-            _route("/arena/api/run/{env}/{run}", get, self.api_run),
-            _route(admin, get, self.admin_envs),
-            _route(admin + "/{env}", ("PUT",), self.admin_create_env),
-            _route(admin + "/{env}/agents", get, self.admin_agents),
-            _route(admin + "/{env}/agents/{agent}", ("POST",), self.admin_add_agent),
-            _route(admin + "/{env}/agents/{agent}/{op}", ("POST",), self.admin_agent_op),
+            route("/act/{env}", act, self.act),
+            route("/arena/?", get, self.index),
+            route("/arena/env/{env}/?", get, self.env_page),
+            route("/arena/agent/{env}/{agent}/?", get, self.agent_page),
+            route("/arena/run/{env}/{run}/?", get, self.run_page),
+            route("/run/{env}/{run}/?", get, self.run_redirect),
+            route("/arena/api/envs", get, self.api_envs),
+            route("/arena/api/results/{env}", get, self.api_results),
+            route("/arena/api/run/{env}/{run}", get, self.api_run),
+            route(admin, get, self.admin_envs),
+            route(admin + "/{env}", ("PUT",), self.admin_create_env),
+            route(admin + "/{env}/agents", get, self.admin_agents),
+            route(admin + "/{env}/agents/{agent}", ("POST",), self.admin_add_agent),
+            route(admin + "/{env}/agents/{agent}/{op}", ("POST",), self.admin_agent_op),
         ]
+
+    def mount(self, routes: Sequence[ArenaRoute]) -> None:
+        """Serve more routes (after these: the AISysProj server's, see ``aisys.py``)."""
+        self.routes.extend(routes)
+
+    def _matches(self, path: str) -> bool:
+        path = _SLASHES.sub("/", path)
+        return any(r.match(path) is not None for r in self.routes)
+
+    def body_limit(self, request: Request) -> int | None:
+        """The largest body an arena route takes (``--arena-max-body``); None for other paths.
+        The HTTP front end refuses a longer body on its declared length, before reading it."""
+        return self.arena.max_body if self._matches(request.path) else None
+
+    def refuse(self, request: Request, status: int, message: str) -> Response | None:
+        """The arena's error response for a request refused before it was read (413), or None
+        for other paths."""
+        if not self._matches(request.path):
+            return None
+        return Response(status, error_body(status, message))
 
     def handle(self, request: Request) -> Response | None:
         """The response to ``request``, or None when the path is not the arena's. Never raises."""
-        for route in self.routes:
-            params = route.match(request.path)
+        # The course clients join ``url`` (ending in '/') and '/act/...', its AdminClient joins
+        # it and '/uploadplugin': repeated slashes name the same route, as on that server.
+        path = _SLASHES.sub("/", request.path)
+        for entry in self.routes:
+            params = entry.match(path)
             if params is None:
                 continue
             method = "GET" if request.method == "HEAD" else request.method
-            if method not in route.methods:
+            if method not in entry.methods:
                 response = _error(_NotAllowed(f"{request.method} is not allowed here"))
-                response.headers.append(("allow", ", ".join(route.methods)))
+                response.headers.append(("allow", ", ".join(entry.methods)))
                 return response
             try:
-                return route.handler(request, params)
+                return entry.handler(request, params)
             except Exception:
                 log.exception("arena: %s %s failed", request.method, request.path)
                 return Response(500, error_body(500, "internal server error; see the log"))
@@ -146,7 +170,8 @@ class ArenaWeb:
     # -- pages -----------------------------------------------------------------------------
 
     @staticmethod
-    def _page(render: Callable[[], str]) -> Response:
+    def page(render: Callable[[], str]) -> Response:
+        """An HTML page; an envwire error while rendering is an error page."""
         try:
             return Response(200, render().encode(), _HTML)
         except EnvwireError as exc:
@@ -169,7 +194,7 @@ class ArenaWeb:
                 rows.append((env, len(store.agents(env.name)), runs, finished))
             return pages.index_page(rows)
 
-        return self._page(render)
+        return self.page(render)
 
     def env_page(self, request: Request, params: dict[str, str]) -> Response:
         """An env's leaderboard."""
@@ -179,7 +204,7 @@ class ArenaWeb:
             env = self.arena.admin.env(name)
             return pages.env_page(env, store.agents(name), store.runs(name, limit=20))
 
-        return self._page(render)
+        return self.page(render)
 
     def agent_page(self, request: Request, params: dict[str, str]) -> Response:
         """An agent's page."""
@@ -189,7 +214,7 @@ class ArenaWeb:
             env, row = self.arena.admin.env(name), self.arena.admin.agent(name, agent)
             return pages.agent_page(env, row, self.arena.store.runs(name, agent, limit=50))
 
-        return self._page(render)
+        return self.page(render)
 
     def run_page(self, request: Request, params: dict[str, str]) -> Response:
         """A run's history."""
@@ -199,7 +224,7 @@ class ArenaWeb:
             env, run = self.arena.admin.env(name), self._run(name, params["run"])
             return pages.run_page(env, run, store.steps(run.id), store.messages(run.id))
 
-        return self._page(render)
+        return self.page(render)
 
     def run_redirect(self, request: Request, params: dict[str, str]) -> Response:
         """The original clients print ``<url>/run/<env>/<run>``: send them to the run page."""

@@ -17,8 +17,15 @@ Server options (``ServerConfig.options``, e.g. the ``[server]`` table of ``--con
 ``reap_interval``           10.0       seconds between sweeps for idle sessions
 ``http_keepalive``          60.0       seconds an idle keep-alive HTTP connection is kept
 ``max_message_size``        104857600  largest WebSocket message or HTTP body, in bytes
+``send_timeout``            30.0       seconds a client has to take a reply (HTTP or WebSocket)
+                                       before its connection is dropped; null = forever
+``max_queued``              1048576    bytes of WebSocket requests read ahead of their replies;
+                                       beyond them the server stops reading (backpressure)
 ``openenv_arrays``          "base64"   Gymnasium arrays as base64 objects, or "list"
 ==========================  =========  =========================================================
+
+Protocol errors, refused requests and dropped clients are logged at INFO with the peer's
+address (at most 20 lines per 10 s).
 
 ``ServerConfig.idle_timeout`` (default 3600 s) is how long a session may go unused before it is
 reaped; ``ServerConfig.capacity`` caps sessions across all front ends (``CAPACITY_REACHED``).
@@ -55,11 +62,18 @@ from envwire.protocols.openenv import (
     rpc_error,
 )
 from envwire.protocols.websocket import handshake_problem
+from envwire.server._ratelog import RateLimitedLog
 from envwire.server.listener import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
-from envwire.server.openenv.wire import HttpConnection, WebSocketChannel
+from envwire.server.openenv.wire import (
+    DEFAULT_MAX_QUEUED,
+    DEFAULT_SEND_TIMEOUT,
+    BodyPolicy,
+    HttpConnection,
+    WebSocketChannel,
+)
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -67,6 +81,10 @@ if TYPE_CHECKING:
 __all__ = ["Mount", "OpenEnvFrontEnd"]
 
 log = logging.getLogger("envwire.http")
+#: What a client provokes (protocol errors, dropped connections): INFO, rate-limited.
+_peer_log = RateLimitedLog(log)
+#: Close reasons that are the client's doing and worth a line (not a plain goodbye).
+_LOGGED_CLOSES = ("bad request", "protocol error", "the client did not read", "no answer")
 
 #: Another route table on the same port: the response to a request, or None when the request
 #: is not its to answer.
@@ -82,6 +100,7 @@ _DEFAULTS: dict[str, float | None] = {
     "ping_timeout": 20.0,
     "reap_interval": 10.0,
     "http_keepalive": 60.0,
+    "send_timeout": DEFAULT_SEND_TIMEOUT,
 }
 
 
@@ -98,6 +117,8 @@ class OpenEnvFrontEnd(ThreadedListener):
 
     Args:
         mounts: route tables asked first, in order, for every plain HTTP request.
+        policies: body limits of mounted routes (refused on the declared length, in their
+            format).
     """
 
     name = "http"
@@ -110,6 +131,7 @@ class OpenEnvFrontEnd(ThreadedListener):
         port: int = 8000,
         *,
         mounts: Sequence[Mount] = (),
+        policies: Sequence[BodyPolicy] = (),
     ) -> None:
         super().__init__()
         self.server = server
@@ -120,9 +142,12 @@ class OpenEnvFrontEnd(ThreadedListener):
         self.reap_interval = _seconds(options, "reap_interval") or 10.0
         self.keepalive = _seconds(options, "http_keepalive")
         self.max_message = int(options.get("max_message_size", 100 * 1024 * 1024))
+        self.send_timeout = _seconds(options, "send_timeout")
+        self.max_queued = int(options.get("max_queued", DEFAULT_MAX_QUEUED))
         self.idle_timeout = server.config.idle_timeout
         self.service = OpenEnvService(server)
         self.mounts = tuple(mounts)
+        self.policies = tuple(policies)
         health = options.get("health", dict)  # extra /health fields, set by `envwire serve`
         self.router = Router(self.service, self.status, health)
 
@@ -197,7 +222,13 @@ class _Connection:
         self.peer = peer
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-        self.http = HttpConnection(sock, max_body=front.max_message, keepalive=front.keepalive)
+        self.http = HttpConnection(
+            sock,
+            max_body=front.max_message,
+            keepalive=front.keepalive,
+            send_timeout=front.send_timeout,
+            policies=front.policies,
+        )
         self.channel: WebSocketChannel | None = None
         self.record: Record | None = None
 
@@ -209,6 +240,12 @@ class _Connection:
         finally:
             self.abort()
             self.front.forget(self)
+            channel = self.channel
+            reason = channel.close_reason if channel is not None else self.http.close_reason
+            if reason.startswith(_LOGGED_CLOSES):
+                _peer_log("%s: connection closed: %s", self.peer, reason)
+            elif reason:
+                log.debug("%s: connection closed: %s", self.peer, reason)
 
     def abort(self) -> None:
         if self.channel is not None:
@@ -258,6 +295,8 @@ class _Connection:
             max_size=self.front.max_message,
             ping_interval=self.front.ping_interval,
             ping_timeout=self.front.ping_timeout,
+            send_timeout=self.front.send_timeout,
+            max_queued=self.front.max_queued,
         )
         try:
             self.record = service.open(env_id, "ws")
@@ -270,8 +309,6 @@ class _Connection:
             self._mcp_loop(env_id)
         else:
             self._ws_loop()
-        if self.channel.close_reason:
-            log.debug("%s: websocket ends: %s", self.peer, self.channel.close_reason)
         service.close(self.record)
         self.channel.close()
 

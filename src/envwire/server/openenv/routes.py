@@ -129,7 +129,7 @@ class Router:
             service.lookup(env_id)
             return self._dispatch(request, env_id, endpoint, prefix, on_hang)
         except BodyError as exc:
-            return json_response(422, dumps({"detail": exc.detail}))
+            return json_response(exc.status, dumps({"detail": exc.detail}))
         except EnvwireError as exc:
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
 

@@ -6,18 +6,28 @@ bodies, size limits). When a request asks for a WebSocket, it completes the open
 (:mod:`envwire.protocols.websocket`) and hands the socket to a :class:`WebSocketChannel`, which
 frames messages with the same module; one timer thread pings idle channels and drops those that
 stop answering. Compression is never negotiated.
+
+Backpressure: a reply goes out before the next request is read, and a client has
+``send_timeout`` seconds to take each reply (HTTP or WebSocket) before the connection is
+dropped. While a WebSocket request is being worked on, the timer thread reads ahead for pings,
+but stops once ``max_queued`` bytes of requests wait, or while a reply is not drained: a
+client that sends without reading then meets TCP's own flow control, and the server holds at
+most that queue, one message in progress and the socket buffers for it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import threading
 import time
 from collections import deque
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
+from envwire import safejson
 from envwire.protocols.http11 import (
     NEED_DATA,
     HttpError,
@@ -39,19 +49,51 @@ from envwire.protocols.websocket import (
     text_frame,
 )
 
-__all__ = ["HttpConnection", "WebSocketChannel"]
+__all__ = ["BodyPolicy", "HttpConnection", "WebSocketChannel"]
 
 _RECV = 256 * 1024
+
+#: Seconds a client has to take each reply before its connection is dropped.
+DEFAULT_SEND_TIMEOUT = 30.0
+#: Bytes of WebSocket requests read ahead while one is worked on.
+DEFAULT_MAX_QUEUED = 1024 * 1024
+
+
+class SendTimeout(OSError):
+    """The peer did not take a reply within the send timeout."""
+
+
+class BodyPolicy(Protocol):
+    """Routes mounted on the front end that take smaller bodies than it does (the arena)."""
+
+    def body_limit(self, request: Request) -> int | None:
+        """The largest body for this request, or None when the policy does not apply."""
+        ...
+
+    def refuse(self, request: Request, status: int, message: str) -> Response | None:
+        """The answer to a request refused before it was read, or None to use the default."""
+        ...
 
 
 class HttpConnection:
     """Requests in, responses out, on one socket (:meth:`send` and :meth:`abort` may be
     called from another thread, e.g. to answer a request whose env hung)."""
 
-    def __init__(self, sock: socket.socket, *, max_body: int, keepalive: float | None) -> None:
+    def __init__(
+        self,
+        sock: socket.socket,
+        *,
+        max_body: int,
+        keepalive: float | None,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
+        policies: Sequence[BodyPolicy] = (),
+    ) -> None:
         self.sock = sock
         self.keepalive = keepalive
-        self.parser = RequestParser(max_body=max_body)
+        self.send_timeout = send_timeout
+        self.close_reason = ""
+        self.policies = tuple(policies)
+        self.parser = RequestParser(max_body=max_body, body_limit=self._body_limit)
         self.lock = threading.Lock()
         self.dead = False
         self.keep_alive = True
@@ -77,6 +119,12 @@ class HttpConnection:
                 parser.receive_data(self.sock.recv(_RECV))
         except HttpError as exc:
             self.keep_alive = False
+            self.close_reason = f"bad request ({exc.status}): {exc.message}"
+            if exc.request is not None:
+                for policy in self.policies:
+                    refusal = policy.refuse(exc.request, exc.status, exc.message)
+                    if refusal is not None:
+                        return refusal
             return json_response(exc.status, dumps({"detail": f"Bad request: {exc.message}"}))
         except (TimeoutError, OSError):
             return None
@@ -84,14 +132,31 @@ class HttpConnection:
         self.keep_alive = parsed.keep_alive
         return parsed
 
+    def _body_limit(self, request: Request) -> int | None:
+        for policy in self.policies:
+            limit = policy.body_limit(request)
+            if limit is not None:
+                return limit
+        return None
+
     def send(self, response: Response, *, head: bool = False) -> bool:
-        """Write a response; returns False when the connection must close afterwards."""
+        """Write a response; returns False when the connection must close afterwards (also when
+        the client did not take it within ``send_timeout`` seconds: ``close_reason`` says so).
+        """
         data = response_bytes(response, keep_alive=self.keep_alive, head=head)
         with self.lock:
             if self.dead:
                 return False
             try:
+                if self._timeout != self.send_timeout:  # sendall's timeout covers the whole call
+                    self.sock.settimeout(self.send_timeout)
+                    self._timeout = self.send_timeout
                 self.sock.sendall(data)
+            except TimeoutError:
+                self.close_reason = (
+                    f"the client did not read a response for {self.send_timeout:g} s"
+                )
+                return False
             except OSError:
                 return False
         return self.keep_alive
@@ -114,6 +179,36 @@ class HttpConnection:
         with self.lock:
             self.dead = True
         _shutdown(self.sock)
+
+
+def _send_within(sock: socket.socket, data: bytes, timeout: float | None) -> None:
+    """``sock.sendall(data)`` on a blocking socket, given up after ``timeout`` seconds.
+
+    The socket stays blocking (another thread reads it with ``MSG_DONTWAIT``, which a socket
+    timeout would turn into a wait): the deadline comes from ``poll``.
+
+    Raises:
+        SendTimeout: the peer did not take everything in time.
+        OSError: the connection failed.
+    """
+    if timeout is None:
+        sock.sendall(data)
+        return
+    view = memoryview(data)
+    deadline = time.monotonic() + timeout
+    poller: select.poll | None = None
+    while view:
+        with contextlib.suppress(BlockingIOError, InterruptedError):
+            view = view[sock.send(view, socket.MSG_DONTWAIT) :]
+        if not view:
+            return
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SendTimeout(f"the peer took no data for {timeout:g} s")
+        if poller is None:
+            poller = select.poll()
+            poller.register(sock, select.POLLOUT)
+        poller.poll(remaining * 1000)
 
 
 def _shutdown(sock: socket.socket) -> None:
@@ -139,9 +234,13 @@ class WebSocketChannel:
         max_size: int | None = 100 * 1024 * 1024,
         ping_interval: float | None = 20.0,
         ping_timeout: float | None = 20.0,
+        send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
+        max_queued: int = DEFAULT_MAX_QUEUED,
     ) -> None:
         self.sock = sock
         self.reader = FrameReader(max_size)
+        self.send_timeout = send_timeout
+        self.max_queued = max_queued
         self.ping_interval = ping_interval
         self.ping_timeout = ping_timeout
         self.lock = threading.Lock()
@@ -153,6 +252,8 @@ class WebSocketChannel:
         #: (its pongs could not be read), so a long env call never looks like a dead peer.
         self.busy = False
         self._messages: deque[str] = deque()
+        self._queued = 0  # characters in _messages
+        self._sending = False  # a frame is being written (the peer may not be draining)
         self._ping_sent: float | None = None
         self._peer_closed = False
         sock.settimeout(None)
@@ -199,7 +300,9 @@ class WebSocketChannel:
                 for event in events:
                     self._on_event(event)
             self.busy = True
-            return messages.popleft()
+            text = messages.popleft()
+            self._queued -= len(text)
+            return text
         finally:
             self._read_lock.release()
             if wait is not None and not self.dead:
@@ -210,26 +313,48 @@ class WebSocketChannel:
         kind = event[0]
         if kind == "text":
             self._messages.append(event[1])
+            self._queued += len(event[1])
         elif kind == "ping":
-            self._send(control_frame(PONG, event[1]))
+            # Never wait for the lock off the connection's thread: a reply being written may
+            # hold it until the send timeout, and the timer thread serves every channel.
+            self._send(control_frame(PONG, event[1]), wait=self._on_reader_thread())
         elif kind == "close":
             self._peer_closed = True
             code, reason = event[1], event[2]
             self.close_reason = self.close_reason or f"the client closed the connection ({code})"
             if not self.close_sent:  # answer the closing handshake, then end the TCP stream
-                self._send(close_frame(code, reason))
+                self._send(close_frame(code, reason), wait=self._on_reader_thread())
                 self.close_sent = True
             self.abort()
 
-    def _send(self, frame: bytes) -> bool:
-        with self.lock:
+    def _on_reader_thread(self) -> bool:
+        return threading.current_thread() is self._reader_thread
+
+    def _send(self, frame: bytes, *, wait: bool = True) -> bool:
+        """Write one frame within the send timeout; False if the connection is gone (or, when
+        not ``wait``, if another frame is being written: this one is dropped)."""
+        if not self.lock.acquire(blocking=wait):
+            return False
+        try:
             if self.dead:
                 return False
+            self._sending = True
             try:
-                self.sock.sendall(frame)
+                _send_within(self.sock, frame, self.send_timeout)
+            except SendTimeout:
+                self.close_reason = (
+                    f"the client did not read its replies for {self.send_timeout:g} s"
+                )
+                self.dead = True
+                _shutdown(self.sock)
+                return False
             except OSError:
                 self.dead = True
                 return False
+            finally:
+                self._sending = False
+        finally:
+            self.lock.release()
         return True
 
     def keepalive(self, now: float) -> None:
@@ -252,7 +377,9 @@ class WebSocketChannel:
         if now - self.last_rx < self.ping_interval:
             return
         frame = control_frame(PING, os.urandom(4))
-        with self.lock:
+        if not self.lock.acquire(blocking=False):  # a frame is being written: ping later
+            return
+        try:
             if self.dead:
                 return
             self._ping_sent = now
@@ -261,6 +388,8 @@ class WebSocketChannel:
                 sent_bytes = self.sock.send(frame, socket.MSG_DONTWAIT)
             except OSError:
                 sent_bytes = -1
+        finally:
+            self.lock.release()
         if sent_bytes != len(frame):
             self.close_reason = "the peer stopped reading"
             self.abort()
@@ -268,11 +397,12 @@ class WebSocketChannel:
     def _answer_while_busy(self, now: float) -> None:
         """Read what the peer sent while the connection's thread is busy: pings get their
         pongs at once (clients such as openenv-core's drop connections whose pongs are late),
-        requests queue for the connection's thread."""
+        requests queue for the connection's thread, up to ``max_queued`` bytes and never while a
+        reply is not drained (the rest waits in the socket: TCP makes the client wait)."""
         if not self._read_lock.acquire(blocking=False):
             return
         try:
-            while not self.dead:
+            while not self.dead and not self._sending and self._queued < self.max_queued:
                 try:
                     data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
                 except (BlockingIOError, InterruptedError):
@@ -289,7 +419,7 @@ class WebSocketChannel:
                     events = self.reader.feed(data)
                 except FrameError as exc:
                     self.close_reason = f"protocol error: {exc.reason}"
-                    self._send(close_frame(exc.code, exc.reason))
+                    self._send(close_frame(exc.code, exc.reason), wait=False)
                     self.abort()
                     return
                 for event in events:
@@ -298,16 +428,10 @@ class WebSocketChannel:
             self._read_lock.release()
 
     def send_text(self, text: str) -> bool:
-        """Send one text message; False if the connection is gone."""
-        frame = text_frame(text.encode("utf-8"))
-        with self.lock:
-            if self.dead or self.close_sent:
-                return False
-            try:
-                self.sock.sendall(frame)
-            except OSError:
-                self.dead = True
-                return False
+        """Send one text message; False if the connection is gone, or if the client did not take
+        it within ``send_timeout`` seconds (the connection is then dropped)."""
+        if self.close_sent or not self._send(text_frame(safejson.utf8(text))):
+            return False
         self.last_rx = time.monotonic()  # the idle clock restarts once the reply is out
         self.busy = False
         return True
