@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 import sys
 import tomllib
 import warnings
+from argparse import SUPPRESS
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -16,11 +16,13 @@ from envwire import __version__
 from envwire.arena import cli as arena_cli
 from envwire.errors import ConfigError, EnvwireError
 from envwire.godot.bridge import main as bridge_main
+from envwire.observe import configure_logging
+from envwire.observe.hub import RecordSettings
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
 from envwire.runtime.host import EnvHost
 from envwire.runtime.ray.cluster import DEFAULT_PLACE_TIMEOUT
-from envwire.server.app import FRONT_ENDS, Server, ServerConfig, print_line
+from envwire.server.app import EXTRA_LISTENERS, FRONT_ENDS, Server, ServerConfig, print_line
 
 __all__ = ["build_catalog", "main"]
 
@@ -136,6 +138,39 @@ def _monitor_layout(args: argparse.Namespace, settings: dict[str, Any]) -> str:
     return str(layout)
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number in 0..1, got {text!r}") from None
+    if not 0.0 <= value <= 1.0:
+        raise argparse.ArgumentTypeError(f"must be within 0..1, got {text!r}")
+    return value
+
+
+def _record_settings(
+    args: argparse.Namespace, settings: dict[str, Any], catalog: Catalog
+) -> RecordSettings | None:
+    """What to record: every env with ``--record DIR`` (or ``[server] record = "DIR"``), else
+    the envs whose ``[[env]]`` table says ``record = true`` into ``[server] record_dir``."""
+    root = args.record or settings.get("record")
+    chosen = frozenset(env_id for env_id, spec in catalog.items() if spec.record)
+    if not root and not chosen:
+        return None
+    fraction = args.record_fraction
+    if fraction is None:
+        fraction = float(settings.get("record_fraction", 1.0))
+    max_bytes = args.record_max_bytes or settings.get("record_max_bytes") or (1 << 30)
+    return RecordSettings(
+        root=str(root or settings.get("record_dir", "envwire-datasets")),
+        everything=bool(root),
+        envs=chosen,
+        fraction=fraction,
+        frames=bool(args.record_frames or settings.get("record_frames", False)),
+        max_bytes=int(max_bytes),
+    )
+
+
 def _serve(args: argparse.Namespace) -> int:
     config = _load_config(args.config)
     catalog = build_catalog(args, config)
@@ -146,6 +181,9 @@ def _serve(args: argparse.Namespace) -> int:
         ports[spec.name] = (
             value if value is not False else settings.get(spec.option, spec.default_port)
         )
+    for spec in EXTRA_LISTENERS:
+        value = getattr(args, spec.option, None)
+        ports[spec.name] = value if value is not None else settings.get(spec.option)
     _sandbox(args, settings, catalog)
     server_config = ServerConfig(
         host=args.host or settings.get("host", "127.0.0.1"),
@@ -166,6 +204,7 @@ def _serve(args: argparse.Namespace) -> int:
             **arena_cli.serve_options(args),
             "health": _sandbox_health,
         },
+        record=_record_settings(args, settings, catalog),
     )
     server = Server(catalog, server_config)
     try:
@@ -219,6 +258,39 @@ def _list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_observe_options(serve: argparse.ArgumentParser) -> None:
+    group = serve.add_argument_group("observability (docs/observability.md)")
+    group.add_argument(
+        "--metrics",
+        type=_port,
+        metavar="PORT",
+        help="serve Prometheus metrics on a listener of their own (default off; the HTTP "
+        "front end serves /metrics too)",
+    )
+    group.add_argument(
+        "--record",
+        metavar="DIR",
+        help="record every episode served as Minari datasets under DIR (needs the minari extra)",
+    )
+    group.add_argument(
+        "--record-fraction",
+        type=_fraction,
+        metavar="P",
+        help="record a random share P of the sessions (default 1)",
+    )
+    group.add_argument(
+        "--record-frames",
+        action="store_true",
+        help="also record rendered frames (envs with a render mode), as infos['render']",
+    )
+    group.add_argument(
+        "--record-max-bytes",
+        type=int,
+        metavar="N",
+        help="bytes the recording directory may hold; later episodes are dropped (default 1 GiB)",
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="envwire", description="Serve any environment to any agent."
@@ -229,6 +301,12 @@ def _parser() -> argparse.ArgumentParser:
         type=str.upper,
         choices=_LOG_LEVELS,
         help="logging level (default WARNING)",
+    )
+    parser.add_argument(
+        "--log-format",
+        default="text",
+        choices=["text", "json"],
+        help="log lines as text (default) or one JSON object per line",
     )
     parser.add_argument("--version", action="version", version=f"envwire {__version__}")
     commands = parser.add_subparsers(dest="command", required=True)
@@ -282,6 +360,12 @@ def _parser() -> argparse.ArgumentParser:
         help="seconds a session waits for the cluster to place its actors before it gets "
         f"CAPACITY_REACHED (default {DEFAULT_PLACE_TIMEOUT:g})",
     )
+    _add_observe_options(serve)
+    # The log options also after "serve" (where the other server options are).
+    serve.add_argument("--log-level", type=str.upper, choices=_LOG_LEVELS, default=SUPPRESS,
+                       help="as before the command")  # fmt: skip
+    serve.add_argument("--log-format", choices=["text", "json"], default=SUPPRESS,
+                       help="as before the command")  # fmt: skip
     http = serve.add_argument_group("OpenEnv HTTP/WebSocket front end")
     for flag, kind, text in _HTTP_FLAGS:
         http.add_argument(flag, type=kind, help=text)
@@ -330,7 +414,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["godot-bridge"]:  # GymGodot's --key=value contract, parsed by the bridge
         return _godot_bridge(argv[1:])
     args = _parser().parse_args(argv)
-    logging.basicConfig(level=args.log_level, format="%(asctime)s %(name)s %(message)s")
+    configure_logging(args.log_level, args.log_format)
     try:
         return int(args.run(args))
     except EnvwireError as exc:

@@ -68,6 +68,8 @@ class EnvwireError(Exception):
         grpc_code: the ``google.rpc.Code`` a gRPC front end puts in its ``Status``.
         openenv_code: the error code of openenv-core's WebSocket protocol.
         remote: True when the peer is at fault, False when this side is.
+        observed: set once the server's metrics counted the error (a front end reports every
+            error it answers; one raised by a session was counted there already).
     """
 
     code = "internal"
@@ -75,6 +77,7 @@ class EnvwireError(Exception):
     grpc_code = _INTERNAL
     openenv_code = "EXECUTION_ERROR"
     remote = False
+    observed = False
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

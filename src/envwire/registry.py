@@ -90,6 +90,8 @@ class EnvSpec:
         ray: the ``[env.ray]`` table: the resources of the env's Ray actors and how a session's
             actors are placed (see ``envwire.runtime.ray.RayOptions``); used with ``ray``
             isolation only.
+        record: record this env's episodes as a Minari dataset (``record = true`` in an
+            ``[[env]]`` table; see ``docs/observability.md``).
     """
 
     id: str
@@ -101,6 +103,7 @@ class EnvSpec:
     make_timeout: float = 120.0
     client_kwargs: tuple[str, ...] = ()
     ray: Mapping[str, Any] = field(default_factory=dict)
+    record: bool = False
 
     def __post_init__(self) -> None:
         # Every wait has a bound: a zero or negative timeout would fail every call at once.

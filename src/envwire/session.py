@@ -28,13 +28,23 @@ from envwire.errors import (
     EnvCrashedError,
     EnvError,
     EnvTimeoutError,
+    EnvwireError,
     InvalidArgumentError,
     StateError,
     UnsupportedError,
 )
 from envwire.registry import EnvSpec
 
-__all__ = ["ALLOWED", "Session", "State", "Worker", "WorkerFactory", "confine"]
+__all__ = [
+    "ALLOWED",
+    "Session",
+    "SessionObserver",
+    "SessionTap",
+    "State",
+    "Worker",
+    "WorkerFactory",
+    "confine",
+]
 
 
 class Worker(Protocol):
@@ -59,6 +69,39 @@ class WorkerFactory(Protocol):
     def __call__(
         self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
     ) -> Worker: ...
+
+
+class SessionTap(Protocol):
+    """What an observer attaches to one session: told of every request the session carries out.
+
+    Calls come from the thread running the request, in order, while the session holds its
+    lock; they must be quick and must not raise (the step path waits for them).
+    """
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        """``request`` succeeded with ``reply`` after ``seconds``."""
+        ...
+
+    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
+        """``request`` raised ``error`` after ``seconds``."""
+        ...
+
+    def closed(self) -> None:
+        """The session closed (called once)."""
+        ...
+
+
+class SessionObserver(Protocol):
+    """Watches sessions (metrics, logs, recording): the one place every front end's sessions
+    are seen, whatever protocol opened them."""
+
+    def opened(self, session: Session) -> SessionTap:
+        """A session was made (its env is up); the tap it will report to."""
+        ...
+
+    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Opening a session for ``env_id`` failed with ``error``."""
+        ...
 
 
 class State(Enum):
@@ -117,6 +160,9 @@ class Session:
         worker_factory: makes the worker, where the env lives (the server passes
             ``envwire.runtime.make_worker``).
         monitor_root: where Monitor requests may write; None disables Monitor.
+        observer: told of the session's requests (metrics, logs, recording); None for none.
+        front_end: the name of the front end that opened the session (a label for observers).
+        peer: the client's address, as the front end writes it ('' when unknown).
 
     Raises (from the constructor): whatever making the env raised (``ConfigError``,
     ``EnvError``, ``EnvTimeoutError``, ``EnvCrashedError``).
@@ -131,9 +177,15 @@ class Session:
         autoreset_mode: str | None = None,
         workers: int = 1,
         monitor_root: str | None = None,
+        observer: SessionObserver | None = None,
+        front_end: str = "",
+        peer: str = "",
     ) -> None:
         self.id = uuid.uuid4().hex
         self.spec = spec
+        self.front_end = front_end
+        self.peer = peer
+        self.tap: SessionTap | None = None
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
             raise InvalidArgumentError(
                 f"num_envs must be 1, or >= 1 with an autoreset mode; got {num_envs}"
@@ -163,6 +215,8 @@ class Session:
             return
         self.state = State.NEW
         self._start_worker()
+        if observer is not None:
+            self.tap = observer.opened(self)
 
     @property
     def env_id(self) -> str:
@@ -215,34 +269,45 @@ class Session:
             UnsupportedError, InvalidArgumentError: as the request's docs say.
         """
         with self._lock:
-            if type(request) not in ALLOWED[self.state]:
-                raise StateError(self._refusal(request))
-            self.last_active = time.monotonic()
-            match request:
-                case m.Step(action=action):
-                    return self._step(action)
-                case m.Reset(seed=seed, options=options):
-                    return self._reset(seed, options)
-                case m.GetSpace(which=which):
-                    space = (
-                        self.action_space if which == m.SpaceKind.ACTION else self.observation_space
-                    )
-                    return m.SpaceReply(space)
-                case m.SampleAction():
-                    space = self.batch_action_space or self.action_space
-                    return m.SampleReply(space.sample())
-                case m.Render() | m.Monitor() if self.autoreset_mode is not None:
-                    raise UnsupportedError(f"{type(request).__name__} is for one-env sessions")
-                case m.Render():
-                    return m.RenderReply(self._call("render"))
-                case m.Monitor():
-                    return self._monitor(request)
-                case m.Upload(directory=directory):
-                    raise UnsupportedError(_UPLOAD_GONE.format(directory=self._kept(directory)))
-                case m.Close():
-                    self._close()
-                    return m.Ok()
-            raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
+            tap = self.tap
+            if tap is None:
+                return self._handle(request)
+            started = time.perf_counter()
+            try:
+                reply = self._handle(request)
+            except EnvwireError as exc:
+                tap.failed(request, exc, time.perf_counter() - started)
+                raise
+            tap.handled(request, reply, time.perf_counter() - started)
+            return reply
+
+    def _handle(self, request: m.Request) -> m.Reply:
+        if type(request) not in ALLOWED[self.state]:
+            raise StateError(self._refusal(request))
+        self.last_active = time.monotonic()
+        match request:
+            case m.Step(action=action):
+                return self._step(action)
+            case m.Reset(seed=seed, options=options):
+                return self._reset(seed, options)
+            case m.GetSpace(which=which):
+                space = self.action_space if which == m.SpaceKind.ACTION else self.observation_space
+                return m.SpaceReply(space)
+            case m.SampleAction():
+                space = self.batch_action_space or self.action_space
+                return m.SampleReply(space.sample())
+            case m.Render() | m.Monitor() if self.autoreset_mode is not None:
+                raise UnsupportedError(f"{type(request).__name__} is for one-env sessions")
+            case m.Render():
+                return m.RenderReply(self._call("render"))
+            case m.Monitor():
+                return self._monitor(request)
+            case m.Upload(directory=directory):
+                raise UnsupportedError(_UPLOAD_GONE.format(directory=self._kept(directory)))
+            case m.Close():
+                self._close()
+                return m.Ok()
+        raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
 
     def _kept(self, directory: str) -> str:
         """Where Monitor keeps the files of ``directory`` on this server (Upload's answer)."""
@@ -348,6 +413,24 @@ class Session:
         if self.worker is not None:
             self.worker.close()
         self.state = State.CLOSED
+        self._untap()
+
+    def _untap(self) -> None:
+        tap, self.tap = self.tap, None
+        if tap is not None:
+            tap.closed()
+
+    def frame(self) -> Any:
+        """The env's rendered frame now, or None when it cannot render.
+
+        For observers recording frames: call it only from a tap (the session's lock is held).
+        """
+        if self.autoreset_mode is not None or self.worker is None:
+            return None
+        try:
+            return self._call("render")
+        except EnvwireError:
+            return None
 
     def close(self) -> None:
         """Free the env now (idempotent; never raises)."""
@@ -362,6 +445,7 @@ class Session:
             self.state = State.CLOSED
             if self.worker is not None:
                 self.worker.close()
+            self._untap()
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary (for logs and status pages)."""

@@ -121,8 +121,11 @@ def test_our_client_against_openenv_cores_own_server() -> None:
     env_vars = dict(os.environ, ENABLE_WEB_INTERFACE="false")
     server = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, env=env_vars)
     try:
-        deadline = time.monotonic() + 60
+        # importing openenv-core (FastAPI, gradio) takes ~40 s on a loaded 2-core machine
+        deadline = time.monotonic() + 180
         while True:
+            assert server.poll() is None, "openenv-core's server exited"
+
             try:
                 if httpx.get(f"http://127.0.0.1:{port}/health").status_code == 200:
                     break

@@ -7,7 +7,7 @@ mode lets them write beside it)::
     envwire arena add-agent nim alice --url http://host:8000/ --db arena.sqlite3 > alice.json
     envwire arena list [ENV]            envwire arena block|unblock ENV AGENT
     envwire arena reset-password ENV AGENT        envwire arena admin-token [--from-stdin]
-    envwire arena set-url URL
+    envwire arena set-url URL          envwire arena export ENV DIR   (a Minari dataset)
     envwire arena import-agents ENV alice.json bob.json ...   # a course's config files
     envwire arena migrate aisysprojserver.db [--plugins DIR] [--env-map NAME=ENV_ID ...]
 
@@ -24,8 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from envwire.arena.admin import ArenaAdmin
+from envwire.arena.export import export_runs
 from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
+from envwire.runtime import make_worker
 
 __all__ = ["add_parser", "add_serve_options", "serve_options"]
 
@@ -160,6 +162,13 @@ def _run(args: argparse.Namespace) -> int:
                 _print({"env": args.env, "agents": [c.agent for c in done], "urls": urls})
             case "migrate":
                 _print(_migrate(args, admin))
+            case "export":
+                count = export_runs(
+                    admin.store, args.env, args.directory, worker_factory=make_worker,
+                    limit=args.limit,
+                )  # fmt: skip
+                _print({"env": args.env, "exported": count, "directory": str(args.directory),
+                        "dataset": f"arena/{args.env}-v0"})  # fmt: skip
             case "set-url":
                 admin.set_public_url(args.url)
                 _print({"public_url": admin.store.meta("public_url")})
@@ -261,6 +270,16 @@ def add_parser(commands: Any) -> argparse.ArgumentParser:
     token = sub.add_parser(
         "admin-token", parents=[common], help="make a token for the admin HTTP API and print it"
     )
+    export = sub.add_parser(
+        "export",
+        parents=[common],
+        help="write an env's finished runs as a Minari dataset (arena/ENV-v0) under DIRECTORY",
+    )
+    export.add_argument("env", help="the arena env")
+    export.add_argument(
+        "directory", type=Path, help="the datasets directory (MINARI_DATASETS_PATH)"
+    )
+    export.add_argument("--limit", type=int, default=10_000, help="newest runs to export")
     token.add_argument(
         "--from-stdin",
         action="store_true",

@@ -69,7 +69,7 @@ from envwire.protocols.arena import (
     parse_act_request,
 )
 from envwire.registry import Catalog
-from envwire.session import WorkerFactory
+from envwire.session import SessionObserver, WorkerFactory
 
 __all__ = ["DEFAULT_MAX_BODY", "Arena"]
 
@@ -112,6 +112,10 @@ class Arena:
             ``envwire.runtime.make_worker``).
         max_body: the largest act request body, in bytes.
         live_runs: how many live envs each arena env keeps (others are rebuilt on demand).
+        observer: told of the arena's env sessions (front end ``arena``), as the server's
+            session table tells it of the others; None for none.
+        on_actions: called with an arena env's name and how many actions one act request
+            carried (the server counts them as a metric).
         seed: the source of run seeds.
         clock: the source of timestamps.
     """
@@ -124,6 +128,8 @@ class Arena:
         worker_factory: WorkerFactory,
         max_body: int = DEFAULT_MAX_BODY,
         live_runs: int = 1024,
+        observer: SessionObserver | None = None,
+        on_actions: Callable[[str, int], None] | None = None,
         seed: Callable[[], int] = lambda: secrets.randbelow(1 << 31),
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -133,6 +139,8 @@ class Arena:
         self.max_body = max_body
         self.live_runs = live_runs
         self.worker_factory = worker_factory
+        self.observer = observer
+        self._on_actions = on_actions
         self._seed = seed
         self._clock = clock
         self._passwords = Verifier()
@@ -167,6 +175,7 @@ class Arena:
             self.store.actions,
             worker_factory=self.worker_factory,
             live_runs=self.live_runs,
+            observer=self.observer,
         )
 
     def game(self, env: EnvRow) -> tuple[ArenaGame, ArenaSettings]:
@@ -268,6 +277,8 @@ class Arena:
         """
         env = self._env(env_name)
         self.authenticate(env_name, request.agent, request.pwd)
+        if self._on_actions is not None and request.actions:
+            self._on_actions(env_name, len(request.actions))
         game, settings = self.game(env)
         if request.to_abandon and not settings.can_abandon:
             raise MalformedRequestError(

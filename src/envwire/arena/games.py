@@ -34,7 +34,7 @@ from envwire.arena.settings import ArenaSettings
 from envwire.errors import EnvwireError, InvalidActionError, InvalidArgumentError
 from envwire.protocols.arena import RawJSON, dumps
 from envwire.registry import EnvSpec
-from envwire.session import Session, State, WorkerFactory
+from envwire.session import Session, SessionObserver, State, WorkerFactory
 from envwire.typed.models import wire_fields
 
 __all__ = ["Accepted", "ArenaGame", "Game", "Rejected", "Started", "jsonable"]
@@ -150,6 +150,7 @@ class Game:
         load_actions: the accepted actions of a run as JSON text, for replays.
         worker_factory: where the envs live (see :class:`~envwire.session.Session`).
         live_runs: how many live envs to keep.
+        observer: told of the envs' sessions (front end ``arena``).
     """
 
     def __init__(
@@ -161,8 +162,10 @@ class Game:
         *,
         worker_factory: WorkerFactory,
         live_runs: int = 1024,
+        observer: SessionObserver | None = None,
     ) -> None:
         self.name = name
+        self._observer = observer
         self.spec = spec
         self._worker_factory = worker_factory
         self.settings = settings
@@ -190,7 +193,12 @@ class Game:
         with self._lock:
             if self._idle:
                 return self._idle.pop()
-        session = Session(self.spec, worker_factory=self._worker_factory)
+        session = Session(
+            self.spec,
+            worker_factory=self._worker_factory,
+            observer=self._observer,
+            front_end="arena",
+        )
         if self.action_space is None:
             self._action_model = _model_space(session.action_space)
             self._observation_model = _model_space(session.observation_space)

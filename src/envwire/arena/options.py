@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,7 +11,7 @@ from envwire.arena.core import DEFAULT_MAX_BODY, Arena
 from envwire.arena.store import Store, Sync
 from envwire.errors import ConfigError
 from envwire.registry import Catalog
-from envwire.session import WorkerFactory
+from envwire.session import SessionObserver, WorkerFactory
 
 __all__ = ["ArenaOptions", "open_arena"]
 
@@ -69,10 +69,15 @@ class ArenaOptions:
 
 
 def open_arena(
-    options: ArenaOptions, catalog: Catalog | None, *, worker_factory: WorkerFactory
+    options: ArenaOptions,
+    catalog: Catalog | None,
+    *,
+    worker_factory: WorkerFactory,
+    observer: SessionObserver | None = None,
+    on_actions: Callable[[str, int], None] | None = None,
 ) -> Arena:
     """An :class:`Arena` over the database the options name, its envs made by
-    ``worker_factory``."""
+    ``worker_factory`` (``observer`` and ``on_actions``: see :class:`Arena`)."""
     store = Store(options.db, sync=options.sync)
     return Arena(
         store,
@@ -80,4 +85,6 @@ def open_arena(
         worker_factory=worker_factory,
         max_body=options.max_body,
         live_runs=options.live_runs,
+        observer=observer,
+        on_actions=on_actions,
     )

@@ -359,6 +359,22 @@ class Store:
             for r in self._all("SELECT action FROM steps WHERE run = ? ORDER BY act_no", (run_id,))
         ]
 
+    def outcomes(
+        self, env: str, agent: str | None = None, *, limit: int = 2000
+    ) -> list[tuple[str, float, float]]:
+        """The last ``limit`` finished runs with a numeric outcome, oldest first, as (agent,
+        end time, outcome value): what rating histories are computed from."""
+        where, args = "env = ? AND finished = 1 AND outcome_value IS NOT NULL", [env]
+        if agent is not None:
+            where += " AND agent = ?"
+            args.append(agent)
+        rows = self._all(
+            f"SELECT agent, ended, outcome_value FROM runs WHERE {where} "
+            "ORDER BY finish_seq DESC LIMIT ?",
+            (*args, limit),
+        )
+        return [(str(a), float(e or 0.0), float(v)) for a, e, v in reversed(rows)]
+
     def plugin_run(self, run_id: int) -> tuple[str, list[tuple[str, str]]]:
         """A plugin run's state and ``(action, extra)`` history, as JSON text.
 

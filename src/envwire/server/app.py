@@ -12,11 +12,20 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envwire.observe import Observability
+from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog
 from envwire.runtime.workers import make_worker
 from envwire.server.sessions import SessionTable
 
-__all__ = ["FRONT_ENDS", "FrontEnd", "FrontEndSpec", "Server", "ServerConfig"]
+__all__ = [
+    "EXTRA_LISTENERS",
+    "FRONT_ENDS",
+    "FrontEnd",
+    "FrontEndSpec",
+    "Server",
+    "ServerConfig",
+]
 
 log = logging.getLogger("envwire")
 
@@ -52,6 +61,12 @@ FRONT_ENDS: tuple[FrontEndSpec, ...] = (
     FrontEndSpec("grpc", "grpc", 50051, "envwire.server.dmenvrpc:GrpcFrontEnd"),
 )
 
+#: Listeners that are off unless given a port: ``--metrics PORT`` serves ``/metrics`` alone
+#: (for servers whose HTTP front end is off; the HTTP front end serves it too).
+EXTRA_LISTENERS: tuple[FrontEndSpec, ...] = (
+    FrontEndSpec("metrics", "metrics", 0, "envwire.server.metrics:MetricsListener"),
+)
+
 
 @dataclass
 class ServerConfig:
@@ -66,6 +81,7 @@ class ServerConfig:
     ray_address: str | None = None  # the Ray cluster of envs with ray isolation
     place_timeout: float = 30.0  # seconds a session waits to be placed on the Ray cluster
     options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
+    record: RecordSettings | None = None  # recording episodes as Minari datasets: off
 
 
 class Server:
@@ -75,11 +91,13 @@ class Server:
         self.catalog = catalog
         self.config = config or ServerConfig()
         self.ray = _ray_runtime(catalog, self.config)
+        self.observe = Observability(self.config.record)
         self.sessions = SessionTable(
             catalog,
             capacity=self.config.capacity,
             monitor_root=self.config.monitor_root,
             worker_factory=functools.partial(make_worker, ray=self.ray),
+            observer=self.observe,
         )
         self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -95,8 +113,11 @@ class Server:
                 signal.signal(sig, lambda *_: self._stopped.set())
         if self.ray is not None:
             self.ray.connect()
-        for spec in FRONT_ENDS:
-            port = self.config.ports.get(spec.name, spec.default_port)
+        self.observe.start()
+        ports = self.config.ports
+        listeners = [(s, ports.get(s.name, s.default_port)) for s in FRONT_ENDS]
+        listeners += [(s, ports.get(s.name)) for s in EXTRA_LISTENERS]
+        for spec, port in listeners:
             if port is None:
                 continue
             module_name, _, class_name = spec.target.partition(":")
@@ -131,6 +152,7 @@ class Server:
                 log.exception("stopping %s failed", front.name)
         self.front_ends.clear()
         self.sessions.close_all()
+        self.observe.close()
 
     def __enter__(self) -> Server:
         self.start()

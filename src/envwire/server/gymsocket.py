@@ -73,6 +73,7 @@ class GymSocketFrontEnd(ThreadedListener):
         handshake_timeout: float = 30.0,
     ) -> None:
         self.sessions: SessionTable = server.sessions
+        self.observe = server.observe
         self.host, self.port = host, port
         self.monitor_layout = server.config.monitor_layout
         self.handshake_timeout = handshake_timeout
@@ -212,6 +213,7 @@ class _Connection:
                 raise event.error
             return codec.send_reply(self.session.handle(event))
         except EnvwireError as exc:
+            self.front.observe.error(self.front.name, exc, self.session.env_id)
             if self._dead:
                 return None
             if isinstance(event, m.Render) and not codec.flags & Flags.ERRORS:
@@ -250,8 +252,14 @@ class _Connection:
             self._refuse(error)
             return None
         try:
-            session = self.front.sessions.open(event.env_name, **_vector_options(event.vector))
+            session = self.front.sessions.open(
+                event.env_name,
+                front_end=self.front.name,
+                peer=f"{self.peer[0]}:{self.peer[1]}" if isinstance(self.peer, tuple) else "",
+                **_vector_options(event.vector),
+            )
         except EnvwireError as exc:
+            self.front.observe.error(self.front.name, exc)
             self._refuse(str(exc))
             return None
         try:  # every space must have a gym-socket description (typed envs' have none)

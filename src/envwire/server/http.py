@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from envwire.arena.core import Arena
 from envwire.arena.options import ArenaOptions, open_arena
 from envwire.server.arena import arena_web
+from envwire.server.dashboard import ObserveWeb
 from envwire.server.openenv import OpenEnvFrontEnd
 
 if TYPE_CHECKING:
@@ -22,8 +23,9 @@ __all__ = ["HttpFrontEnd"]
 
 
 class HttpFrontEnd(OpenEnvFrontEnd):
-    """OpenEnv on ``host:port``; the arena too when ``server.config.options`` has ``arena_db``
-    (and ``arena_sync``, ``arena_max_body``, ``arena_live_runs``, ``arena_url``).
+    """OpenEnv on ``host:port``, with ``/metrics`` and ``/dashboard`` in front
+    (:mod:`envwire.server.dashboard`); the arena too when ``server.config.options`` has
+    ``arena_db`` (and ``arena_sync``, ``arena_max_body``, ``arena_live_runs``, ``arena_url``).
 
     Raises:
         ConfigError: an arena option has the wrong type.
@@ -32,12 +34,17 @@ class HttpFrontEnd(OpenEnvFrontEnd):
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 8000) -> None:
         options = ArenaOptions.from_options(server.config.options)
         self.arena: Arena | None = None
+        observe = ObserveWeb(server.observe)
         if options is None:
-            super().__init__(server, host, port)
+            super().__init__(server, host, port, mounts=(observe.handle,))
             return
         # the server's factory: arena envs with ray isolation go to the server's Ray cluster
         self.arena = open_arena(
-            options, server.catalog, worker_factory=server.sessions.worker_factory
+            options,
+            server.catalog,
+            worker_factory=server.sessions.worker_factory,
+            observer=server.observe,
+            on_actions=server.observe.arena_acted,
         )
         self.arena_url = options.public_url
         web = arena_web(
@@ -46,7 +53,7 @@ class HttpFrontEnd(OpenEnvFrontEnd):
             plugins=options.plugin_folder(),
             plugin_upload=options.plugin_upload,
         )
-        super().__init__(server, host, port, mounts=(web.handle,), policies=(web,))
+        super().__init__(server, host, port, mounts=(observe.handle, web.handle), policies=(web,))
 
     def start(self) -> tuple[str, int]:
         """Listen; with the arena on, record the server's URL in its database (agent config

@@ -7,10 +7,10 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from envwire.errors import CapacityError
+from envwire.errors import CapacityError, EnvwireError
 from envwire.registry import Catalog
 from envwire.runtime import make_worker
-from envwire.session import Session, WorkerFactory
+from envwire.session import Session, SessionObserver, WorkerFactory
 
 __all__ = ["SessionTable"]
 
@@ -26,6 +26,8 @@ class SessionTable:
             in worker processes, as each spec's isolation says).
         max_workers: most workers one vector session may use (default: what the runtime allows:
             the cores for worker processes, the cluster's CPUs for Ray actors).
+        observer: told of every session opened, refused, stepped and closed (metrics, logs,
+            recording); None for none.
     """
 
     def __init__(
@@ -36,7 +38,9 @@ class SessionTable:
         monitor_root: str | None = None,
         worker_factory: WorkerFactory = make_worker,
         max_workers: int | None = None,
+        observer: SessionObserver | None = None,
     ) -> None:
+        self.observer = observer
         self.catalog = catalog
         self.max_workers = max_workers
         self.capacity = capacity
@@ -54,28 +58,37 @@ class SessionTable:
         autoreset_mode: str | None = None,
         workers: int = 1,
         kwargs: Mapping[str, Any] | None = None,
+        front_end: str = "",
+        peer: str = "",
     ) -> Session:
         """A new session for ``env_id`` ('' opens a session with no env).
 
         With an ``autoreset_mode`` the session steps ``num_envs`` copies at once (a vector
         session), split over up to ``workers`` workers (capped by ``max_workers``).
         ``kwargs`` are constructor arguments the client asks for: only those the env's spec
-        opens to clients (``EnvSpec.client_kwargs``) are accepted.
+        opens to clients (``EnvSpec.client_kwargs``) are accepted. ``front_end`` and ``peer``
+        (who opened it, from where) label the session for observers.
 
         Raises:
             UnknownEnvError: not served here (with did-you-mean).
             CapacityError: the table is full.
             EnvwireError: making the env failed.
         """
-        spec = self.catalog.lookup(env_id) if env_id else None
-        if spec is not None and kwargs:
-            spec = spec.with_client_kwargs(kwargs)
-        with self._lock:
-            if self.capacity is not None and len(self._sessions) + self._opening >= self.capacity:
-                raise CapacityError(
-                    f"server is at capacity ({self.capacity} sessions); try again later"
-                )
-            self._opening += 1
+        try:
+            spec = self.catalog.lookup(env_id) if env_id else None
+            if spec is not None and kwargs:
+                spec = spec.with_client_kwargs(kwargs)
+            with self._lock:
+                open_now = len(self._sessions) + self._opening
+                if self.capacity is not None and open_now >= self.capacity:
+                    raise CapacityError(
+                        f"server is at capacity ({self.capacity} sessions); try again later"
+                    )
+                self._opening += 1
+        except EnvwireError as exc:
+            if self.observer is not None:
+                self.observer.refused(front_end, env_id, exc)
+            raise
         try:
             session = Session(
                 spec,
@@ -84,7 +97,14 @@ class SessionTable:
                 workers=min(workers, self.max_workers or workers),
                 worker_factory=self.worker_factory,
                 monitor_root=self.monitor_root,
+                observer=self.observer,
+                front_end=front_end,
+                peer=peer,
             )
+        except EnvwireError as exc:
+            if self.observer is not None:
+                self.observer.refused(front_end, env_id, exc)
+            raise
         finally:
             with self._lock:
                 self._opening -= 1

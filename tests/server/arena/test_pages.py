@@ -15,6 +15,7 @@ import envwire.arena
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
 from envwire.envs.nim import strong_move
+from tests.observe.browser import artifacts
 from tests.server.arena.conftest import ArenaServer, put
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -58,6 +59,9 @@ class Tables(HTMLParser):
         self._table: str | None = None
         self._cell: list[str] | None = None
         self._in_title = False
+        #: Inline SVG charts by id: how many of each drawn element they hold.
+        self.svgs: dict[str, dict[str, int]] = {}
+        self._svg: str | None = None
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag == "table":
@@ -69,6 +73,12 @@ class Tables(HTMLParser):
             self._cell = []
         elif tag == "script":
             self.scripts += 1
+        elif tag == "svg":
+            self._svg = dict(attrs).get("id") or ""
+            self.svgs[self._svg] = {}
+        elif self._svg is not None:
+            shapes = self.svgs[self._svg]
+            shapes[tag] = shapes.get(tag, 0) + 1
         elif tag == "title":
             self._in_title = True
 
@@ -78,6 +88,8 @@ class Tables(HTMLParser):
             self._cell = None
         elif tag == "table":
             self._table = None
+        elif tag == "svg":
+            self._svg = None
         elif tag == "title":
             self._in_title = False
 
@@ -154,12 +166,15 @@ def test_pages_in_a_browser(
     assert ranks["bob"][2] == "0.000" and ranks["bob"][4] == "yes"
     assert ranks["blocked"][6] == "blocked" and ranks["blocked"][4] == "no (0/4)"
     assert len(env.tables["runs"]) > 10
+    assert env.svgs["ratings"].get("polyline", 0) >= 2  # alice's and bob's ratings over time
 
     agent = doms["agent"]
     facts = {row[0]: row[1] for row in agent.tables["agent"][1:]}
     assert facts["rating"] == "1.000" and int(facts["finished runs"]) >= 6
     statuses = [row[1] for row in agent.tables["runs"][1:]]
     assert statuses.count("finished") == int(facts["finished runs"]) and "active" in statuses
+    assert agent.svgs["rating"].get("polyline") == 1  # her rating over her runs
+    assert agent.svgs["outcomes"].get("rect", 0) >= 1  # the outcomes of her recent runs
 
     for key in ("active", "redirect"):
         run = doms[key]
@@ -171,18 +186,25 @@ def test_pages_in_a_browser(
         assert "action 9 rejected" in messages
         facts = {row[0]: row[1] for row in run.tables["run"][1:]}
         assert facts["status"] == "active" and facts["agent"] == "alice"
+        timeline = run.svgs["timeline"]  # a bar per accepted action, a dot per message
+        assert timeline.get("rect", 0) == len(history) - 2 and timeline.get("circle", 0) >= 1
 
     assert doms["missing"].title == "404 Not Found"
 
 
-def test_a_screenshot_renders(
-    arena_server: ArenaServer, played: dict[str, str], tmp_path: Path
+@pytest.mark.parametrize(
+    ("name", "path"),
+    [("leaderboard", "env/nim"), ("agent", "agent/nim/alice"), ("run", "run/nim/{active}")],
+)
+def test_screenshots_render(
+    arena_server: ArenaServer, played: dict[str, str], tmp_path: Path, name: str, path: str
 ) -> None:
     assert CHROMIUM is not None
-    shot = tmp_path / "leaderboard.png"
+    shot = artifacts(tmp_path) / f"arena-{name}.png"
+    page = arena_server.url + "arena/" + path.format(active=played["active"])
     subprocess.run(
-        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,900",
-         f"--screenshot={shot}", arena_server.url + "arena/env/nim"],
+        [CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--window-size=1200,1400",
+         f"--screenshot={shot}", page],
         capture_output=True, timeout=90, check=True,
     )  # fmt: skip
     data = shot.read_bytes()

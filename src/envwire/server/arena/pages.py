@@ -1,8 +1,10 @@
-"""The arena's web pages, rendered on the server as plain HTML (no scripts).
+"""The arena's web pages, rendered on the server as plain HTML with inline SVG charts (no
+scripts, no CDN; :mod:`envwire.server.arena.charts`).
 
 Pure functions from store rows to HTML text; every value from the database or from agents is
-escaped. Pages: the arena envs, a leaderboard per env, an agent with its recent runs, a run with
-its full history of percepts, actions, rewards and messages.
+escaped. Pages: the arena envs; a leaderboard per env with the top agents' ratings over time; an
+agent with its rating over its runs, the outcomes of its recent runs and the runs; a run with a
+step-by-step timeline and its full history of percepts, actions, rewards and messages.
 """
 
 from __future__ import annotations
@@ -15,8 +17,10 @@ from urllib.parse import quote
 
 from envwire.arena.groups import Group
 from envwire.arena.store import AgentRow, EnvRow, MessageRow, RunRow, StepRow
+from envwire.server.arena import charts
 
 __all__ = [
+    "TOP_AGENTS",
     "agent_page",
     "env_page",
     "error_page",
@@ -27,6 +31,8 @@ __all__ = [
 ]
 
 _MAX_JSON = 2000
+#: Steps a run's timeline draws (the history table lists them all).
+_TIMELINE_STEPS = 500
 _STYLE = """
 body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:70rem;padding:0 1rem;color:#222}
 h1{font-size:1.6rem}table{border-collapse:collapse;width:100%;margin:1rem 0}
@@ -146,8 +152,18 @@ def ranked(agents: Sequence[AgentRow], objective: str, initial: float = 0.0) -> 
     return sorted(agents, key=key)
 
 
-def env_page(env: EnvRow, agents: Sequence[AgentRow], recent: Sequence[RunRow]) -> str:
-    """The leaderboard of an arena env, and its recent runs."""
+#: Agents whose rating history an env's page draws.
+TOP_AGENTS = 5
+
+
+def env_page(
+    env: EnvRow,
+    agents: Sequence[AgentRow],
+    recent: Sequence[RunRow],
+    outcomes: Sequence[tuple[str, float, float]] = (),
+) -> str:
+    """The leaderboard of an arena env, the top agents' ratings over time (from ``outcomes``:
+    (agent, end time, outcome value) of finished runs, oldest first), and its recent runs."""
     settings = env.settings
     rating_runs = settings.get("rating_runs", 50)
     objective = str(settings.get("rating_objective", "max"))
@@ -178,12 +194,28 @@ def env_page(env: EnvRow, agents: Sequence[AgentRow], recent: Sequence[RunRow]) 
         if rows
         else '<p class="muted">No agents yet.</p>'
     )
-    body = f"{about}<h2>Leaderboard</h2>{board}<h2>Recent runs</h2>"
-    return _page(env.display_name, body + _runs_table(recent, show_agent=True))
+    top = [a.name for a in ranked(agents, objective, initial)[:TOP_AGENTS]]
+    history = charts.rating_history(outcomes, int(rating_runs), initial)
+    start = min((t for points in history.values() for t, _ in points), default=0.0)
+    series = [
+        (name, [((t - start) / 60, r) for t, r in history[name]]) for name in top if name in history
+    ]
+    chart = charts.line_chart(series, css_id="ratings", x_label="minutes since the first run shown",
+                              title="ratings of the top agents over time")  # fmt: skip
+    body = f"{about}<h2>Leaderboard</h2>{board}<h2>Ratings over time (top agents)</h2>{chart}"
+    return _page(
+        env.display_name, body + "<h2>Recent runs</h2>" + _runs_table(recent, show_agent=True)
+    )
 
 
-def agent_page(env: EnvRow, agent: AgentRow, runs: Sequence[RunRow]) -> str:
-    """An agent: its rating and its recent runs."""
+def agent_page(
+    env: EnvRow,
+    agent: AgentRow,
+    runs: Sequence[RunRow],
+    outcomes: Sequence[tuple[str, float, float]] = (),
+) -> str:
+    """An agent: its rating, its rating over its runs and the outcomes of its recent runs (from
+    ``outcomes``, its finished runs oldest first), and its recent runs."""
     facts = [
         ("arena env", _link(env.display_name, "env", env.name)),
         ("rating", _e(_rating(agent.rating))),
@@ -193,8 +225,21 @@ def agent_page(env: EnvRow, agent: AgentRow, runs: Sequence[RunRow]) -> str:
         ("status", "blocked" if agent.blocked else "active"),
     ]
     table = _table(["", ""], ([_e(k), v] for k, v in facts), "agent")
+    settings = env.settings
+    initial = float(settings.get("initial_rating", 0.0))
+    history = charts.rating_history(outcomes, int(settings.get("rating_runs", 50)), initial)
+    points = [(i + 1, r) for i, (_, r) in enumerate(history.get(agent.name, []))]
+    rating = charts.line_chart([(agent.name, points)], css_id="rating", x_label="finished run",
+                               title=f"rating of {agent.name} over its runs")  # fmt: skip
+    recent = [value for _, _, value in outcomes[-50:]]
+    spread = charts.bar_chart(recent, css_id="outcomes",
+                              title="outcomes of the last 50 finished runs")  # fmt: skip
+    body = (
+        f"{table}<h2>Rating over its runs</h2>{rating}"
+        f"<h2>Outcomes of its last {len(recent)} finished runs</h2>{spread}"
+    )
     return _page(
-        f"Agent {agent.name}", f"{table}<h2>Recent runs</h2>" + _runs_table(runs, show_agent=False)
+        f"Agent {agent.name}", f"{body}<h2>Recent runs</h2>" + _runs_table(runs, show_agent=False)
     )
 
 
@@ -229,7 +274,14 @@ def run_page(
         ("started", _e(_when(run.created))),
         ("ended", _e(_when(run.ended))),
     ]
-    body = _table(["", ""], ([_e(k), v] for k, v in facts), "run") + "<h2>History</h2>"
+    body = _table(["", ""], ([_e(k), v] for k, v in facts), "run")
+    shown = steps[:_TIMELINE_STEPS]
+    line = charts.timeline(
+        [s.reward for s in shown],
+        [[m.type for m in by_act.get(i, [])] for i in range(len(shown) + 1)],
+        css_id="timeline",
+    )
+    body += f"<h2>Step by step</h2>{line}<h2>History</h2>"
     body += _table(["#", "percept", "action", "reward", "messages"], rows, "history")
     return _page(f"Run {run.id}", body)
 

@@ -202,7 +202,9 @@ class ArenaWeb:
 
         def render() -> str:
             env = self.arena.admin.env(name)
-            return pages.env_page(env, store.agents(name), store.runs(name, limit=20))
+            return pages.env_page(
+                env, store.agents(name), store.runs(name, limit=20), store.outcomes(name)
+            )
 
         return self.page(render)
 
@@ -212,7 +214,10 @@ class ArenaWeb:
 
         def render() -> str:
             env, row = self.arena.admin.env(name), self.arena.admin.agent(name, agent)
-            return pages.agent_page(env, row, self.arena.store.runs(name, agent, limit=50))
+            store = self.arena.store
+            return pages.agent_page(
+                env, row, store.runs(name, agent, limit=50), store.outcomes(name, agent)
+            )
 
         return self.page(render)
 

@@ -111,6 +111,7 @@ class GrpcFrontEnd:
 
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 50051) -> None:
         self.host, self.port = host, port
+        self.observe = server.observe
         options = server.config.options
         self.worlds = WorldTable(server.sessions, int(options.get("grpc_max_num_envs", 4096)))
         self.properties = Properties(server.catalog, self.worlds)
@@ -207,7 +208,8 @@ class _Stream:
     def __init__(self, front: GrpcFrontEnd, context: Any) -> None:
         self.front = front
         self.context = context
-        self.conn = Connection(abort=self._abort)
+        peer = getattr(context, "peer", None)
+        self.conn = Connection(abort=self._abort, peer=str(peer() or "") if peer else "")
         self.last_active = time.monotonic()
         self.busy = False
         self._ending = self._ended = False
@@ -227,6 +229,7 @@ class _Stream:
                 conn.phase = after
             return response
         except EnvwireError as exc:
+            self.front.observe.error("dm_env_rpc", exc)
             if not exc.remote:
                 log.warning("world %s: %s", conn.world_name or "-", exc)
             return dmenvrpc.error_response(exc)

@@ -50,10 +50,12 @@ class Connection:
     Args:
         abort: called (from any thread) when the connection must be dropped at once, e.g.
             because the env it was stepping hung.
+        peer: the client's address (gRPC's ``context.peer()``).
     """
 
-    def __init__(self, abort: Callable[[], None] = lambda: None) -> None:
+    def __init__(self, abort: Callable[[], None] = lambda: None, peer: str = "") -> None:
         self.abort = abort
+        self.peer = peer
         self.phase = Phase.UNJOINED
         self.world: World | None = None
         self.created: set[str] = set()

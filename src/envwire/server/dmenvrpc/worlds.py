@@ -76,7 +76,9 @@ class WorldTable:
         """
         vector = _vector_options(settings, self.max_num_envs)
         kwargs = settings.get("kwargs")
-        session = self.sessions.open(settings["env"], kwargs=kwargs, **vector)
+        session = self.sessions.open(
+            settings["env"], kwargs=kwargs, front_end="dm_env_rpc", peer=creator.peer, **vector
+        )
         try:
             if vector:
                 kind: type[World] = VectorWorld

@@ -104,6 +104,13 @@ _DEFAULTS: dict[str, float | None] = {
 }
 
 
+def _address(peer: Any) -> str:
+    """A socket peer as ``host:port``."""
+    if isinstance(peer, tuple) and len(peer) >= 2:
+        return f"{peer[0]}:{peer[1]}"
+    return str(peer)
+
+
 def _seconds(options: dict[str, Any], key: str) -> float | None:
     value = options.get(key, _DEFAULTS[key])
     if value is None or value is False:
@@ -299,7 +306,7 @@ class _Connection:
             max_queued=self.front.max_queued,
         )
         try:
-            self.record = service.open(env_id, "ws")
+            self.record = service.open(env_id, "ws", peer=_address(self.peer))
         except EnvwireError as exc:
             self._refuse(exc, endpoint)
             return

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
-from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
+from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError, InvalidArgumentError
 from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     BodyError,
@@ -40,7 +40,7 @@ from envwire.protocols.openenv import (
 )
 from envwire.server.openenv import openapi
 from envwire.server.openenv.bindings import ActionRejected
-from envwire.server.openenv.service import OpenEnvService, Record
+from envwire.server.openenv.service import FRONT_END, OpenEnvService, Record
 
 __all__ = ["ENDPOINTS", "HEADER", "COOKIE", "Router", "error_response", "split_path"]
 
@@ -129,8 +129,10 @@ class Router:
             service.lookup(env_id)
             return self._dispatch(request, env_id, endpoint, prefix, on_hang)
         except BodyError as exc:
+            service.server.observe.error(FRONT_END, InvalidArgumentError(str(exc.detail)), env_id)
             return json_response(exc.status, dumps({"detail": exc.detail}))
         except EnvwireError as exc:
+            service.server.observe.error(FRONT_END, exc, env_id)
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
 
     def _dispatch(

@@ -48,7 +48,10 @@ from envwire.session import Session
 if TYPE_CHECKING:
     from envwire.server.app import Server
 
-__all__ = ["OpenEnvService", "Record"]
+__all__ = ["FRONT_END", "OpenEnvService", "Record"]
+
+#: The ``front_end`` label of the sessions this front end opens.
+FRONT_END = "openenv"
 
 log = logging.getLogger("envwire.openenv")
 
@@ -117,13 +120,14 @@ class OpenEnvService:
 
     # -- records --------------------------------------------------------------------------
 
-    def open(self, env_id: str, kind: Kind) -> Record:
-        """A new record for ``env_id`` (HTTP and MCP records get a token).
+    def open(self, env_id: str, kind: Kind, peer: str = "") -> Record:
+        """A new record for ``env_id`` (HTTP and MCP records get a token); ``peer`` is the
+        client's address.
 
         Raises:
             UnknownEnvError, CapacityError, EnvwireError: as the session table raises.
         """
-        session = self.table.open(env_id)
+        session = self.table.open(env_id, front_end=FRONT_END, peer=peer)
         try:
             binding = self._binding_from(session)
         except BaseException:
@@ -194,7 +198,7 @@ class OpenEnvService:
         if binding is not None:
             return binding
         self.catalog.lookup(env_id)
-        session = self.table.open(env_id)
+        session = self.table.open(env_id, front_end=FRONT_END)
         try:
             return self._binding_from(session)
         finally:

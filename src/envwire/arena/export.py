@@ -1,0 +1,86 @@
+"""``envwire arena export ENV DIR``: an arena env's finished runs as a Minari dataset (needs the
+``minari`` extra), in the format ``envwire serve --record`` writes.
+
+The database keeps each run's seed and accepted actions; each run is replayed in a fresh env
+(the arena's own replay, which relies on the env being deterministic given its seed) and the
+episode written to the dataset ``arena/<env>-v0`` under DIR. Abandoned runs are not whole
+episodes and are left out.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from pathlib import Path
+from typing import Any
+
+from envwire import messages as m
+from envwire import spacecodec
+from envwire.arena.admin import resolve_spec
+from envwire.arena.errors import NotFoundError
+from envwire.arena.settings import ArenaSettings
+from envwire.arena.store import Store
+from envwire.errors import ConfigError
+from envwire.observe.episodes import Episode, EpisodeTap
+from envwire.registry import Catalog
+from envwire.session import Session, WorkerFactory
+
+__all__ = ["export_runs"]
+
+
+def _writer(root: Path) -> Any:
+    try:  # minari is an optional extra
+        datasets = importlib.import_module("envwire.observe.datasets")
+    except ImportError as exc:
+        raise ConfigError(
+            f"exporting needs the minari extra (pip install 'envwire[minari]'): {exc}"
+        ) from exc
+    return datasets.DatasetWriter(root)
+
+
+def export_runs(
+    store: Store,
+    env_name: str,
+    root: str | Path,
+    *,
+    worker_factory: WorkerFactory,
+    catalog: Catalog | None = None,
+    limit: int = 10_000,
+) -> int:
+    """Write the newest ``limit`` finished runs of arena env ``env_name`` as episodes of the
+    dataset ``arena/<env_name>-v0`` under ``root``; return how many were written.
+
+    Raises:
+        NotFoundError: no such arena env.
+        ConfigError: the minari extra is missing, or Minari cannot store the env's spaces.
+        EnvwireError: replaying a run failed.
+    """
+    env = store.env(env_name)
+    if env is None:
+        raise NotFoundError(f"no arena env {env_name!r}")
+    settings = ArenaSettings.build(env.settings)
+    spec = resolve_spec(env.env_id, catalog, settings.kwargs)
+    writer = _writer(Path(root))
+    written: list[Episode] = []
+    try:
+        runs = [r for r in store.runs(env_name, finished=True, limit=limit) if r.how == "done"]
+        for run in reversed(runs):  # oldest first
+            session = Session(spec, worker_factory=worker_factory)
+            try:
+                if not writer.supports(session.observation_space, session.action_space):
+                    raise ConfigError(f"Minari cannot store the spaces of {env.env_id}")
+                finished: list[Episode] = []
+                session.tap = EpisodeTap(session, finished.append, lambda env, why: None)
+                session.handle(m.Reset(seed=run.seed))
+                for text in store.actions(run.id):
+                    action = spacecodec.from_json(session.action_space, json.loads(text))
+                    session.handle(m.Step(action))
+            finally:
+                session.close()
+            for episode in finished:
+                episode.env_id = f"arena/{env_name}"
+                if writer.write(episode):
+                    written.append(episode)
+    finally:
+        writer.close()
+    return len(written)

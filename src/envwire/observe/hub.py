@@ -1,0 +1,149 @@
+"""The one observer a server gives its session table and its arena: it forwards every session
+event to the metrics, the live activity (dashboard and event log) and, when recording is on,
+the episode recorder, so every front end's sessions are seen the same way."""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any
+
+from envwire import messages as m
+from envwire.errors import ConfigError, EnvwireError
+from envwire.observe.episodes import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_EPISODE_BYTES,
+    DEFAULT_MAX_EPISODE_STEPS,
+    DEFAULT_QUEUE_SIZE,
+)
+from envwire.observe.live import Activity
+from envwire.observe.metrics import Metrics
+from envwire.session import Session, SessionObserver, SessionTap
+
+__all__ = ["Observability", "RecordSettings"]
+
+
+@dataclass(frozen=True)
+class RecordSettings:
+    """What to record and where (``envwire serve --record DIR``, ``record = true``).
+
+    Attributes:
+        root: the recording directory: one Minari dataset per env id.
+        everything: record every env (``--record``); else only ``envs``.
+        envs: env ids whose ``[[env]]`` table says ``record = true``.
+        fraction: the share of sessions recorded (``--record-fraction``).
+        frames: keep rendered frames (``--record-frames``).
+        max_bytes: bytes the directory may hold (``--record-max-bytes``; default 1 GiB).
+        queue_size: finished episodes waiting for the writer (default 64).
+        max_episode_steps: longest episode recorded (default 100 000 steps).
+        max_episode_bytes: largest episode gathered in memory (default 256 MiB).
+    """
+
+    root: str
+    everything: bool = True
+    envs: frozenset[str] = frozenset()
+    fraction: float = 1.0
+    frames: bool = False
+    max_bytes: int = DEFAULT_MAX_BYTES
+    queue_size: int = DEFAULT_QUEUE_SIZE
+    max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
+    max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES
+
+
+class _FanOut:
+    """Forwards a session's events to several taps."""
+
+    __slots__ = ("handlers", "taps")
+
+    def __init__(self, taps: tuple[SessionTap, ...]) -> None:
+        self.taps = taps
+        self.handlers = tuple(tap.handled for tap in taps)  # bound once: the step path
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        for handled in self.handlers:
+            handled(request, reply, seconds)
+
+    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
+        for tap in self.taps:
+            tap.failed(request, error, seconds)
+
+    def closed(self) -> None:
+        for tap in self.taps:
+            tap.closed()
+
+
+class Observability:
+    """Metrics, live activity and (optionally) recording, as one session observer.
+
+    Args:
+        record: what to record, or None to record nothing.
+
+    Raises:
+        ConfigError: recording is asked for but the ``minari`` extra is not installed, or a
+            setting is out of range.
+    """
+
+    def __init__(self, record: RecordSettings | None = None) -> None:
+        self.metrics = Metrics()
+        self.activity = Activity()
+        self.recorder = self._recorder(record) if record is not None else None
+        recorder = self.recorder
+        self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity) + (
+            (recorder,) if recorder is not None else ()
+        )
+
+    def _recorder(self, record: RecordSettings) -> Any:
+        try:  # minari is an optional extra: import it only when recording is on
+            module = importlib.import_module("envwire.observe.recorder")
+        except ImportError as exc:
+            raise ConfigError(
+                f"recording needs the minari extra (pip install 'envwire[minari]'): {exc}"
+            ) from exc
+        try:
+            return module.Recorder(
+                record.root,
+                everything=record.everything,
+                envs=record.envs,
+                fraction=record.fraction,
+                frames=record.frames,
+                max_bytes=record.max_bytes,
+                queue_size=record.queue_size,
+                max_episode_steps=record.max_episode_steps,
+                max_episode_bytes=record.max_episode_bytes,
+                on_written=self.metrics.recorded_one,
+                on_drop=self.metrics.dropped_one,
+            )
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"cannot record to {record.root}: {exc}") from exc
+
+    def opened(self, session: Session) -> SessionTap:
+        """Every observer's tap for the session, as one."""
+        taps = tuple(o.opened(session) for o in self._observers)
+        return _FanOut(tuple(t for t in taps if t is not None))
+
+    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Tell every observer of a session that could not be opened."""
+        for observer in self._observers:
+            observer.refused(front_end, env_id, error)
+
+    def error(self, front_end: str, error: EnvwireError, env_id: str = "") -> None:
+        """An error a front end answered: counted and shown once (one a session raised, or a
+        refused session, was seen already; a malformed message was not)."""
+        if error.observed:
+            return
+        self.metrics.error(front_end, error)
+        self.activity.note_error(front_end, env_id, error)
+
+    def arena_acted(self, env: str, actions: int) -> None:
+        """Count actions sent to an arena env."""
+        self.metrics.arena_acted(env, actions)
+
+    def start(self) -> None:
+        """Start the background sampling of the live activity."""
+        self.activity.start()
+
+    def close(self) -> None:
+        """Stop sampling; write the recorder's queued episodes."""
+        self.activity.stop()
+        if self.recorder is not None:
+            self.recorder.close()

@@ -1,0 +1,230 @@
+"""What is happening now: the open sessions, recent throughput, errors and env crashes (for the
+dashboard), and the session events the log records.
+
+Everything kept is bounded: the live table holds the open sessions (which the server's capacity
+bounds), throughput history ``HISTORY`` samples per served env, and the last ``RECENT`` errors
+and crashes.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from envwire import messages as m
+from envwire.errors import EnvwireError
+from envwire.observe.metrics import crash_reason
+from envwire.session import Session
+
+__all__ = ["HISTORY", "RECENT", "Activity"]
+
+events = logging.getLogger("envwire.events")
+
+#: Throughput samples kept per env (one per ``interval``: 5 minutes at 2 s).
+HISTORY = 150
+#: Recent errors and crashes kept.
+RECENT = 50
+
+
+class _LiveTap:
+    """One session as the dashboard and the log see it."""
+
+    def __init__(self, activity: Activity, session: Session) -> None:
+        self.activity = activity
+        self.session = session
+        self.opened = time.time()
+        self.returns = np.zeros(session.num_envs)
+        self.lengths = np.zeros(session.num_envs, dtype=np.int64)
+        self.vector = session.autoreset_mode is not None
+        self.episode_return, self.episode_length = 0.0, 0  # a one-env session's
+        self.episodes = 0
+        self.last_return: float | None = None
+        self.rate = 0.0
+        self._sample = (time.monotonic(), 0)
+        self.fields = {
+            "front_end": session.front_end,
+            "session": session.id,
+            "env": session.env_id,
+            "peer": session.peer,
+        }
+        self._event("session_opened", "session opened")
+
+    def _event(self, event: str, message: str, level: int = logging.INFO, **extra: Any) -> None:
+        if events.isEnabledFor(level):
+            events.log(level, "%s: %s", message, self.session.env_id,
+                       extra={"event": event, **self.fields, **extra})  # fmt: skip
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        if type(reply) is m.StepReply:  # the hot path: plain floats, no numpy
+            self.episode_return += reply.reward
+            self.episode_length += 1
+            if reply.terminated or reply.truncated:
+                self.returns[0], self.lengths[0] = self.episode_return, self.episode_length
+                self.episode_return, self.episode_length = 0.0, 0
+                self._ended(0)
+        elif isinstance(reply, m.VectorStepReply):
+            self.returns += reply.rewards
+            self.lengths += 1
+            done = np.logical_or(reply.terminations, reply.truncations)
+            for i in np.flatnonzero(done):
+                self._ended(int(i))
+        elif isinstance(reply, m.ResetReply):
+            self.returns[:] = 0
+            self.lengths[:] = 0
+            self.episode_return, self.episode_length = 0.0, 0
+
+    def _ended(self, i: int) -> None:
+        episode_return, length = float(self.returns[i]), int(self.lengths[i])
+        self.returns[i] = 0
+        # NextStep: the copy's next step is its reset, which Gymnasium counts in no episode.
+        self.lengths[i] = -1 if self.session.autoreset_mode == "NextStep" else 0
+        self.episodes += 1
+        self.last_return = episode_return
+        extra: dict[str, Any] = {"episode_return": episode_return, "length": length}
+        if self.vector:
+            extra["copy"] = i
+        self._event("episode_ended", "episode ended", **extra)
+
+    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
+        self.activity.note_error(self.session.front_end, self.session.env_id, error)
+        level = logging.INFO if error.remote else logging.WARNING
+        self._event("error", f"error {error.code} ({error})", level, code=error.code)
+
+    def closed(self) -> None:
+        self.activity.forget(self)
+        self._event(
+            "session_closed",
+            "session closed",
+            steps=self.session.total_steps,
+            episodes=self.episodes,
+        )
+
+    def row(self, now: float) -> dict[str, Any]:
+        """The session as a dashboard row."""
+        session = self.session
+        return {
+            "id": session.id[:8],
+            "front_end": session.front_end,
+            "env": session.env_id,
+            "peer": session.peer,
+            "age": round(now - self.opened, 1),
+            "steps": session.total_steps,
+            "episodes": self.episodes,
+            "last_return": self.last_return,
+            "steps_per_second": round(self.rate, 1),
+        }
+
+
+class Activity:
+    """The live picture of a server, and the session events of its log.
+
+    A :class:`~envwire.session.SessionObserver`. :meth:`sample` (called every ``interval``
+    seconds by :meth:`start`'s thread) records each env's steps per second.
+    """
+
+    def __init__(self, interval: float = 2.0) -> None:
+        self.interval = interval
+        self._taps: dict[str, _LiveTap] = {}
+        self._lock = threading.Lock()
+        self.history: deque[tuple[float, dict[str, float]]] = deque(maxlen=HISTORY)
+        self.errors: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self.crashes: deque[dict[str, Any]] = deque(maxlen=RECENT)
+        self._closed_steps: dict[str, int] = {}  # steps of closed sessions, per env
+        self._last_totals: dict[str, int] = {}
+        self._last_time = time.monotonic()
+        self._stop = threading.Event()
+
+    def opened(self, session: Session) -> _LiveTap:
+        """Add the session to the live table."""
+        tap = _LiveTap(self, session)
+        with self._lock:
+            self._taps[session.id] = tap
+        return tap
+
+    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Note a session that could not be opened."""
+        self.note_error(front_end, env_id, error)
+        events.info(
+            "session refused: %s",
+            error,
+            extra={"event": "session_refused", "front_end": front_end, "code": error.code},
+        )
+
+    def forget(self, tap: _LiveTap) -> None:
+        """A session closed: drop it from the table, keep its steps in the env's total."""
+        env = tap.session.env_id
+        with self._lock:
+            if self._taps.pop(tap.session.id, None) is not None:
+                self._closed_steps[env] = self._closed_steps.get(env, 0) + tap.session.total_steps
+
+    def note_error(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Keep an error (and a crash, when it is the env's) for the dashboard."""
+        entry = {
+            "time": time.time(),
+            "front_end": front_end,
+            "env": env_id,
+            "code": error.code,
+            "message": str(error)[:300],
+        }
+        self.errors.append(entry)
+        reason = crash_reason(error)
+        if reason is not None:
+            self.crashes.append({**entry, "reason": reason})
+
+    def _totals(self) -> dict[str, int]:
+        with self._lock:
+            totals = dict(self._closed_steps)
+            taps = list(self._taps.values())
+        for tap in taps:
+            env = tap.session.env_id
+            totals[env] = totals.get(env, 0) + tap.session.total_steps
+        return totals
+
+    def sample(self) -> None:
+        """Record each env's and each session's steps per second since the last sample."""
+        now = time.monotonic()
+        elapsed = max(now - self._last_time, 1e-6)
+        totals = self._totals()
+        rates = {
+            env: max(0.0, (steps - self._last_totals.get(env, 0)) / elapsed)
+            for env, steps in totals.items()
+        }
+        self._last_totals, self._last_time = totals, now
+        self.history.append((time.time(), rates))
+        with self._lock:
+            taps = list(self._taps.values())
+        for tap in taps:
+            then, steps = tap._sample
+            tap.rate = (tap.session.total_steps - steps) / max(now - then, 1e-6)
+            tap._sample = (now, tap.session.total_steps)
+
+    def start(self) -> None:
+        """Sample every ``interval`` seconds on a thread of its own until :meth:`stop`."""
+
+        def run() -> None:
+            while not self._stop.wait(self.interval):
+                self.sample()
+
+        threading.Thread(target=run, name="envwire-activity", daemon=True).start()
+
+    def stop(self) -> None:
+        """Stop sampling."""
+        self._stop.set()
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything the dashboard shows, JSON-able."""
+        now = time.time()
+        with self._lock:
+            taps = list(self._taps.values())
+        return {
+            "time": now,
+            "sessions": [tap.row(now) for tap in taps],
+            "throughput": [{"time": t, "rates": rates} for t, rates in self.history],
+            "errors": list(self.errors)[::-1],
+            "crashes": list(self.crashes)[::-1],
+        }

@@ -1,0 +1,122 @@
+"""Recording served episodes as Minari datasets (``envwire serve --record DIR``; needs the
+``minari`` extra): a session observer whose taps gather episodes
+(:mod:`envwire.observe.episodes`) and hand them to a :class:`~envwire.observe.datasets.
+DatasetWriter`."""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Collection
+from pathlib import Path
+from typing import Any
+
+from envwire.errors import EnvwireError
+from envwire.observe.datasets import DatasetWriter, list_episodes, load_episode
+from envwire.observe.episodes import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_EPISODE_BYTES,
+    DEFAULT_MAX_EPISODE_STEPS,
+    DEFAULT_QUEUE_SIZE,
+    EpisodeTap,
+)
+from envwire.session import Session
+
+__all__ = ["Recorder"]
+
+log = logging.getLogger("envwire.record")
+
+
+class Recorder:
+    """Records the episodes of the sessions it is told of.
+
+    Args:
+        root: the recording directory (one Minari dataset per env id).
+        everything: record every env; else only ``envs``.
+        envs: env ids to record when ``everything`` is False (``record = true`` tables).
+        fraction: the share of sessions recorded (each session drawn at random).
+        frames: keep rendered frames (in each step's ``infos["render"]``).
+        max_bytes, queue_size: the writer's bounds (see :class:`DatasetWriter`).
+        max_episode_steps: longest episode recorded, in steps.
+        max_episode_bytes: largest episode gathered in memory, in bytes.
+        on_written, on_drop: told of each episode written or dropped (metrics).
+    """
+
+    def __init__(
+        self,
+        root: str | Path,
+        *,
+        everything: bool = True,
+        envs: Collection[str] = (),
+        fraction: float = 1.0,
+        frames: bool = False,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        queue_size: int = DEFAULT_QUEUE_SIZE,
+        max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
+        max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES,
+        on_written: Callable[[str], None] = lambda env: None,
+        on_drop: Callable[[str, str], None] = lambda env, reason: None,
+    ) -> None:
+        if not 0.0 <= fraction <= 1.0:
+            raise ValueError(f"record fraction must be within 0..1, got {fraction}")
+        self.root = Path(root)
+        self.everything = everything
+        self.envs = frozenset(envs)
+        self.fraction = fraction
+        self.frames = frames
+        self.max_episode_steps = max_episode_steps
+        self.max_episode_bytes = max_episode_bytes
+        self.on_drop = on_drop
+        self.writer = DatasetWriter(
+            root,
+            on_written=on_written,
+            on_drop=on_drop,
+            queue_size=queue_size,
+            max_bytes=max_bytes,
+        )
+        self._supported: dict[str, bool] = {}
+
+    def wants(self, session: Session) -> bool:
+        """Whether the session's episodes are to be recorded."""
+        env = session.env_id
+        if not env or not (self.everything or env in self.envs):
+            return False
+        if self.fraction < 1.0 and random.random() >= self.fraction:
+            return False
+        supported = self._supported.get(env)
+        if supported is None:
+            supported = DatasetWriter.supports(session.observation_space, session.action_space)
+            self._supported[env] = supported
+            if not supported:
+                log.warning(
+                    "%s: Minari cannot store its spaces; its episodes are not recorded", env
+                )
+        return supported
+
+    def opened(self, session: Session) -> Any:
+        """A tap gathering the session's episodes, or None when it is not recorded."""
+        if not self.wants(session):
+            return None
+        return EpisodeTap(
+            session,
+            self.writer.offer,
+            self.on_drop,
+            frames=self.frames,
+            max_steps=self.max_episode_steps,
+            max_bytes=self.max_episode_bytes,
+        )
+
+    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Nothing to record."""
+
+    def episodes(self) -> dict[str, list[dict[str, Any]]]:
+        """The recorded episodes, per dataset id (see :func:`list_episodes`)."""
+        return list_episodes(self.root)
+
+    def episode(self, dataset: str, number: int) -> dict[str, Any]:
+        """One recorded episode (see :func:`load_episode`; raises KeyError)."""
+        return load_episode(self.root, dataset, number)
+
+    def close(self) -> None:
+        """Write the queued episodes, then stop the writer."""
+        self.writer.close()

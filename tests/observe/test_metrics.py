@@ -1,0 +1,200 @@
+"""Metrics move as scripted clients step through every front end; scrapes parse with
+prometheus-client's own parser."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import requests
+
+import envwire
+from envwire.server.app import Server
+from tests.observe.conftest import scrape, start, url, value
+from tests.server.arena.conftest import make_db
+
+CART = "CartPole-v1"
+
+
+def _play(env: envwire.RemoteEnv, steps: int) -> int:
+    """Reset with seed 0 and take ``steps`` steps (resetting at episode ends); episodes ended."""
+    env.reset(seed=0)
+    ended = 0
+    for _ in range(steps):
+        _, _, terminated, truncated, _ = env.step(0)
+        if terminated or truncated:
+            ended += 1
+            env.reset()
+    return ended
+
+
+def _step_until_error(env: envwire.RemoteEnv, limit: int = 10) -> Exception | None:
+    """Step with sampled actions until the env fails; the error (None if it never did)."""
+    for _ in range(limit):
+        try:
+            env.step(env.action_space.sample())
+        except Exception as exc:
+            return exc
+    return None
+
+
+def _until(check: object, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "condition not met in time"
+        time.sleep(0.05)
+
+
+@pytest.mark.parametrize(
+    ("front_end", "label", "path"),
+    [
+        ("gym-socket", "gym-socket", CART),
+        ("http", "openenv", f"envs/{CART}"),
+        ("grpc", "dm_env_rpc", CART),
+    ],
+)
+def test_steps_sessions_and_episodes_are_counted_per_front_end(
+    server: Server, front_end: str, label: str, path: str
+) -> None:
+    metrics = url(server, "http", "metrics")
+    address = url(server, front_end, path)
+    if front_end == "http":
+        address = "ws" + address[4:]
+    env = envwire.make(address)
+    try:
+        ended = _play(env, 30)  # CartPole pushed left falls within 30 steps
+        open_now = scrape(metrics)
+        labels = {"front_end": label, "env": CART}
+        assert value(open_now, "envwire_sessions", **labels) == 1
+        assert value(open_now, "envwire_sessions_opened_total", **labels) >= 1
+        assert value(open_now, "envwire_steps_total", **labels) == 30
+        assert ended >= 1
+        assert value(open_now, "envwire_episodes_total", env=CART) == ended
+        step = {"front_end": label, "kind": "step"}
+        assert value(open_now, "envwire_requests_total", **step) == 30
+        assert value(open_now, "envwire_request_seconds_count", **step) == 30
+        assert value(open_now, "envwire_request_seconds_bucket", **step, le="+Inf") == 30
+        assert value(open_now, "envwire_request_seconds_sum", **step) > 0
+        assert value(open_now, "envwire_requests_total", front_end=label, kind="reset") >= 1
+    finally:
+        env.close()
+    _until(lambda: value(scrape(metrics), "envwire_sessions", **labels) == 0)
+
+
+def test_a_vector_step_counts_every_copy(server: Server) -> None:
+    vec = envwire.make_vec(url(server, "gym-socket", CART), 3)
+    try:
+        vec.reset(seed=0)
+        for _ in range(5):
+            vec.step(np.zeros(3, dtype=np.int64))
+    finally:
+        vec.close()
+    samples = scrape(url(server, "http", "metrics"))
+    assert value(samples, "envwire_steps_total", front_end="gym-socket", env=CART) == 15
+    assert value(samples, "envwire_requests_total", front_end="gym-socket", kind="step") == 5
+
+
+def test_errors_and_env_crashes_are_counted(server: Server) -> None:
+    env = envwire.make(url(server, "gym-socket", CART))
+    try:
+        env.reset(seed=0)
+        with pytest.raises(envwire.EnvwireError):
+            env.step(7)  # not in Discrete(2)
+    finally:
+        env.close()
+    for front_end, failing in (("gym-socket", "test/Raise-v0"), ("grpc", "test/Crash-v0")):
+        env = envwire.make(url(server, front_end, failing))
+        try:
+            env.reset(seed=0)
+            assert isinstance(_step_until_error(env), envwire.EnvwireError)
+        finally:
+            env.close()
+    with pytest.raises(envwire.EnvwireError):
+        envwire.make(url(server, "gym-socket", "NoSuchEnv-v0"))
+    samples = scrape(url(server, "http", "metrics"))
+    assert (
+        value(samples, "envwire_errors_total", front_end="gym-socket", code="invalid_action") == 1
+    )
+    assert value(samples, "envwire_errors_total", front_end="gym-socket", code="env_error") == 1
+    assert value(samples, "envwire_errors_total", front_end="gym-socket", code="unknown_env") == 1
+    assert value(samples, "envwire_env_crashes_total", env="test/Raise-v0", reason="exception") == 1
+    assert value(samples, "envwire_env_crashes_total", env="test/Crash-v0", reason="crash") == 1
+    assert value(samples, "envwire_errors_total", front_end="dm_env_rpc", code="env_crashed") == 1
+
+
+def test_labels_stay_bounded(server: Server) -> None:
+    """No session ids, peers or client-chosen names become label values."""
+    for name in ("Nope-v0", "Nada-v1", "x" * 40):
+        with pytest.raises(envwire.EnvwireError):
+            envwire.make(url(server, "gym-socket", name))
+    env = envwire.make(url(server, "gym-socket", CART))
+    env.close()
+    samples = scrape(url(server, "http", "metrics"))
+    envwire_labels = {
+        (k, v) for (name, labels), _ in samples.items() if name.startswith("envwire_")
+        for k, v in labels
+    }  # fmt: skip
+    assert {v for k, v in envwire_labels if k == "env"} <= {CART, "test/Raise-v0", ""}
+    assert not {k for k, _ in envwire_labels} - {"front_end", "env", "kind", "code", "reason", "le"}
+
+
+def test_the_process_collector_is_exported(server: Server) -> None:
+    samples = scrape(url(server, "http", "metrics"))
+    assert value(samples, "process_cpu_seconds_total") > 0
+    assert value(samples, "process_resident_memory_bytes") > 0
+
+
+def test_standalone_metrics_listener_when_http_is_off(tmp_path: Path) -> None:
+    running = start(ports={"gym-socket": 0, "http": None, "grpc": None, "metrics": 0})
+    try:
+        assert "http" not in running.addresses
+        env = envwire.make(url(running, "gym-socket", CART))
+        try:
+            _play(env, 4)
+        finally:
+            env.close()
+        host, port = running.addresses["metrics"]
+        samples = scrape(f"http://{host}:{port}/metrics")
+        assert value(samples, "envwire_steps_total", front_end="gym-socket", env=CART) == 4
+    finally:
+        running.shutdown()
+
+
+def test_arena_actions_and_sessions_are_counted(tmp_path: Path) -> None:
+    db = tmp_path / "arena.sqlite3"
+    _, configs = make_db(db)
+    running = start(ports={"gym-socket": None, "http": 0, "grpc": None},
+                    options={"arena_db": str(db)})  # fmt: skip
+    try:
+        config = configs["dave"]  # plays "cart" (CartPole-v1)
+        act = url(running, "http", "act/cart")
+        body = {"protocol_version": 1, "agent": "dave", "pwd": config["pwd"]}
+        reply = requests.put(act, json=body, timeout=30).json()
+        actions = [{"run": r["run"], "act_no": r["act_no"], "action": 0}
+                   for r in reply["action_requests"]]  # fmt: skip
+        assert actions
+        reply = requests.put(act, json={**body, "actions": actions}, timeout=30)
+        assert reply.status_code == 200, reply.text
+        samples = scrape(url(running, "http", "metrics"))
+        assert value(samples, "envwire_arena_actions_total", env="cart") == len(actions)
+        assert value(samples, "envwire_sessions_opened_total", front_end="arena", env=CART) >= 1
+        assert value(samples, "envwire_steps_total", front_end="arena", env=CART) >= len(actions)
+    finally:
+        running.shutdown()
+
+
+def test_front_end_errors_are_counted_once(server: Server) -> None:
+    """Errors a session raised and errors the front end found itself, each counted once."""
+    base = url(server, "http", f"envs/{CART}")
+    reset = requests.post(f"{base}/reset", json={"seed": 0}, timeout=30)
+    session = {"envwire-session": reset.headers["envwire-session"]}
+    bad_action = requests.post(f"{base}/step", json={"action": {"action": 7}}, headers=session,
+                               timeout=30)  # fmt: skip
+    assert bad_action.status_code == 422
+    malformed = requests.post(f"{base}/step", data=b"{not json", headers=session, timeout=30)
+    assert malformed.status_code == 422
+    samples = scrape(url(server, "http", "metrics"))
+    assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_action") == 1
+    assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_argument") == 1
