@@ -10,7 +10,7 @@ too) measures:
   the price of envwire's checks and worlds;
 - envwire's client (``envwire.make("grpc://...")``) one step at a time, and pipelined with
   ``step_async``/``step_wait`` and ``window`` steps in flight (the official clients cannot
-  pipeline), both against the official ``Connection`` on envwire (target: 2x). Pipelined steps
+  pipeline), both against the official ``Connection`` on envwire (target: 1.5x). Pipelined steps
   that land after the end of an episode are refused by the client and not counted;
 - a vector world of N = 256 copies (``envwire.make_vec("grpc://...", 256)``) against Gymnasium's
   in-process ``SyncVectorEnv`` of 256 copies (target: 0.9), with the server's copies in one
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import subprocess
 import sys
 import time
@@ -43,7 +42,7 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 import envwire
 from envwire.errors import StateError
 from envwire.testing import ServerProcess
-from harness import Result, Settings, machine, median, print_table, rate
+from harness import Result, Settings, alternate, compare, machine, median, print_table, rate
 
 __all__ = [
     "ReferenceProcess",
@@ -284,18 +283,13 @@ def bench_grpc_cases(settings: Settings, *, window: int = 16, n: int = 256) -> l
             batched_name: lambda: batched_rate(url, n, s),
             split_name: lambda: batched_rate(url, n, s, workers=2),
         }
-        rounds = [
-            {name: measure() for name, measure in cases.items()} for _ in range(settings.runs)
-        ]
+        values = alternate(cases, settings.runs)
     results = []
     for name in cases:
-        value = statistics.median(r[name] for r in rounds)
-        base = baselines.get(name)
-        ratio = statistics.median(r[name] / r[base] for r in rounds) if base else None
         notes = {"window": window} if name == pipelined_name else {}
         notes |= {"workers": 2} if name == split_name else {}
-        target = {pipelined_name: 2.0, batched_name: 0.9}.get(name)
-        results.append(Result(name, value, baseline=base, ratio=ratio, target=target, notes=notes))
+        target = {pipelined_name: 1.5, batched_name: 0.9, official_name: 0.95}.get(name)
+        results.append(compare(values, name, baselines.get(name), target=target, notes=notes))
     return results
 
 
@@ -330,7 +324,7 @@ def bench_adaptors(settings: Settings) -> list[Result]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--seconds", type=float, default=3.0)
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--window", type=int, default=16, help="pipelined steps in flight")
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run)")
     parser.add_argument("--json", help="also write the report here")

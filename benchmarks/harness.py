@@ -1,5 +1,6 @@
-"""What every benchmark shares: results and settings, a rate meter, the raw TCP echo baseline,
-the machine's description, the report table, and payload sizes taken from the codecs.
+"""What every benchmark shares: results and settings, a rate meter, alternating rounds, the
+plain TCP loop baseline, the machine's description, the report table, and payload sizes taken
+from the codecs.
 
 Every figure a benchmark reports is a :class:`Result`, compared (``ratio``) to a baseline
 measured in the same run: the machines these run on are shared and noisy.
@@ -13,6 +14,7 @@ import os
 import platform
 import socket
 import statistics
+import struct
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -30,6 +32,8 @@ __all__ = [
     "Progress",
     "Result",
     "Settings",
+    "alternate",
+    "compare",
     "echo_rate",
     "gym_socket_step_bytes",
     "machine",
@@ -51,6 +55,9 @@ class Result:
     ratio: float | None = None
     target: float | None = None
     notes: dict[str, Any] = field(default_factory=dict)
+    #: The lowest and highest of the rounds' ratios (or values, for a figure without a
+    #: baseline), when the figure comes from :func:`alternate`.
+    spread: tuple[float, float] | None = None
 
 
 def rate(call: Callable[[], Any], seconds: float, warmup: int = 50) -> float:
@@ -67,19 +74,42 @@ def rate(call: Callable[[], Any], seconds: float, warmup: int = 50) -> float:
             return count / (now - start)
 
 
+_SIZES = struct.Struct("<II")
+
+
+def _read_exactly(sock: socket.socket, view: memoryview) -> bool:
+    """Fill ``view`` from ``sock``; False at EOF."""
+    got, size = 0, len(view)
+    while got < size:
+        n = sock.recv_into(view[got:])
+        if not n:
+            return False
+        got += n
+    return True
+
+
 def _echo_main(conn: Any) -> None:
+    """The echo process: per connection, an 8-byte opening (request size, reply size), then
+    for each request of that size one reply of that size."""
     listener = socket.create_server(("127.0.0.1", 0))
     conn.send(listener.getsockname()[1])
     while True:
         client, _ = listener.accept()
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        while data := client.recv(1 << 20):
-            client.sendall(data)
+        opening = bytearray(_SIZES.size)
+        if _read_exactly(client, memoryview(opening)):
+            request, reply = _SIZES.unpack(opening)
+            answer = b"x" * reply
+            buffer = memoryview(bytearray(max(request, 1)))[:request]
+            while _read_exactly(client, buffer):
+                client.sendall(answer)
         client.close()
 
 
 class EchoServer:
-    """A blocking Python TCP echo server in its own process: the physical baseline."""
+    """The physical baseline: the fastest plain blocking Python loop that answers a request
+    of one size with a reply of another (``recv_into`` a preallocated buffer, one ``sendall``
+    of a prebuilt reply), in its own process, one connection at a time."""
 
     def __enter__(self) -> EchoServer:
         parent, child = multiprocessing.Pipe()
@@ -97,18 +127,19 @@ class EchoServer:
 
 
 def echo_rate(port: int, request_bytes: int, reply_bytes: int, seconds: float) -> float:
-    """Round trips/s sending ``request_bytes`` and reading ``reply_bytes`` back (the echo
-    returns what it gets, so each direction carries the larger of the two)."""
-    size = max(request_bytes, reply_bytes)
-    payload = b"x" * size
+    """Round trips/s of a plain blocking client against :class:`EchoServer`: each sends
+    ``request_bytes`` (one ``sendall``) and reads ``reply_bytes`` back (``recv_into`` a
+    preallocated buffer, once when the reply arrives whole)."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.sendall(_SIZES.pack(request_bytes, reply_bytes))
+    payload = b"x" * request_bytes
+    buffer = memoryview(bytearray(reply_bytes))
 
     def once() -> None:
         sock.sendall(payload)
-        got = 0
-        while got < size:
-            got += len(sock.recv(1 << 20))
+        if not _read_exactly(sock, buffer):
+            raise ConnectionError("the echo server closed the connection")
 
     try:
         return rate(once, seconds)
@@ -121,7 +152,7 @@ class Settings:
     """How long and how big the suite runs."""
 
     seconds: float = 2.0
-    runs: int = 3
+    runs: int = 5
     sizes: Sequence[int] = (1, 16, 64, 256, 1024)
     idle_sessions: int = 2000
 
@@ -143,6 +174,43 @@ def parse_settings(
 def median(settings: Settings, measure: Callable[[], float]) -> float:
     """The median of ``settings.runs`` measurements."""
     return statistics.median(measure() for _ in range(settings.runs))
+
+
+def alternate(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+    """Each case's measurements over ``rounds`` rounds, every round measuring every case once
+    in turn, so that a figure and its baseline are always measured minutes apart at most."""
+    values: dict[str, list[float]] = {name: [] for name in cases}
+    for _ in range(rounds):
+        for name, measure in cases.items():
+            values[name].append(measure())
+    return values
+
+
+def compare(
+    values: dict[str, list[float]],
+    name: str,
+    baseline: str | None = None,
+    *,
+    unit: str = "steps/s",
+    target: float | None = None,
+    notes: dict[str, Any] | None = None,
+) -> Result:
+    """A figure from :func:`alternate`'s rounds: the median over the rounds; beside a
+    baseline, the ratio is the median of the rounds' own ratios, and the spread their range."""
+    mine = values[name]
+    if baseline is None:
+        return Result(name, statistics.median(mine), unit, spread=(min(mine), max(mine)))
+    ratios = [a / b for a, b in zip(mine, values[baseline], strict=True)]
+    return Result(
+        name,
+        statistics.median(mine),
+        unit,
+        baseline=baseline,
+        ratio=statistics.median(ratios),
+        target=target,
+        notes=(notes or {}) | {"rounds": mine, "baseline_rounds": values[baseline]},
+        spread=(min(ratios), max(ratios)),
+    )
 
 
 class Progress:
@@ -178,14 +246,16 @@ def print_table(report: dict[str, Any]) -> None:
     """The report as a table on stdout."""
     rows = report["results"]
     width = max(len(r["name"]) for r in rows)
-    print(f"{'case':<{width}}  {'value':>14}  {'ratio':>6}  {'target':>6}")
+    print(f"{'case':<{width}}  {'value':>14}  {'ratio':>6}  {'spread':>11}  {'target':>6}")
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] is not None else ""
+        low, high = r.get("spread") or (None, None)
+        spread = f"{low:.2f}-{high:.2f}" if r["ratio"] is not None and low is not None else ""
         target = f">={r['target']:.2f}" if r["target"] is not None else ""
         value = f"{r['value']:,.1f} {r['unit'].split('/')[0] if r['unit'] == 'KiB' else ''}"
         if r["unit"] != "KiB":
             value = f"{r['value']:,.0f}/s"
-        print(f"{r['name']:<{width}}  {value:>14}  {ratio:>6}  {target:>6}")
+        print(f"{r['name']:<{width}}  {value:>14}  {ratio:>6}  {spread:>11}  {target:>6}")
     machine = report["machine"]
     print(f"machine: {machine['cpus']} cores, {machine['processor']}, Python {machine['python']}")
 

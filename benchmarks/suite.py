@@ -2,13 +2,16 @@
 
 Run ``python benchmarks/suite.py [--quick] [--seconds S] [--runs R] [--json FILE]``: a progress
 bar on stderr, a table on stdout, and a JSON report (the machine, every rate and every ratio).
+Figures and their baselines are measured in ``--runs`` alternating rounds
+(:func:`harness.alternate`); a ratio is the median of the rounds' ratios, printed with their spread.
 
 Cases (each a rate in steps/s, env steps for batched cases):
 
-- ``echo``: a raw blocking Python TCP echo, for each payload size a case below carries (sizes
-  taken from the gym-socket codec, see :func:`harness.gym_socket_step_bytes`);
-- ``gym-socket``: one client stepping CartPole one step at a time (inline and in a worker
-  process);
+- ``echo``: a plain blocking Python TCP loop (:class:`harness.EchoServer`) carrying exactly the
+  request and reply bytes of a case below (sizes from the gym-socket codec, see
+  :func:`harness.gym_socket_step_bytes`);
+- ``gym-socket``: one client stepping CartPole one step at a time, on the extended path and on
+  the seed's JSON path (flags 0), each beside the echo of its own bytes, and in a worker process;
 - ``batched``: ``make_vec`` CartPole at N = 1, 16, 64, 256, 1024, beside Gymnasium's
   in-process ``SyncVectorEnv`` with the same N;
 - ``frames``: 84x84x4 uint8 observations, beside an echo of the same bytes;
@@ -34,6 +37,8 @@ import numpy as np
 import envwire
 from bench_dmenvrpc import bench_grpc_cases
 from bench_openenv import bench_openenv_cases
+from envwire.client.gymsocket import DEFAULT_FLAGS
+from envwire.protocols.gymsocket import Flags
 from envwire.testing import ServerProcess
 from envwire.testing.envs import FramesEnv
 from harness import (
@@ -41,10 +46,11 @@ from harness import (
     Progress,
     Result,
     Settings,
+    alternate,
+    compare,
     echo_rate,
     gym_socket_step_bytes,
     machine,
-    median,
     print_table,
     rate,
 )
@@ -69,53 +75,67 @@ def _step_loop(env: Any) -> Callable[[], Any]:
     return one
 
 
+def _remote_rate(env: Any, seconds: float) -> Callable[[], float]:
+    step = _step_loop(env)
+    return lambda: rate(step, seconds)
+
+
+def _echo(echo: EchoServer, sizes: tuple[int, int], seconds: float) -> Callable[[], float]:
+    return lambda: echo_rate(echo.port, *sizes, seconds)
+
+
 def bench_gym_socket(settings: Settings, server: Any, echo: EchoServer) -> list[Result]:
-    """One client stepping CartPole, beside the echo of the same payload."""
-
-    def ours(env_id: str) -> Callable[[], float]:
-        def measure() -> float:
-            env = envwire.make(server.url("gym-socket", env_id))
-            env.reset(seed=0)
-            try:
-                return rate(_step_loop(env), settings.seconds)
-            finally:
-                env.close()
-
-        return measure
-
-    echo_name = "echo: TCP round trip, CartPole step size"
-    sizes = gym_socket_step_bytes(gymnasium.make("CartPole-v1"))
-    baseline = median(settings, lambda: echo_rate(echo.port, *sizes, settings.seconds))
-    inline = median(settings, ours("CartPole-v1"))
-    results = [
-        Result(echo_name, baseline, "round trips/s"),
-        Result(
-            "gym-socket: CartPole, one step at a time",
-            inline,
-            baseline=echo_name,
-            ratio=inline / baseline,
-            target=2 / 3,
-        ),
-    ]
+    """One client stepping CartPole, on envwire's extended path (raw tensors) and on the
+    seed's JSON path (flags 0), each beside the echo of its own step's bytes, in rounds."""
+    s = settings.seconds
+    cartpole = gymnasium.make("CartPole-v1")
+    names = {
+        "extended": "gym-socket: CartPole one step, extended path",
+        "seed": "gym-socket: CartPole one step, seed JSON path (flags 0)",
+        "process": "gym-socket: CartPole in a worker process, extended path",
+    }
+    echoes = {
+        "extended": "echo: CartPole step bytes, extended path",
+        "seed": "echo: CartPole step bytes, seed JSON path",
+    }
+    envs = {
+        "extended": envwire.make(server.url("gym-socket", "CartPole-v1")),
+        "seed": envwire.make(server.url("gym-socket", "CartPole-v1"), flags=Flags(0)),
+    }
     if "process/CartPole-v1" in getattr(server, "env_ids", ()):
-        process = median(settings, ours("process/CartPole-v1"))
-        results.append(
-            Result(
-                "gym-socket: CartPole in a worker process",
-                process,
-                baseline=echo_name,
-                ratio=process / baseline,
-            )
-        )
+        envs["process"] = envwire.make(server.url("gym-socket", "process/CartPole-v1"))
+    cases: dict[str, Callable[[], float]] = {}
+    sizes: dict[str, tuple[int, int]] = {}
+    for path, flags in (("extended", DEFAULT_FLAGS), ("seed", Flags(0))):
+        sizes[path] = gym_socket_step_bytes(cartpole, flags)
+        cases[echoes[path]] = _echo(echo, sizes[path], s)
+        cases[names[path]] = _remote_rate(envs[path], s)
+    if "process" in envs:
+        cases[names["process"]] = _remote_rate(envs["process"], s)
+    for path, env in envs.items():
+        env.reset(seed=None if path == "seed" else 0)  # the seed's Reset takes no seed
+    try:
+        values = alternate(cases, settings.runs)
+    finally:
+        for env in envs.values():
+            env.close()
+    results = []
+    for path in ("extended", "seed"):
+        request, reply = sizes[path]
+        notes = {"request_bytes": request, "reply_bytes": reply}
+        results.append(compare(values, echoes[path], unit="round trips/s", notes=notes))
+        results.append(compare(values, names[path], echoes[path], target=0.4, notes=notes))
+    if "process" in envs:
+        results.append(compare(values, names["process"], echoes["extended"]))
     return results
 
 
-def _stepper(env: Any, actions: Any, seconds: float) -> Callable[[], float]:
-    return lambda: rate(lambda: env.step(actions), seconds)
+def _stepper(env: Any, actions: Any, seconds: float, n: int) -> Callable[[], float]:
+    return lambda: n * rate(lambda: env.step(actions), seconds)
 
 
 def bench_batched(settings: Settings, server: Any, progress: Progress) -> list[Result]:
-    """make_vec CartPole at each N beside in-process SyncVectorEnv."""
+    """make_vec CartPole at each N beside in-process SyncVectorEnv, in alternating rounds."""
     results = []
     for n in settings.sizes:
         actions = np.zeros(n, np.int64)
@@ -123,45 +143,44 @@ def bench_batched(settings: Settings, server: Any, progress: Progress) -> list[R
         local.reset(seed=0)
         remote = envwire.make_vec(server.url("gym-socket", "CartPole-v1"), n)
         remote.reset(seed=0)
+        base, ours = f"in-process SyncVectorEnv N={n}", f"gym-socket batched N={n}"
         try:
-            base = n * median(settings, _stepper(local, actions, settings.seconds))
-            ours = n * median(settings, _stepper(remote, actions, settings.seconds))
+            values = alternate(
+                {
+                    base: _stepper(local, actions, settings.seconds, n),
+                    ours: _stepper(remote, actions, settings.seconds, n),
+                },
+                settings.runs,
+            )
         finally:
             remote.close()
             local.close()
-        results.append(Result(f"in-process SyncVectorEnv N={n}", base))
-        results.append(
-            Result(
-                f"gym-socket batched N={n}",
-                ours,
-                baseline=f"in-process SyncVectorEnv N={n}",
-                ratio=ours / base,
-                target=0.9 if n == 256 else None,
-            )
-        )
+        results.append(compare(values, base))
+        results.append(compare(values, ours, base, target=0.9 if n == 256 else None))
         progress.step(f"batched N={n}")
     return results
 
 
 def bench_frames(settings: Settings, server: Any, echo: EchoServer) -> list[Result]:
-    """84x84x4 uint8 observations beside an echo of the same bytes."""
-    request, reply = gym_socket_step_bytes(FramesEnv())
+    """84x84x4 uint8 observations beside an echo of the same bytes, in alternating rounds."""
+    sizes = gym_socket_step_bytes(FramesEnv())
     env = envwire.make(server.url("gym-socket", "bench/Frames-v0"))
     env.reset(seed=0)
+    base, ours = "echo: 84x84x4 frame step bytes", "gym-socket: 84x84x4 uint8 frames"
     try:
-        ours = median(settings, lambda: rate(_step_loop(env), settings.seconds))
+        values = alternate(
+            {
+                base: _echo(echo, sizes, settings.seconds),
+                ours: _remote_rate(env, settings.seconds),
+            },
+            settings.runs,
+        )
     finally:
         env.close()
-    base = median(settings, lambda: echo_rate(echo.port, request, reply, settings.seconds))
+    notes = {"request_bytes": sizes[0], "reply_bytes": sizes[1]}
     return [
-        Result("echo: TCP round trip, 84x84x4 frame size", base, "round trips/s"),
-        Result(
-            "gym-socket: 84x84x4 uint8 frames",
-            ours,
-            baseline="echo: TCP round trip, 84x84x4 frame size",
-            ratio=ours / base,
-            target=0.8,
-        ),
+        compare(values, base, unit="round trips/s", notes=notes),
+        compare(values, ours, base, target=0.8, notes=notes),
     ]
 
 
@@ -257,7 +276,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: short, small, 1 run")
     parser.add_argument("--seconds", type=float, default=2.0, help="seconds per measurement")
-    parser.add_argument("--runs", type=int, default=3, help="measurements per figure (median)")
+    parser.add_argument(
+        "--runs", type=int, default=5, help="alternating rounds per figure (the median counts)"
+    )
     parser.add_argument("--json", default="envwire-bench.json", help="where to write the report")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = parser.parse_args()

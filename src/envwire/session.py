@@ -210,6 +210,7 @@ class Session:
         self.worker: Worker | None = None
         self.action_space: Any = None
         self.observation_space: Any = None
+        self._check_action: Callable[[Any], None] = lambda action: None
         if spec is None:
             self.state = State.NO_ENV
             return
@@ -217,6 +218,18 @@ class Session:
         self._start_worker()
         if observer is not None:
             self.tap = observer.opened(self)
+
+    @property
+    def state(self) -> State:
+        """Where the session is in its life."""
+        return self._state
+
+    @state.setter
+    def state(self, state: State) -> None:
+        # The requests the state allows are looked up here, once per change, rather than on
+        # every request: hashing an Enum member runs Python code.
+        self._state = state
+        self._allowed = ALLOWED[state]
 
     @property
     def env_id(self) -> str:
@@ -241,6 +254,9 @@ class Session:
         self.action_space, self.observation_space = self._call("spaces")
         if self.autoreset_mode is not None:
             self.batch_action_space = batch_space(self.action_space, self.num_envs)
+            self._check_action = spacecodec.checker(self.batch_action_space, what="actions")
+        else:
+            self._check_action = spacecodec.checker(self.action_space)
 
     def _call(self, method: str, *args: Any) -> Any:
         assert self.spec is not None and self.worker is not None
@@ -282,7 +298,7 @@ class Session:
             return reply
 
     def _handle(self, request: m.Request) -> m.Reply:
-        if type(request) not in ALLOWED[self.state]:
+        if type(request) not in self._allowed:
             raise StateError(self._refusal(request))
         self.last_active = time.monotonic()
         match request:
@@ -374,7 +390,7 @@ class Session:
     def _step(self, action: Any) -> m.StepReply | m.VectorStepReply:
         if self.autoreset_mode is not None:
             return self._step_vector(action)
-        spacecodec.check(self.action_space, action)
+        self._check_action(action)
         try:
             obs, reward, terminated, truncated, info = self._call("step", action)
         except EnvError:
@@ -389,7 +405,7 @@ class Session:
         return m.StepReply(obs, reward, terminated, truncated, info)
 
     def _step_vector(self, actions: Any) -> m.VectorStepReply:
-        spacecodec.check(self.batch_action_space, actions, what="actions")
+        self._check_action(actions)
         try:
             obs, rewards, terminations, truncations, infos = self._call("step", actions)
         except EnvError:

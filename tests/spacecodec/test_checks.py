@@ -94,3 +94,30 @@ def test_is_uint8_array_space() -> None:
     assert spacecodec.is_uint8_array_space(spaces.Box(0, 255, (2, 2), np.uint8))
     assert not spacecodec.is_uint8_array_space(spaces.Box(0, 255, (2, 2), np.int16))
     assert not spacecodec.is_uint8_array_space(spaces.MultiBinary(3))
+
+
+_CHECKER_CASES = [
+    (spaces.Discrete(3), [0, 2, np.int64(1), 3, -1, True, 1.0, np.int32(1), 2**70, "1", None]),
+    (spaces.Discrete(4, start=-2), [-2, 1, 2, -3, np.int64(-1)]),
+    (spaces.Discrete(2, dtype=np.int8), [np.int8(1), 1, 300, np.int64(1)]),
+    (spaces.Box(-1, 1, (2,)), [np.zeros(2, np.float32), np.full(2, 2.0), [0, 0], "x"]),
+]
+
+
+@pytest.mark.parametrize(("space", "values"), _CHECKER_CASES)
+def test_checker_agrees_with_check(space: spaces.Space[Any], values: list[Any]) -> None:
+    """The per-space checker a session builds once accepts and refuses exactly what
+    ``check`` does, with the same message."""
+    one = spacecodec.checker(space, what="thing")
+    for value in values:
+        try:
+            check(space, value, what="thing")
+            expected = None
+        except InvalidActionError as exc:
+            expected = str(exc)
+        if expected is None:
+            one(value)
+        else:
+            with pytest.raises(InvalidActionError) as got:
+                one(value)
+            assert str(got.value) == expected

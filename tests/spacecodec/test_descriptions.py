@@ -23,6 +23,7 @@ def test_public_exports() -> None:
             "Arrays",
             "Style",
             "check",
+            "checker",
             "describe",
             "from_description",
             "from_json",

@@ -62,6 +62,8 @@ class GymSocketTransport:
         except OSError as exc:
             raise TransportError(f"cannot connect to gym-socket://{host}:{port}: {exc}") from exc
         configure_stream(self._sock, timeout)
+        # Replies are read into one buffer for the connection's life: no allocation per recv.
+        self._inbox = memoryview(bytearray(_RECV))
         if vector is not None:
             flags |= Flags.VECTOR
         self._codec = ClientConnection(flags)
@@ -137,19 +139,19 @@ class GymSocketTransport:
             if event is not NEED_DATA:
                 break
             try:
-                data = self._sock.recv(_RECV)
+                size = self._sock.recv_into(self._inbox)
             except (TimeoutError, BlockingIOError):
                 raise TransportError(
                     f"gym-socket://{self._where()}: no reply within {self.timeout:g} s"
                 ) from None
             except OSError as exc:
                 raise TransportError(f"gym-socket://{self._where()}: {exc}") from exc
-            if not data:
+            if not size:
                 raise TransportError(
                     f"gym-socket://{self._where()} closed the connection (the server drops "
                     "connections whose env hung, and flags-0 connections on any error)"
                 )
-            codec.receive_data(data)
+            codec.receive_data(self._inbox[:size])
         if isinstance(event, EnvwireError):
             raise event
         return event  # type: ignore[return-value]

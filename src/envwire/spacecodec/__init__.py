@@ -20,7 +20,7 @@ space is an :class:`~envwire.errors.InvalidActionError`; a space class envwire c
 a :class:`~envwire.errors.ConfigError`. See ``docs/spaces.md`` for the wire forms.
 """
 
-from envwire.spacecodec.checks import check
+from envwire.spacecodec.checks import check, checker
 from envwire.spacecodec.descriptions import Style, describe
 from envwire.spacecodec.read import from_description
 from envwire.spacecodec.samples import Arrays, from_json, is_uint8_array_space, to_json
@@ -29,6 +29,7 @@ __all__ = [
     "Arrays",
     "Style",
     "check",
+    "checker",
     "describe",
     "from_description",
     "from_json",

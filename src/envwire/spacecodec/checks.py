@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -12,7 +13,7 @@ from envwire.errors import InvalidActionError, InvalidArgumentError
 from envwire.spacecodec._common import _cap, _int_limits, _show, _space_repr
 from envwire.spacecodec._structure import _pairs, _unstack
 
-__all__ = ["check"]
+__all__ = ["check", "checker"]
 
 
 def check(space: spaces.Space[Any], value: Any, *, what: str = "action") -> None:
@@ -34,6 +35,31 @@ def check(space: spaces.Space[Any], value: Any, *, what: str = "action") -> None
     problem = _problem(space, value, what)
     if problem is not None:
         raise InvalidActionError(_cap(problem))
+
+
+def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[Any], None]:
+    """:func:`check` for one space, with what can be worked out once done once: a session
+    checks every action against the same space, so a ``Discrete`` space's bounds are settled
+    here and the common value (an ``int`` or a scalar of the space's dtype) costs a type test
+    and a range test.
+
+    Returns:
+        A callable that raises :class:`InvalidActionError` exactly when :func:`check` would.
+    """
+    if not isinstance(space, spaces.Discrete):
+        return functools.partial(check, space, what=what)
+    lo, hi = _int_limits(space.dtype)
+    start = int(space.start)
+    low, high = max(start, lo), min(start + int(space.n) - 1, hi)
+    scalar = space.dtype.type
+
+    def check_discrete(value: Any) -> None:
+        kind = type(value)
+        if (kind is scalar or kind is int) and low <= value <= high:
+            return
+        check(space, value, what=what)
+
+    return check_discrete
 
 
 def _not_in(space: spaces.Space[Any], value: Any, what: str) -> str:

@@ -70,6 +70,9 @@ def from_json(space: spaces.Space[Any], value: Any) -> Any:
             (membership is :func:`check`'s job); the message says what was expected and what came.
         ConfigError: the space class is not one envwire knows.
     """
+    if type(space) is spaces.Box:  # the common observation space: no dispatch needed
+        assert space.shape is not None
+        return _decode_array(value, space.dtype, space.shape, "")
     try:
         return _decode(space, value, "")
     except RecursionError:

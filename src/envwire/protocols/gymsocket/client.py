@@ -22,6 +22,7 @@ from envwire.protocols.gymsocket.wire import (
     ACT_JSON,
     CODE_BY_DTYPE,
     F64,
+    MAX_FIELD,
     OBS_BYTES,
     OBS_JSON,
     OBS_TENSOR,
@@ -166,21 +167,23 @@ class ClientConnection(Side):
         return event  # type: ignore[no-any-return]
 
     def _parse_step_ex(self) -> tuple[Any, int] | None:
-        """The common case, parsed in one go: an OK extended step reply with a tensor."""
+        """The common case, parsed in one go: an OK extended step reply with an array."""
         data = self._buf.data
-        if not self._errors or len(data) < 6 or data[0] != STATUS_OK or data[1] != OBS_TENSOR:
+        if not self._errors or len(data) < 6 or data[0] != STATUS_OK:
             return None
-        size = U32.unpack_from(data, 2)[0]
-        tail = 6 + size
+        if data[1] not in (OBS_TENSOR, OBS_BYTES):
+            return None
+        got = self._read_array(data[1], 2)
+        if got is None:
+            return None
+        obs, tail = got
         if len(data) < tail + 14:
             return None
         reward, terminated, truncated, info_size = STEP_EX_TAIL_INFO.unpack_from(data, tail)
         end = tail + 14 + info_size
         if len(data) < end:
             return None
-        obs = unpack_tensor(bytes(data[6:tail]))[0]
-        info_raw = data[tail + 14 : end]
-        info = infojson.loads(bytes(info_raw))
+        info = infojson.loads(bytes(data[tail + 14 : end]))
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
     def _parse_reply(self, expect: Packet | str) -> tuple[Any, int] | None:
@@ -295,29 +298,42 @@ class ClientConnection(Side):
 
     def _read_observation(self, pos: int) -> tuple[Any, int] | None:
         kind = self._buf.u8(pos)
+        if kind in (OBS_TENSOR, OBS_BYTES):
+            return self._read_array(kind, pos + 1)
         got = self._buf.field(pos + 1) if kind is not None else None
         if kind is None or got is None:
             return None
         raw, end = got
         if kind == OBS_JSON:
             return spacecodec.from_json(self.observation_space, safejson.loads(raw)), end
-        if kind == OBS_BYTES:
-            ndim = U32.unpack_from(raw, 0)[0] if len(raw) >= 4 else None
-            if ndim is None or ndim > 32 or len(raw) < 4 + 4 * ndim:
-                raise ProtocolError(
-                    f"byte list observation of {len(raw)} bytes has no whole header"
-                )
-            shape = struct.unpack_from(f"<{ndim}I", raw, 4)
-            size = len(raw) - 4 - 4 * ndim
-            if math.prod(shape) != size:
-                raise ProtocolError(
-                    f"byte list observation of shape {list(shape)} has {size} bytes"
-                )
-            data = np.frombuffer(raw, np.uint8, offset=4 + 4 * ndim).reshape(shape).copy()
-            return data, end
-        if kind == OBS_TENSOR:
-            return unpack_tensor(raw)[0], end
         raise ProtocolError(f"unknown observation type {kind}")
+
+    def _read_array(self, kind: int, pos: int) -> tuple[Any, int] | None:
+        """A tensor or byte-list field at ``pos``, read in place from the receive buffer: the
+        array's bytes are copied once, into the (writable) array returned."""
+        data = self._buf.data
+        if len(data) < pos + 4:
+            return None
+        size = U32.unpack_from(data, pos)[0]
+        if size > MAX_FIELD:
+            raise ProtocolError(f"field of {size} bytes exceeds the {MAX_FIELD}-byte limit")
+        start, end = pos + 4, pos + 4 + size
+        if len(data) < end:
+            return None
+        if kind == OBS_TENSOR:
+            array, stop = unpack_tensor(data, start)
+            if stop != end:
+                raise ProtocolError(f"tensor of {stop - start} bytes in a field of {size}")
+            return array, end
+        ndim = U32.unpack_from(data, start)[0] if size >= 4 else None
+        if ndim is None or ndim > 32 or size < 4 + 4 * ndim:
+            raise ProtocolError(f"byte list observation of {size} bytes has no whole header")
+        shape = struct.unpack_from(f"<{ndim}I", data, start + 4)
+        count = size - 4 - 4 * ndim
+        if math.prod(shape) != count:
+            raise ProtocolError(f"byte list observation of shape {list(shape)} has {count} bytes")
+        array = np.frombuffer(data, np.uint8, count, start + 4 + 4 * ndim).reshape(shape)
+        return array.copy(), end
 
 
 def _remote_error(message: str, code: str | None = None) -> EnvwireError:

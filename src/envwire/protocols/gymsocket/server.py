@@ -8,10 +8,13 @@ the connection (``docs/gym-socket.md``, "Limits"). JSON fields may nest at most
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections import deque
 from typing import Any, Final
 
 import numpy as np
+from gymnasium.spaces import Box
 
 from envwire import messages as m
 from envwire import safejson, spacecodec
@@ -20,10 +23,12 @@ from envwire.protocols.gymsocket.wire import (
     ACT_JSON,
     ACT_TENSOR,
     CODE_BY_DTYPE,
+    EMPTY_INFO,
     F64,
     KNOWN_FLAGS,
     MAX_MONITOR_DIR,
     MONITOR_LAYOUTS,
+    OBS_BYTES,
     STEP_EX_TAIL,
     U32,
     Flags,
@@ -91,6 +96,12 @@ class ServerConnection(Side):
         self.monitor_layout = monitor_layout
         self._pending: deque[Packet | None] = deque()  # one entry per request awaiting a reply
         self._monitor_replies: deque[bool] = deque()  # per waiting Monitor: answered by a string?
+        self._json_box = False
+
+    def set_spaces(self, action_space: Any, observation_space: Any) -> None:
+        """Tell the codec the env's spaces (needed to decode actions/observations)."""
+        super().set_spaces(action_space, observation_space)
+        self._json_box = type(observation_space) is Box and observation_space.dtype.kind in "iuf"
 
     def next_event(self) -> Handshake | m.Request | Invalid | NeedData:
         """The next complete event.
@@ -303,13 +314,19 @@ class ServerConnection(Side):
         """
         packet = self._pending[0]
         if packet is Packet.STEP_EX and type(reply) is m.StepReply:
-            body: bytes | None = (
-                self._observation(reply.observation)
-                + STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
-                + info_field(reply.info, self._extended)
+            # The hot path: the observation's bytes are copied once, by this join.
+            info = reply.info
+            joined = b"".join(
+                (
+                    b"\x00" if self._errors else b"",
+                    *self._observation_parts(reply.observation),
+                    STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated),
+                    info_field(info, self._extended) if info else EMPTY_INFO,
+                )
             )
-        else:
-            body = self._reply_body(packet, reply)
+            self._pending.popleft()
+            return joined
+        body = self._reply_body(packet, reply)
         self._pending.popleft()
         if self._errors:
             return b"\x00" + body if body is not None else b"\x00"
@@ -342,14 +359,10 @@ class ServerConnection(Side):
             case Packet.RESET_EX, m.ResetReply(observation=obs, info=info):
                 return self._observation(obs) + info_field(info, self._extended)
             case Packet.STEP, m.StepReply() as r:
-                return b"".join(
-                    (
-                        self._observation(r.observation),
-                        F64.pack(r.reward),
-                        b"\x01" if r.done else b"\x00",
-                        info_field(r.info, self._extended),
-                    )
-                )
+                parts = self._observation_parts(r.observation)
+                parts += (F64.pack(r.reward), b"\x01" if r.done else b"\x00")
+                parts.append(info_field(r.info, self._extended))
+                return b"".join(parts)
             case Packet.STEP_EX, m.StepReply() as r:
                 return b"".join(
                     (
@@ -392,14 +405,30 @@ class ServerConnection(Side):
         return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))
 
     def _observation(self, obs: Any) -> bytes:
-        if isinstance(obs, np.ndarray):
+        return b"".join(self._observation_parts(obs))
+
+    def _observation_parts(self, obs: Any) -> list[Any]:
+        """An observation as buffers to join: a header, then (for arrays) the array's own
+        memory, so that its bytes are copied once, by whoever joins or sends them."""
+        if type(obs) is np.ndarray:
             if obs.dtype == np.uint8:
                 data = np.ascontiguousarray(obs)
-                dims = b"".join(U32.pack(n) for n in data.shape)
-                return b"\x01" + pack_field(U32.pack(data.ndim) + dims + data.tobytes())
+                size = 4 + 4 * data.ndim + data.nbytes
+                header = _byte_list_header(data.ndim).pack(OBS_BYTES, size, data.ndim, *data.shape)
+                return [header, data.reshape(-1).data]
             if self._extended and obs.dtype in CODE_BY_DTYPE:
-                return b"\x02" + pack_field(pack_tensor(obs))
-        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))
+                return [b"\x02" + pack_field(pack_tensor(obs))]
+            if self._json_box and obs.dtype == self.observation_space.dtype:
+                # What spacecodec.to_json writes for a Box sample of its own dtype, without
+                # the dispatch on the space: the seed's JSON path runs this every step.
+                return [b"\x00" + pack_field(json_bytes(obs.tolist()))]
+        return [b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))]
+
+
+@functools.lru_cache(maxsize=64)
+def _byte_list_header(ndim: int) -> struct.Struct:
+    """Kind 1 (a byte list), the field's length, ndim, the dims: what precedes the bytes."""
+    return struct.Struct(f"<BII{ndim}I")
 
 
 _VECTOR_PACKETS = frozenset({Packet.VECTOR_RESET, Packet.VECTOR_STEP})

@@ -144,8 +144,13 @@ class Invalid:
 json_default = infojson.plain_default
 
 
+# One encoder for the process (it holds no per-call state): json.dumps with options builds a
+# new one per call, and the seed's JSON path encodes every observation.
+_ENCODER = json.JSONEncoder(separators=(",", ":"), default=json_default)
+
+
 def json_bytes(value: Any) -> bytes:
-    return json.dumps(value, separators=(",", ":"), default=json_default).encode()
+    return _ENCODER.encode(value).encode()
 
 
 def pack_field(data: bytes) -> bytes:
@@ -252,7 +257,7 @@ class Side:
         # Discrete(int64) actions are by far the most common: they skip the JSON machinery.
         self._int_actions = isinstance(action_space, Discrete) and action_space.dtype == np.int64
 
-    def receive_data(self, data: bytes) -> None:
+    def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feed bytes from the peer; ``b""`` means the peer closed its side."""
         if data:
             self._buf.data += data
@@ -305,7 +310,7 @@ def pack_tensor(array: np.ndarray[Any, Any]) -> bytes:
     return TENSOR_HEADERS[array.ndim].pack(code, array.ndim, *array.shape) + array.tobytes()
 
 
-def unpack_tensor(raw: bytes, pos: int = 0) -> tuple[np.ndarray[Any, Any], int]:
+def unpack_tensor(raw: bytes | bytearray, pos: int = 0) -> tuple[np.ndarray[Any, Any], int]:
     """The inverse of :func:`pack_tensor`: (a writable array, end offset)."""
     if len(raw) < pos + 5:
         raise ProtocolError("tensor header is truncated")
