@@ -13,7 +13,9 @@ then measures, every figure beside a baseline of the same run:
   ``SyncVectorEnv`` with the same N (in a full run also N = 64 and 1024, to show where the
   batch amortizes the actor call).
 
-Each figure is the median of ``--runs`` rounds in which the cases of one comparison take turns.
+Each figure is the median of ``--runs`` rounds in which the cases of one comparison take turns
+(``harness.alternate``); a ratio is the median of the rounds' own ratios, printed with their
+spread.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import functools
 import multiprocessing
 import multiprocessing.connection
-import statistics
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -30,9 +31,18 @@ import numpy as np
 
 import envwire
 from envwire.testing import ServerProcess
-from harness import Result, Settings, machine, parse_settings, print_table, rate
+from harness import (
+    Result,
+    Settings,
+    alternate,
+    compare,
+    machine,
+    parse_settings,
+    print_table,
+    rate,
+)
 
-__all__ = ["alternating", "bench_batched_ray", "bench_call_cost", "bench_one_step_ray", "main"]
+__all__ = ["bench_batched_ray", "bench_call_cost", "bench_one_step_ray", "main"]
 
 #: Served by the benchmark's server: CartPole in Ray actors and in worker processes.
 ENVS = ("ray/CartPole-v1=CartPole-v1@ray", "process/CartPole-v1=CartPole-v1@process")
@@ -51,15 +61,8 @@ class _Echo:
         return value
 
 
-def alternating(settings: Settings, cases: dict[str, Callable[[], float]]) -> dict[str, float]:
-    """The median rate of each case over ``settings.runs`` rounds, the cases taking turns in
-    each round: on a shared machine the load swings between rounds, so each case sees the same
-    swings rather than one of them catching a quiet minute."""
-    rounds: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(settings.runs):
-        for name, measure in cases.items():
-            rounds[name].append(measure())
-    return {name: statistics.median(values) for name, values in rounds.items()}
+PIPE = "pipe round trip to a child process (@process's floor)"
+ACTOR_CALL = "no-op Ray actor call (@ray's floor)"
 
 
 def bench_call_cost(settings: Settings) -> list[Result]:
@@ -77,33 +80,26 @@ def bench_call_cost(settings: Settings) -> list[Result]:
         parent.send(b"x")
         parent.recv()
 
+    def call_once() -> None:
+        ray.get(actor.ping.remote(b"x"), timeout=30)
+
     try:
-        ray.get(actor.ping.remote(b"x"), timeout=60)
-        got = alternating(
-            settings,
+        call_once()
+        got = alternate(
             {
-                "pipe": lambda: rate(pipe_once, settings.seconds),
-                "ray": lambda: rate(
-                    lambda: ray.get(actor.ping.remote(b"x"), timeout=30), settings.seconds
-                ),
+                PIPE: functools.partial(rate, pipe_once, settings.seconds),
+                ACTOR_CALL: functools.partial(rate, call_once, settings.seconds),
             },
+            settings.runs,
         )
     finally:
         process.kill()
         process.join(5)
         ray.kill(actor)
-    pipe, call = got["pipe"], got["ray"]
-    return [
-        Result("pipe round trip to a child process (@process's floor)", pipe, "calls/s"),
-        Result(
-            "no-op Ray actor call (@ray's floor)",
-            call,
-            "calls/s",
-            baseline="pipe round trip",
-            ratio=call / pipe,
-            notes={"actor call ms": 1000 / call, "pipe round trip ms": 1000 / pipe},
-        ),
-    ]
+    pipe = compare(got, PIPE, unit="calls/s")
+    call = compare(got, ACTOR_CALL, PIPE, unit="calls/s")
+    call.notes |= {"actor call ms": 1000 / call.value, "pipe round trip ms": 1000 / pipe.value}
+    return [pipe, call]
 
 
 def _one_step(env: Any) -> Callable[[], None]:
@@ -119,28 +115,26 @@ def bench_one_step_ray(settings: Settings, server: ServerProcess) -> list[Result
     """CartPole one step at a time over gym-socket: a Ray actor beside a worker process."""
     envs: dict[str, Any] = {}
     try:
-        for name in ("process", "ray"):
-            envs[name] = envwire.make(server.url("gym-socket", f"{name}/CartPole-v1"), timeout=60)
-            envs[name].reset(seed=0)
-        got = alternating(
-            settings,
-            {
-                name: functools.partial(rate, _one_step(env), settings.seconds, 20)
-                for name, env in envs.items()
-            },
-        )
+        for where in ("process", "ray"):
+            url = server.url("gym-socket", f"{where}/CartPole-v1")
+            envs[f"gym-socket one step, CartPole @{where}"] = envwire.make(url, timeout=60)
+        for env in envs.values():
+            env.reset(seed=0)
+        cases: dict[str, Callable[[], float]] = {
+            name: functools.partial(rate, _one_step(env), settings.seconds, 20)
+            for name, env in envs.items()
+        }
+        got = alternate(cases, settings.runs)
     finally:
         for env in envs.values():
             env.close()
-    return [
-        Result("gym-socket one step, CartPole @process", got["process"]),
-        Result(
-            "gym-socket one step, CartPole @ray",
-            got["ray"],
-            baseline="@process",
-            ratio=got["ray"] / got["process"],
-        ),
-    ]
+    process, on_ray = list(got)
+    return [compare(got, process), compare(got, on_ray, process)]
+
+
+def _env_steps(env: Any, actions: np.ndarray[Any, Any], seconds: float) -> float:
+    """Env steps/s (vector steps/s x copies) of ``env.step(actions)``."""
+    return len(actions) * rate(functools.partial(env.step, actions), seconds, 10)
 
 
 def bench_batched_ray(
@@ -151,39 +145,27 @@ def bench_batched_ray(
     results = []
     for n in sizes:
         actions = np.zeros(n, np.int64)
+        local = f"in-process SyncVectorEnv N={n}"
         envs: dict[str, Any] = {}
         try:
-            envs["local"] = gymnasium.vector.SyncVectorEnv(
+            envs[local] = gymnasium.vector.SyncVectorEnv(
                 [lambda: gymnasium.make("CartPole-v1")] * n
             )
-            for name in ("process", "ray"):
-                url = server.url("gym-socket", f"{name}/CartPole-v1")
+            for where, label in (("process", "worker processes"), ("ray", "Ray actors")):
+                url = server.url("gym-socket", f"{where}/CartPole-v1")
+                name = f"gym-socket batched N={n}, workers={WORKERS}, {label}"
                 envs[name] = envwire.make_vec(url, n, workers=WORKERS, timeout=60)
             for env in envs.values():
                 env.reset(seed=0)
-            got = alternating(
-                settings,
-                {
-                    name: functools.partial(
-                        rate, functools.partial(env.step, actions), settings.seconds, 10
-                    )
-                    for name, env in envs.items()
-                },
-            )
+            cases: dict[str, Callable[[], float]] = {
+                name: functools.partial(_env_steps, env, actions, settings.seconds)
+                for name, env in envs.items()
+            }
+            got = alternate(cases, settings.runs)
         finally:
             for env in envs.values():
                 env.close()
-        base = n * got["local"]
-        results.append(Result(f"in-process SyncVectorEnv N={n}", base))
-        for name, label in (("process", "worker processes"), ("ray", "Ray actors")):
-            results.append(
-                Result(
-                    f"gym-socket batched N={n}, workers={WORKERS}, {label}",
-                    n * got[name],
-                    baseline=f"in-process SyncVectorEnv N={n}",
-                    ratio=n * got[name] / base,
-                )
-            )
+        results += [compare(got, name, None if name == local else local) for name in got]
     return results
 
 
