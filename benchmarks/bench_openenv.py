@@ -9,8 +9,11 @@ reward = length / 10) in their own process; this process drives them alternately
   cost shows most. openenv-core's HTTP makes a fresh env per request; envwire's keeps the
   session (httpx holds its cookie; http.client sends the ``Envwire-Session`` header).
 
+With ``--openenv-checkout PATH`` (a checkout of OpenEnv's repository) it also serves that
+repository's own echo and connect4 envs, unmodified, both ways (``openenv_repo.py``).
+
 Run ``python benchmarks/bench_openenv.py`` (``--steps``, ``--rounds``, ``--pin``, ``--json``,
-``--quick``); the suite (``benchmarks/suite.py``) runs it briefly, through
+``--quick``, ``--openenv-checkout``); the suite (``benchmarks/suite.py``) runs it briefly, through
 :func:`bench_openenv_cases`.
 It prints median steps per second per server and transport, envwire's ratio to openenv-core,
 and the client's own ceiling (a WebSocket server that answers a canned reply and does no work),
@@ -97,7 +100,7 @@ def free_port() -> int:
         return port
 
 
-def wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 120) -> None:
+def wait_healthy(base: str, process: subprocess.Popen[bytes], timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -271,6 +274,13 @@ def main() -> int:
     parser.add_argument(
         "--quick", action="store_true", help="a smoke run: 200 steps, 1 round, no pinning"
     )
+    parser.add_argument(
+        "--openenv-checkout",
+        type=Path,
+        default=os.environ.get("OPENENV_CHECKOUT") or None,
+        help="also measure OpenEnv's own echo and connect4 envs from this checkout of its "
+        "repository, served by openenv-core and by envwire (default: $OPENENV_CHECKOUT)",
+    )
     parser.add_argument("--serve-openenv", type=int, metavar="PORT", help=argparse.SUPPRESS)
     parser.add_argument("--serve-ceiling", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -293,6 +303,10 @@ def main() -> int:
         for _, process in [*servers.values(), ceiling]:
             process.terminate()
             process.wait(30)
+    if args.openenv_checkout is not None:
+        from openenv_repo import measure_repo
+
+        summary["repository"] = measure_repo(args.openenv_checkout, args.steps, args.rounds)
     if args.json:
         args.json.write_text(json.dumps(summary, indent=2))
     return 0

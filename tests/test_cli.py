@@ -114,3 +114,33 @@ def test_a_bad_monitor_layout_in_the_config_is_refused() -> None:
 def test_monitor_layout_flag_choices(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _exit(["serve", "--monitor-layout", "legacy"], capsys)
     assert code == 2 and "invalid choice: 'legacy'" in err
+
+
+def test_an_openenv_class_and_its_models_from_the_config() -> None:
+    guess = "tests.openenv_envs.guess_env"
+    table = {
+        "id": "oe/Guess-v0",
+        "entry_point": f"{guess}.server.guess_environment:GuessEnvironment",
+        "openenv": {
+            "action": f"{guess}.models:GuessAction",
+            "observation": f"{guess}.models:GuessObservation",
+        },
+    }
+    args = argparse.Namespace(envs=[], isolation=None, step_timeout=None)
+    (spec,) = build_catalog(args, {"env": [table]}).values()
+    # Not marked SUPPORTS_CONCURRENT_SESSIONS: one session, as openenv-core allows.
+    assert (
+        spec.openenv is not None and spec.max_sessions == 1 and spec.resolved_isolation == "inline"
+    )
+    table["openenv"] = {**table["openenv"], "max_concurrent_envs": 2}
+    with pytest.raises(ConfigError, match="SUPPORTS_CONCURRENT_SESSIONS"):
+        build_catalog(args, {"env": [table]})
+    (walk,) = build_catalog(
+        argparse.Namespace(
+            envs=["oe/Walk-v0=tests.openenv_envs.walk:WalkEnvironment"],
+            isolation=None,
+            step_timeout=None,
+        ),
+        {},
+    ).values()
+    assert walk.openenv == {"class": True} and walk.max_sessions is None

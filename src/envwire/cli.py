@@ -19,7 +19,7 @@ from envwire.godot.bridge import main as bridge_main
 from envwire.observe import configure_logging
 from envwire.observe.hub import RecordSettings
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
-from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg
+from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg, with_openenv
 from envwire.runtime.host import EnvHost
 from envwire.runtime.ray.cluster import DEFAULT_PLACE_TIMEOUT
 from envwire.server.app import EXTRA_LISTENERS, FRONT_ENDS, Server, ServerConfig, print_line
@@ -87,7 +87,8 @@ def build_catalog(args: argparse.Namespace, config: dict[str, Any]) -> Catalog:
             specs.append(EnvSpec(**table))
         except TypeError as exc:
             raise ConfigError(f"bad [[env]] table {table!r}: {exc}") from exc
-    catalog = Catalog(specs) if specs else default_catalog()
+    # OpenEnv's own envs are recognised (and their app modules imported) here, at start-up.
+    catalog = Catalog(with_openenv(spec) for spec in specs) if specs else default_catalog()
     changes: dict[str, Any] = {}
     if args.isolation:
         changes["isolation"] = args.isolation
@@ -120,7 +121,8 @@ _HTTP_FLAGS: tuple[tuple[str, type, str], ...] = (
 
 def _http_options(args: argparse.Namespace) -> dict[str, Any]:
     """The OpenEnv front end's settings given on the command line."""
-    names = [flag[2:].replace("-", "_") for flag, _, _ in _HTTP_FLAGS] + ["openenv_arrays"]
+    names = [flag[2:].replace("-", "_") for flag, _, _ in _HTTP_FLAGS]
+    names += ["openenv_arrays", "openenv_compat"]
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
@@ -373,6 +375,12 @@ def _parser() -> argparse.ArgumentParser:
         "--openenv-arrays",
         choices=["base64", "list"],
         help="Gymnasium arrays over OpenEnv as base64 objects (default) or JSON lists",
+    )
+    http.add_argument(
+        "--openenv-compat",
+        choices=["default", "strict"],
+        help="strict: answer exactly as openenv-core does, without envwire's deliberate "
+        "differences (stateless HTTP, no extensions; docs/openenv.md)",
     )
     serve.add_argument(
         "--unsafe-sandbox",

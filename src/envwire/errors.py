@@ -14,6 +14,7 @@ with a table lookup instead of a chain of ``except`` clauses::
     │   ├── InvalidArgumentError     bad seed, options, settings, field values
     │   ├── StateError               request not allowed in the session's state (step before reset)
     │   ├── CapacityError            the server is at its session limit
+    │   │   └── EnvCapacityError     one env is at its own limit (OpenEnv's max_concurrent_envs)
     │   └── UnsupportedError         the request names a feature that does not exist (Upload)
     ├── EnvError                     the environment's code failed (local to the server)
     │   ├── EnvCrashedError          the env's worker process died (segfault, os._exit, ...)
@@ -28,9 +29,12 @@ Each class carries ``code`` (a stable machine-readable name), ``http_status``, `
 
 from __future__ import annotations
 
+from typing import Any
+
 __all__ = [
     "CapacityError",
     "ConfigError",
+    "EnvCapacityError",
     "EnvCrashedError",
     "EnvError",
     "EnvTimeoutError",
@@ -155,6 +159,26 @@ class CapacityError(UsageError):
     http_status = 503
     grpc_code = _RESOURCE_EXHAUSTED
     openenv_code = "CAPACITY_REACHED"
+
+
+class EnvCapacityError(CapacityError):
+    """One env holds as many sessions as it may (``EnvSpec.max_sessions``).
+
+    Attributes:
+        env_id: the env.
+        active: its sessions open now.
+        limit: the most it may have.
+    """
+
+    def __init__(self, env_id: str, active: int, limit: int) -> None:
+        super().__init__(
+            f"Server at capacity: {active}/{limit} sessions of {env_id} active. "
+            "Cannot accept new connections."
+        )
+        self.env_id, self.active, self.limit = env_id, active, limit
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.env_id, self.active, self.limit))
 
 
 class UnsupportedError(UsageError):

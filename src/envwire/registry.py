@@ -15,6 +15,8 @@ from __future__ import annotations
 import difflib
 import functools
 import importlib
+import logging
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -32,7 +34,10 @@ __all__ = [
     "Isolation",
     "default_catalog",
     "parse_env_arg",
+    "with_openenv",
 ]
+
+log = logging.getLogger(__name__)
 
 Isolation = Literal["auto", "inline", "process", "ray"]
 
@@ -92,6 +97,12 @@ class EnvSpec:
             isolation only.
         record: record this env's episodes as a Minari dataset (``record = true`` in an
             ``[[env]]`` table; see ``docs/observability.md``).
+        openenv: set for OpenEnv's own envs (openenv-core ``Environment`` classes), which
+            ``envwire.runtime.openenv`` hosts as openenv-core does: how to load the env
+            (:func:`envwire.typed.openenv_app.resolve`). :func:`with_openenv` fills it in for
+            entry points that name an OpenEnv app or class.
+        max_sessions: most sessions of this env at once (None: no limit of its own); for an
+            OpenEnv env, the ``max_concurrent_envs`` its app chose.
     """
 
     id: str
@@ -104,6 +115,8 @@ class EnvSpec:
     client_kwargs: tuple[str, ...] = ()
     ray: Mapping[str, Any] = field(default_factory=dict)
     record: bool = False
+    openenv: Mapping[str, Any] | None = None
+    max_sessions: int | None = None
 
     def __post_init__(self) -> None:
         # Every wait has a bound: a zero or negative timeout would fail every call at once.
@@ -136,6 +149,10 @@ class EnvSpec:
         """``isolation`` with ``auto`` decided."""
         if self.isolation != "auto":
             return self.isolation
+        if self.openenv is not None:
+            # openenv-core runs its envs in its own process, and loading one in a worker means
+            # importing openenv-core there (seconds): they run inline unless asked otherwise.
+            return "inline"
         return "inline" if self._target_module().startswith(_TRUSTED_PREFIXES) else "process"
 
     def _target_module(self) -> str:
@@ -195,6 +212,11 @@ class EnvSpec:
             EnvError: the env's constructor raised.
         """
         kwargs = {**self.kwargs, **overrides}
+        if self.openenv is not None:
+            raise ConfigError(
+                f"{self.id} is an OpenEnv env: envwire's runtime hosts it "
+                "(envwire.runtime.openenv), not EnvSpec.make"
+            )
         if self.entry_point.startswith("gym:"):
             try:
                 return gymnasium.make(self.entry_point[4:], **kwargs)
@@ -264,7 +286,9 @@ def parse_env_arg(arg: str) -> EnvSpec:
     """Parse one ``envwire serve`` env argument.
 
     Forms: ``CartPole-v1`` (a Gymnasium or built-in id), ``pkg.mod:Class`` (served under that
-    string), ``my/Env-v0=pkg.mod:Class`` (served under ``my/Env-v0``); any of them may end in
+    string), ``my/Env-v0=pkg.mod:Class`` (served under ``my/Env-v0``), ``path/to/env_dir`` or
+    ``my/Env-v0=path/to/env_dir`` (an OpenEnv env directory with an ``openenv.yaml``
+    manifest, served under its manifest name or the given id); any of them may end in
     ``@inline``, ``@process`` or ``@ray`` to choose where the env runs.
 
     Raises:
@@ -275,6 +299,14 @@ def parse_env_arg(arg: str) -> EnvSpec:
         raise ConfigError(f"{arg!r}: isolation must be 'inline', 'process', 'ray' or 'auto'")
     iso: Isolation = isolation or "auto"  # type: ignore[assignment]
     env_id, eq, target = text.partition("=")
+    directory = target if eq else text
+    if os.path.isfile(os.path.join(directory, "openenv.yaml")):
+        return _manifest_spec(env_id if eq else None, directory, iso)
+    if os.sep in directory and os.path.isdir(directory):
+        raise ConfigError(
+            f"{directory!r} is a directory without an openenv.yaml manifest: name its app "
+            "module instead (pkg.server.app:app, with the directory's parent on PYTHONPATH)"
+        )
     if eq:
         entry = target if ":" in target or target.startswith(DM_CONTROL) else f"gym:{target}"
         if entry.startswith(DM_CONTROL):
@@ -290,6 +322,44 @@ def parse_env_arg(arg: str) -> EnvSpec:
         hint = _did_you_mean(text, gymnasium.registry.keys())
         raise ConfigError(f"unknown env id {text!r}{hint}")
     return EnvSpec(text, f"gym:{text}", isolation=iso)
+
+
+def _manifest_spec(env_id: str | None, directory: str, isolation: Isolation) -> EnvSpec:
+    from envwire.typed.openenv_app import read_manifest
+
+    manifest = read_manifest(directory)
+    settings = {"app": True, "paths": [manifest.path]}
+    return EnvSpec(env_id or manifest.name, manifest.app, isolation=isolation, openenv=settings)
+
+
+def with_openenv(spec: EnvSpec) -> EnvSpec:
+    """``spec`` with its OpenEnv settings filled in and checked, when it names an OpenEnv env.
+
+    An OpenEnv env is recognised by loading the entry point (so its module is imported here):
+    an app built by openenv-core's ``create_app`` (or its ``HTTPEnvServer``), or a subclass of
+    openenv-core's ``Environment``. ``max_sessions`` becomes the env's ``max_concurrent_envs``
+    unless the spec sets it. Entry points that cannot be imported are left as they are (making
+    the env reports the error, as before).
+
+    Raises:
+        ConfigError: an OpenEnv env whose settings are inconsistent.
+    """
+    if spec.entry_point.startswith(("gym:", DM_CONTROL)):
+        return spec
+    from envwire.typed import openenv_app
+
+    settings = spec.openenv if spec.openenv is not None else openenv_app.detect(spec.entry_point)
+    if settings is None:
+        return spec
+    target = openenv_app.resolve(settings, spec.entry_point)
+    if target.extra_routes:
+        log.warning(
+            "%s: routes its app module added itself are not served: %s",
+            spec.id,
+            ", ".join(target.extra_routes),
+        )
+    limit = spec.max_sessions if spec.max_sessions is not None else target.max_concurrent_envs
+    return replace(spec, openenv=settings, max_sessions=limit)
 
 
 def _check_dm_control(name: str) -> None:

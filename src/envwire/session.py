@@ -37,6 +37,7 @@ from envwire.registry import EnvSpec
 
 __all__ = [
     "ALLOWED",
+    "OPENENV_ALLOWED",
     "Session",
     "SessionObserver",
     "SessionTap",
@@ -127,6 +128,15 @@ ALLOWED: dict[State, frozenset[type]] = {
     State.CLOSED: frozenset(),
 }
 
+#: OpenEnv's own envs decide for themselves what a step before the first reset, or after the
+#: episode ended, means (openenv-core passes every step to the env): the same table, with Step
+#: allowed in NEW and ENDED.
+OPENENV_ALLOWED: dict[State, frozenset[type]] = {
+    **ALLOWED,
+    State.NEW: ALLOWED[State.NEW] | {m.Step},
+    State.ENDED: ALLOWED[State.ENDED] | {m.Step},
+}
+
 _UPLOAD_GONE = (
     "Upload: the OpenAI Gym scoreboard this packet uploaded to was shut down in 2017, so nothing "
     "was uploaded; the monitor files stay in {directory} on the server"
@@ -186,6 +196,8 @@ class Session:
         self.front_end = front_end
         self.peer = peer
         self.tap: SessionTap | None = None
+        # OpenEnv's own envs take a step before reset, as openenv-core's server lets them
+        self._table = OPENENV_ALLOWED if spec is not None and spec.openenv else ALLOWED
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
             raise InvalidArgumentError(
                 f"num_envs must be 1, or >= 1 with an autoreset mode; got {num_envs}"
@@ -229,7 +241,7 @@ class Session:
         # The requests the state allows are looked up here, once per change, rather than on
         # every request: hashing an Enum member runs Python code.
         self._state = state
-        self._allowed = ALLOWED[state]
+        self._allowed = self._table[state]
 
     @property
     def env_id(self) -> str:

@@ -71,7 +71,7 @@ def test_fragments_control_frames_and_trailing_bytes() -> None:
     expected = [
         ("ping", b"p1"),
         ("text", '{"type":"reset"}'),
-        ("text", '{"type":"state"}'),
+        ("binary", b'{"type":"state"}'),
         ("pong", b"p2"),
         ("close", 1000, "bye"),
     ]
@@ -81,6 +81,13 @@ def test_fragments_control_frames_and_trailing_bytes() -> None:
     frame = client(Opcode.TEXT, b"hello")
     assert reader.feed(frame + frame[:3]) == [("text", "hello")]
     assert reader.feed(frame[3:]) == [("text", "hello")]
+
+
+def test_binary_messages_stay_bytes() -> None:
+    # Binary data is not text: it is handed on as it came, not decoded (not even when fragmented).
+    data = client(Opcode.BINARY, b"\xff", fin=False) + client(Opcode.CONT, b"\xfe")
+    assert feed(data) == [("binary", b"\xff\xfe")]
+    assert feed(data + client(Opcode.TEXT, b"t"), 1) == [("binary", b"\xff\xfe"), ("text", "t")]
 
 
 def test_empty_close() -> None:

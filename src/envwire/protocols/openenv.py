@@ -216,11 +216,16 @@ class WsSample:
 
 @dataclass(frozen=True, slots=True)
 class WsInvalid:
-    """A message that cannot be carried out; the reply is an error with ``code``."""
+    """A message that cannot be carried out; the reply is an error with ``code``.
+
+    ``not_object`` marks JSON that is not an object, which openenv-core answers by ending the
+    session (``SESSION_ERROR``).
+    """
 
     code: ErrorCode
     message: str
     errors: list[dict[str, Any]] | None = None
+    not_object: bool = False
 
 
 WsEvent = WsReset | WsStep | WsState | WsClose | WsMcp | WsSpaces | WsSample | WsInvalid
@@ -269,6 +274,7 @@ def parse_client_message(text: str | bytes) -> WsEvent:
             ErrorCode.VALIDATION_ERROR,
             f"a message must be a JSON object, got {type(obj).__name__}",
             [{"type": "model_type", "loc": [], "msg": "Input should be an object", "input": obj}],
+            not_object=True,
         )
     kind = obj.get("type", "")
     if not isinstance(kind, str):  # a list or an object cannot even be looked up
@@ -295,9 +301,8 @@ def _invalid(model: type[BaseModel], obj: dict[str, Any]) -> WsInvalid:
     try:
         model.model_validate(obj)
     except ValidationError as exc:
-        errors = validation_detail(exc)
-        where = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in errors)
-        return WsInvalid(ErrorCode.VALIDATION_ERROR, f"Invalid message: {where}", errors)
+        # openenv-core's words; the errors list says what is wrong.
+        return WsInvalid(ErrorCode.VALIDATION_ERROR, "Invalid message", validation_detail(exc))
     return WsInvalid(ErrorCode.VALIDATION_ERROR, "Invalid message")  # pragma: no cover
 
 
@@ -411,9 +416,7 @@ def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) ->
             ]
         ) from None
     except UnicodeDecodeError:
-        raise BodyError(
-            [{"type": "json_invalid", "loc": ["body", 0], "msg": "JSON decode error", "input": {}}]
-        ) from None
+        raise BodyError("There was an error parsing the body", 400) from None
     if not isinstance(obj, dict):
         raise BodyError(
             [
@@ -493,6 +496,8 @@ def parse_rpc(raw: bytes | str | Any, *, decoded: bool = False) -> RpcRequest | 
         except (ValueError, UnicodeDecodeError, TypeError):
             return rpc_error(None, RpcCode.PARSE_ERROR)
     if not isinstance(raw, dict):
+        if not decoded:  # JSON that is not an object is no request at all: openenv-core's code
+            return rpc_error(None, RpcCode.PARSE_ERROR)
         return rpc_error(None, RpcCode.INVALID_REQUEST, "Invalid request: not a JSON object")
     try:
         parsed = _RpcModel.model_validate(raw)

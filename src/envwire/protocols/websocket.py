@@ -4,11 +4,11 @@ frame codec (section 5), no extensions.
 :func:`handshake_problem` says why a :class:`~envwire.protocols.http11.Request` is not a valid
 opening handshake, and :func:`accept_bytes` is the ``101 Switching Protocols`` answer to one.
 
-:class:`FrameReader` turns received bytes into events: ``("text", str)`` for each complete data
-message (binary messages are decoded as UTF-8 too: OpenEnv's messages are JSON), ``("ping",
-payload)``, ``("pong", payload)`` and ``("close", code, reason)``; a peer that breaks the
-protocol raises :class:`FrameError` with the close code to answer (1002 protocol error, 1007
-invalid UTF-8, 1009 message too big). The ``*_frame`` functions build unmasked server frames.
+:class:`FrameReader` turns received bytes into events: ``("text", str)`` for each complete text
+message, ``("binary", bytes)`` for each binary one, ``("ping", payload)``, ``("pong",
+payload)`` and ``("close", code, reason)``; a peer that breaks the protocol raises
+:class:`FrameError` with the close code to answer (1002 protocol error, 1007 invalid UTF-8,
+1009 message too big). The ``*_frame`` functions build unmasked server frames.
 
 It replaces the sans-IO core of ``websockets`` on the server's hot path, where that core's
 generator-based parser cost about 12 µs per message; the client side still uses ``websockets``.
@@ -109,6 +109,7 @@ class FrameReader:
         self.max_size = max_size
         self.buffer = bytearray()
         self._fragments: list[bytes] | None = None
+        self._binary = False  # the fragmented message in progress is binary
         self._fragment_size = 0
 
     def feed(self, data: bytes) -> list[Event]:
@@ -166,9 +167,10 @@ class FrameReader:
             if self._fragments is not None:
                 raise FrameError(1002, "a new message started inside a fragmented one")
             if fin:
-                events.append(("text", _text(payload)))
+                events.append(("binary", payload) if opcode == BINARY else ("text", _text(payload)))
             else:
                 self._fragments, self._fragment_size = [payload], len(payload)
+                self._binary = opcode == BINARY
         elif opcode == CONTINUATION:
             if self._fragments is None:
                 raise FrameError(1002, "a continuation frame without a message to continue")
@@ -177,7 +179,7 @@ class FrameReader:
             if fin:
                 message = b"".join(self._fragments)
                 self._fragments, self._fragment_size = None, 0
-                events.append(("text", _text(message)))
+                events.append(("binary", message) if self._binary else ("text", _text(message)))
         elif opcode == PING:
             events.append(("ping", payload))
         elif opcode == PONG:

@@ -137,7 +137,18 @@ class EnvHost:
 
 
 def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:
-    """Make the env in the render mode its spec decides (``EnvSpec.render_mode``)."""
+    """Make the env in the render mode its spec decides (``EnvSpec.render_mode``); an OpenEnv
+    env (``spec.openenv``) as openenv-core would host it."""
+    if spec.openenv is not None:
+        from envwire.runtime.openenv import OpenEnvGymEnv
+        from envwire.typed.openenv_app import resolve
+
+        env: gymnasium.Env[Any, Any] = OpenEnvGymEnv(
+            resolve(spec.openenv, spec.entry_point), spec.id
+        )
+        if spec.max_episode_steps is not None:
+            return gymnasium.wrappers.TimeLimit(env, spec.max_episode_steps)
+        return env
     mode = spec.render_mode()
     if mode is not None and "render_mode" not in spec.kwargs:
         return spec.make(render_mode=mode)

@@ -7,7 +7,7 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from envwire.errors import CapacityError, EnvwireError
+from envwire.errors import CapacityError, EnvCapacityError, EnvwireError
 from envwire.registry import Catalog
 from envwire.runtime import make_worker
 from envwire.session import Session, SessionObserver, WorkerFactory
@@ -48,6 +48,8 @@ class SessionTable:
         self.worker_factory = worker_factory
         self._sessions: dict[str, Session] = {}
         self._opening = 0
+        self._per_env: dict[str, int] = {}  # sessions held to their env's own limit
+        self._counted: set[str] = set()
         self._lock = threading.Lock()
 
     def open(
@@ -60,6 +62,8 @@ class SessionTable:
         kwargs: Mapping[str, Any] | None = None,
         front_end: str = "",
         peer: str = "",
+        limit: int | None = None,
+        transient: bool = False,
     ) -> Session:
         """A new session for ``env_id`` ('' opens a session with no env).
 
@@ -69,8 +73,13 @@ class SessionTable:
         opens to clients (``EnvSpec.client_kwargs``) are accepted. ``front_end`` and ``peer``
         (who opened it, from where) label the session for observers.
 
+        The env's own limit (``EnvSpec.max_sessions``, or ``limit`` when the spec sets none)
+        bounds its sessions; a ``transient`` session (one request's worth, which openenv-core
+        would serve with a throwaway env outside its count) is not held to it.
+
         Raises:
             UnknownEnvError: not served here (with did-you-mean).
+            EnvCapacityError: the env holds as many sessions as it may.
             CapacityError: the table is full.
             EnvwireError: making the env failed.
         """
@@ -78,17 +87,24 @@ class SessionTable:
             spec = self.catalog.lookup(env_id) if env_id else None
             if spec is not None and kwargs:
                 spec = spec.with_client_kwargs(kwargs)
+            own = None if spec is None or transient else spec.max_sessions or limit
             with self._lock:
                 open_now = len(self._sessions) + self._opening
                 if self.capacity is not None and open_now >= self.capacity:
                     raise CapacityError(
                         f"server is at capacity ({self.capacity} sessions); try again later"
                     )
+                if own is not None:
+                    active = self._per_env.get(env_id, 0)
+                    if active >= own:
+                        raise EnvCapacityError(env_id, active, own)
+                    self._per_env[env_id] = active + 1
                 self._opening += 1
         except EnvwireError as exc:
             if self.observer is not None:
                 self.observer.refused(front_end, env_id, exc)
             raise
+        counted = own is not None
         try:
             session = Session(
                 spec,
@@ -101,16 +117,31 @@ class SessionTable:
                 front_end=front_end,
                 peer=peer,
             )
-        except EnvwireError as exc:
-            if self.observer is not None:
-                self.observer.refused(front_end, env_id, exc)
-            raise
-        finally:
+        except BaseException as exc:
             with self._lock:
                 self._opening -= 1
+                if counted:
+                    self._uncount(env_id)
+            if isinstance(exc, EnvwireError) and self.observer is not None:
+                self.observer.refused(front_end, env_id, exc)
+            raise
         with self._lock:
+            self._opening -= 1
             self._sessions[session.id] = session
+            if counted:
+                self._counted.add(session.id)
         return session
+
+    def _uncount(self, env_id: str) -> None:
+        left = self._per_env.get(env_id, 0) - 1
+        if left > 0:
+            self._per_env[env_id] = left
+        else:
+            self._per_env.pop(env_id, None)
+
+    def count(self, env_id: str) -> int:
+        """How many sessions of ``env_id`` count against its own limit now."""
+        return self._per_env.get(env_id, 0)
 
     def get(self, session_id: str) -> Session | None:
         """The live session with that id, if any."""
@@ -119,7 +150,9 @@ class SessionTable:
     def close(self, session: Session) -> None:
         """Free the session now (idempotent)."""
         with self._lock:
-            self._sessions.pop(session.id, None)
+            if self._sessions.pop(session.id, None) is not None and session.id in self._counted:
+                self._counted.discard(session.id)
+                self._uncount(session.env_id)
         session.close()
 
     def reap_idle(self, max_idle: float) -> list[Session]:
@@ -136,6 +169,8 @@ class SessionTable:
         with self._lock:
             sessions = list(self._sessions.values())
             self._sessions.clear()
+            self._per_env.clear()
+            self._counted.clear()
         for session in sessions:
             session.close()
 

@@ -36,7 +36,15 @@ from envwire.errors import (
 from envwire.typed.env import Tool, TypedEnv
 from envwire.typed.models import EnvMetadata, State
 
-__all__ = ["ModelSpace", "TypedGymEnv", "as_gymnasium", "is_typed_env", "model_types"]
+__all__ = [
+    "ModelSpace",
+    "TypedGymEnv",
+    "about",
+    "as_gymnasium",
+    "generic_models",
+    "is_typed_env",
+    "model_types",
+]
 
 
 class ModelSpace(gymnasium.Space[Any]):
@@ -89,7 +97,7 @@ def _is_model(value: Any) -> bool:
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
-def _generic_args(cls: type) -> tuple[type[BaseModel], ...] | None:
+def generic_models(cls: type) -> tuple[type[BaseModel], ...] | None:
     """The model type arguments of the first generic base that has three of them."""
     for klass in cls.__mro__:
         for base in getattr(klass, "__orig_bases__", ()):
@@ -109,7 +117,7 @@ def model_types(env: Any) -> tuple[type[BaseModel], type[BaseModel], type[BaseMo
     declared = [
         getattr(cls, name, None) for name in ("action_type", "observation_type", "state_type")
     ]
-    generic = _generic_args(cls)
+    generic = generic_models(cls)
     if generic is not None:
         declared = [d if _is_model(d) else g for d, g in zip(declared, generic, strict=True)]
     if declared[2] is None or not _is_model(declared[2]):
@@ -145,7 +153,8 @@ def _filtered(names: frozenset[str], any_name: bool, kwargs: Mapping[str, Any]) 
     return {k: v for k, v in kwargs.items() if any_name or k in names}
 
 
-def _about(env: Any) -> EnvMetadata:
+def about(env: Any) -> EnvMetadata:
+    """What ``/metadata`` says of an env: its ``get_metadata()``, else its class name."""
     getter = getattr(env, "get_metadata", None)
     raw = getter() if callable(getter) else None
     if isinstance(raw, EnvMetadata):
@@ -181,7 +190,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
             self.action_type, tools=tuple(t.spec() for t in self._tools.values())
         )
         self.observation_space = ModelSpace(
-            self.observation_type, state_model=self.state_type, about=_about(env)
+            self.observation_type, state_model=self.state_type, about=about(env)
         )
         self._reset_params = _accepted(env.reset)
         # Our own base leaves transforms to the host; foreign envs apply theirs themselves.

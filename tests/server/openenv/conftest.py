@@ -32,15 +32,25 @@ def only_http() -> tuple[str, ...]:
 
 
 def http_server(
-    tmp: Path, envs: Sequence[str], args: Sequence[str] = (), **settings: object
+    tmp: Path,
+    envs: Sequence[str],
+    args: Sequence[str] = (),
+    *,
+    start_timeout: float = 60.0,
+    **settings: object,
 ) -> ServerProcess:
-    """A ServerProcess serving ``envs`` over http only; ``settings`` go to its [server] table."""
+    """A ServerProcess serving ``envs`` over http only; ``settings`` go to its [server] table.
+    OpenEnv's own envs import openenv-core at start-up (seconds of CPU): give them longer."""
     config = tmp / "server.toml"
     lines = ["[server]"] + [f"{key} = {_toml(value)}" for key, value in settings.items()]
     config.write_text("\n".join(lines) + "\n")
     # From the repository root, so that ``tests.server.openenv.helpers`` entry points import.
     return ServerProcess(
-        envs, (*only_http(), "--config", str(config), *args), front_ends=("http",), cwd=ROOT
+        envs,
+        (*only_http(), "--config", str(config), *args),
+        front_ends=("http",),
+        cwd=ROOT,
+        start_timeout=start_timeout,
     )
 
 

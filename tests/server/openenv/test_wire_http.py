@@ -320,12 +320,16 @@ def test_mcp_over_http(http: httpx.Client) -> None:
             "params": {"name": "echo_message", "arguments": {"message": "hi"}},
         },
     ).json()
-    assert called["result"]["data"] == "hi" and called["result"]["isError"] is False
-    assert called["result"]["content"] == [{"type": "text", "text": "hi"}]
+    # openenv-core's key names (FastMCP's result, dumped by field name).
+    assert called["result"]["data"] == "hi" and called["result"]["is_error"] is False
+    assert called["result"]["content"] == [
+        {"type": "text", "text": "hi", "annotations": None, "meta": None}
+    ]
+    assert called["result"]["structured_content"] == {"result": "hi"}
     unknown = http.post(
         "/mcp", json={"jsonrpc": "2.0", "method": "tools/call", "id": 2, "params": {"name": "nope"}}
     ).json()
-    assert unknown["error"]["code"] == -32602 and "Tool not found" in unknown["error"]["message"]
+    assert unknown["error"]["code"] == -32603 and "Unknown tool" in unknown["error"]["message"]
     bad_args = http.post(
         "/mcp",
         json={
@@ -335,7 +339,7 @@ def test_mcp_over_http(http: httpx.Client) -> None:
             "params": {"name": "echo_message", "arguments": {}},
         },
     ).json()
-    assert bad_args["error"]["code"] == -32602 and "message" in bad_args["error"]["message"]
+    assert bad_args["error"]["code"] == -32603 and "message" in bad_args["error"]["message"]
     missing = http.post("/mcp", json={"jsonrpc": "2.0", "method": "resources/list", "id": 4}).json()
     assert missing["error"] == {
         "code": -32601,

@@ -108,7 +108,7 @@ def test_mcp_message_and_mcp_websocket(echo: ClientConnection, ws_base: str) -> 
         echo, {"type": "mcp", "data": {"jsonrpc": "2.0", "method": "tools/list", "id": 7}}
     )
     assert listed["type"] == "mcp" and listed["data"]["id"] == 7
-    assert listed["data"]["result"]["tools"][0]["inputSchema"]["required"] == ["message"]
+    assert listed["data"]["result"]["tools"][0]["input_schema"]["required"] == ["message"]
     bad = call(echo, {"type": "mcp", "data": {"method": "tools/list"}})
     assert bad["data"]["error"]["code"] == -32600
     with connect(f"{ws_base}/envs/envwire/Echo-v0/mcp") as mcp:
@@ -150,8 +150,12 @@ def test_fragmented_and_binary_messages(ws_base: str) -> None:
     with connect(f"{ws_base}/envs/envwire/Echo-v0/ws") as ws:
         ws.send(iter(['{"type":', '"reset"}']))  # a fragmented text message
         assert json.loads(ws.recv(timeout=10))["type"] == "observation"
-        ws.send(b'{"type":"state"}')  # binary frames carrying JSON are accepted too
-        assert json.loads(ws.recv(timeout=10))["type"] == "state"
+        # A binary frame ends the session, as in openenv-core (which reads only text).
+        ws.send(b'{"type":"state"}')
+        error = json.loads(ws.recv(timeout=10))
+        assert error["type"] == "error" and error["data"]["code"] == "SESSION_ERROR"
+        with pytest.raises(ConnectionClosed):
+            ws.recv(timeout=10)
 
 
 def test_root_ws_serves_the_first_env(ws_base: str) -> None:

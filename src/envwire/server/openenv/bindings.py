@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import uuid
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import gymnasium
@@ -34,6 +35,7 @@ from envwire.protocols.openenv import (
     step_result,
     validation_detail,
 )
+from envwire.runtime.openenv import OpenEnvSpace
 from envwire.typed.gym import ModelSpace
 from envwire.typed.models import EnvMetadata, State, wire_json
 
@@ -90,8 +92,9 @@ class Binding(ABC):
         """
 
     @abstractmethod
-    def result(self, reply: m.ResetReply | m.StepReply) -> str:
-        """The ``{"observation", "reward", "done"}`` payload of a reply, as JSON text."""
+    def result(self, reply: m.ResetReply | m.StepReply, http: bool = False) -> str:
+        """The ``{"observation", "reward", "done"}`` payload of a reply, as JSON text (for an
+        HTTP response when ``http``)."""
 
     @abstractmethod
     def schema(self) -> dict[str, Any]:
@@ -108,6 +111,17 @@ class Binding(ABC):
     def tools(self) -> list[dict[str, Any]]:
         """MCP tool specs (none for Gymnasium envs)."""
         return []
+
+    #: True for OpenEnv's own envs, whose MCP requests and state the env itself answers.
+    native = False
+    #: True for an OpenEnv app built in openenv-core's production mode (no HTTP reset, step,
+    #: state).
+    production = False
+
+    def step_call(self, action: Any, kwargs: Mapping[str, Any]) -> Any:
+        """The step request for an action and the HTTP ``/step`` body's other keys (which
+        only OpenEnv's own envs receive)."""
+        return action
 
     def sample(self, action: Any) -> Any:
         """A sampled action as wire JSON."""
@@ -141,9 +155,12 @@ class TypedBinding(Binding):
             name = self.action_model.__name__
             raise ActionRejected(f"invalid {name}: {_summary(detail)}", detail) from None
 
-    def result(self, reply: m.ResetReply | m.StepReply) -> str:
+    def result(self, reply: m.ResetReply | m.StepReply, http: bool = False) -> str:
         observation: BaseModel = reply.observation
-        reward = _scalar(getattr(observation, "reward", None))
+        reward = getattr(observation, "reward", None)
+        if http and reward is not None:  # openenv-core's HTTP responses declare a float reward
+            reward = float(reward)
+        reward = _scalar(reward)
         done = "true" if getattr(observation, "done", False) else "false"
         # pydantic writes the fields' JSON in one pass; the envelope is three fixed keys.
         return f'{{"observation":{wire_json(observation)},"reward":{reward},"done":{done}}}'
@@ -241,7 +258,7 @@ class GymBinding(Binding):
                 f"{self.env_id}: the observation does not fit the observation space: {exc}"
             ) from None
 
-    def result(self, reply: m.ResetReply | m.StepReply) -> str:
+    def result(self, reply: m.ResetReply | m.StepReply, http: bool = False) -> str:
         info = jsonable(reply.info, self.arrays)
         obs = self._obs(reply.observation)
         if isinstance(reply, m.StepReply):
@@ -360,6 +377,11 @@ def _scalar(value: Any) -> str:
 
 def make_binding(env_id: str, action_space: Any, observation_space: Any, arrays: Arrays) -> Binding:
     """The binding for an env with these spaces."""
+    if isinstance(action_space, OpenEnvSpace):
+        # Imported here: the OpenEnv binding builds on this module's typed binding.
+        from envwire.server.openenv.native import OpenEnvBinding
+
+        return OpenEnvBinding(env_id, action_space, observation_space)
     if isinstance(action_space, ModelSpace) and isinstance(observation_space, ModelSpace):
         return TypedBinding(env_id, action_space, observation_space)
     return GymBinding(env_id, action_space, observation_space, arrays)

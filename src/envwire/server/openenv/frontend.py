@@ -33,6 +33,7 @@ reaped; ``ServerConfig.capacity`` caps sessions across all front ends (``CAPACIT
 
 from __future__ import annotations
 
+import json
 import logging
 import socket
 import threading
@@ -40,7 +41,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
+from envwire.errors import CapacityError, EnvCapacityError, EnvTimeoutError, EnvwireError
 from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     ErrorCode,
@@ -109,6 +110,12 @@ def _address(peer: Any) -> str:
     if isinstance(peer, tuple) and len(peer) >= 2:
         return f"{peer[0]}:{peer[1]}"
     return str(peer)
+
+
+def _kind(text: str) -> str:
+    """The ``type`` of a message already known to be a JSON object with one."""
+    kind = json.loads(text).get("type")
+    return kind if isinstance(kind, str) else ""
 
 
 def _seconds(options: dict[str, Any], key: str) -> float | None:
@@ -329,37 +336,59 @@ class _Connection:
         channel = self.channel
         assert channel is not None
         table = self.front.server.sessions
+        limits: dict[str, Any] = {"active_sessions": len(table), "max_sessions": table.capacity}
+        if isinstance(exc, EnvCapacityError):
+            limits = {"active_sessions": exc.active, "max_sessions": exc.limit}
         if endpoint == "mcp":
-            text = dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc)))
+            data = limits if isinstance(exc, CapacityError) else None
+            text = dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), data))
         elif isinstance(exc, CapacityError):
-            text = error_message(
-                ErrorCode.CAPACITY_REACHED,
-                str(exc),
-                envwire_code=exc.code,
-                active_sessions=len(table),
-                max_sessions=table.capacity,
-            )
+            text = self._error(ErrorCode.CAPACITY_REACHED, str(exc), exc.code, **limits)
         else:
-            text = error_message(ErrorCode.FACTORY_ERROR, str(exc), envwire_code=exc.code)
-        channel.receive(wait=_REFUSAL_WAIT)
+            text = self._error(ErrorCode.FACTORY_ERROR, str(exc), exc.code)
+        if self.front.service.compat.refusal_waits:
+            channel.receive(wait=_REFUSAL_WAIT)
         channel.send_text(text)
         channel.close(1013 if isinstance(exc, CapacityError) else 1011, type(exc).__name__)
+
+    def _error(self, code: ErrorCode, text: str, envwire_code: str, **extra: Any) -> str:
+        """An error message; envwire's finer code rides along unless in strict mode."""
+        if self.front.service.compat.extensions:
+            extra["envwire_code"] = envwire_code
+        return error_message(code, text, **extra)
+
+    def _ending(self, text: str) -> None:
+        """openenv-core's answer to a message it cannot read at all: ``SESSION_ERROR``, then
+        the session ends."""
+        channel = self.channel
+        assert channel is not None
+        channel.send_text(error_message(ErrorCode.SESSION_ERROR, text))
 
     def _ws_loop(self) -> None:
         channel, record, service = self.channel, self.record, self.front.service
         assert channel is not None and record is not None
         binding = record.binding
+        compat = service.compat
         while True:
             text = channel.receive()
             if text is None:
                 return
+            if isinstance(text, bytes):
+                return self._ending("binary messages are not accepted: send JSON as text")
             event = parse_client_message(text)
+            if isinstance(event, WsInvalid) and event.not_object and not compat.malformed_continues:
+                return self._ending(event.message)
+            if isinstance(event, WsSpaces | WsSample) and not compat.extensions:
+                event = WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {_kind(text)}")
             try:
                 match event:
                     case WsStep(data=data):
                         reply = _OBSERVATION + service.step(record, data) + "}"
                     case WsReset(data=data):
-                        reply = _OBSERVATION + service.reset(record, data, ("data",)) + "}"
+                        payload = service.reset(
+                            record, data, ("data",), validate=compat.check_ws_seed
+                        )
+                        reply = _OBSERVATION + payload + "}"
                     case WsState():
                         reply = message("state", service.state(record))
                     case WsClose():
@@ -380,13 +409,13 @@ class _Connection:
                         extra = {} if errors is None else {"errors": errors}
                         reply = error_message(code, text_, **extra)
             except ActionRejected as exc:
-                reply = error_message(
-                    ErrorCode.VALIDATION_ERROR, str(exc), envwire_code=exc.code, errors=exc.detail
+                reply = self._error(
+                    ErrorCode.VALIDATION_ERROR, str(exc), exc.code, errors=exc.detail
                 )
             except EnvwireError as exc:
                 if not exc.remote:
                     log.warning("session %s (%s): %s", record.session.id[:8], record.env_id, exc)
-                reply = message("error", error_data(exc))
+                reply = self._error(ErrorCode(exc.openenv_code), str(exc), exc.code)
             if not channel.send_text(reply):
                 return
 
@@ -396,6 +425,10 @@ class _Connection:
         while True:
             text = channel.receive()
             if text is None:
+                return
+            if isinstance(text, bytes):  # openenv-core ends the session with a server error
+                error = rpc_error(None, RpcCode.SERVER_ERROR, "binary messages are not accepted")
+                channel.send_text(dumps(error))
                 return
             rpc = parse_rpc(text)
             response = rpc if isinstance(rpc, dict) else service.mcp(rpc, env_id, record)

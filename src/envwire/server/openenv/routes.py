@@ -33,6 +33,7 @@ from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError, Invalid
 from envwire.protocols.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     BodyError,
+    StepRequest,
     dumps,
     parse_reset_body,
     parse_rpc,
@@ -64,6 +65,10 @@ ENDPOINTS: dict[str, tuple[str, ...]] = {
     "": ("GET",),
 }
 _ROOT_ONLY = {"envs": ("GET",), "status": ("GET",)}
+#: envwire's own endpoints, which strict mode does not serve (openenv-core answers 404).
+_EXTENSIONS = frozenset({"session", "sample", ""})
+#: What openenv-core's production mode does not register.
+_SIMULATION = frozenset({"reset", "step", "state"})
 
 
 def split_path(path: str, served: Callable[[str], bool], default: str) -> tuple[str, str, str]:
@@ -110,7 +115,8 @@ class Router:
     ) -> Response:
         """The response to one (non-WebSocket) request; never raises."""
         service = self.service
-        if request.path in ("/envs", "/status"):
+        extensions = service.compat.extensions
+        if request.path in ("/envs", "/status") and extensions:
             name = request.path[1:]
             if request.method not in _ROOT_ONLY[name]:
                 return _not_allowed(_ROOT_ONLY[name])
@@ -121,12 +127,16 @@ class Router:
             return json_response(200, dumps(self.status()))
         env_id, endpoint, prefix = split_path(request.path, service.served, service.default_env)
         allowed = ENDPOINTS.get(endpoint)
-        if allowed is None:
+        if allowed is None or (endpoint in _EXTENSIONS and not extensions):
             return _detail(404, "Not Found")
         if request.method not in allowed and not (request.method == "HEAD" and "GET" in allowed):
             return _not_allowed(allowed)
         try:
             service.lookup(env_id)
+            if endpoint in _SIMULATION and service.binding(env_id).production:
+                return _detail(404, "Not Found")
+            if endpoint in _SIMULATION and not service.compat.stateful_http:
+                return self._stateless(request, env_id, endpoint, on_hang)
             return self._dispatch(request, env_id, endpoint, prefix, on_hang)
         except BodyError as exc:
             service.server.observe.error(FRONT_END, InvalidArgumentError(str(exc.detail)), env_id)
@@ -176,7 +186,7 @@ class Router:
                 opened = found is None
                 record = service.open(env_id, "http") if found is None else found
                 try:
-                    payload = service.reset(record, data, ("body",), on_hang=on_hang)
+                    payload = service.reset(record, data, ("body",), on_hang=on_hang, http=True)
                 except CapacityError:
                     raise
                 except EnvwireError:
@@ -187,7 +197,9 @@ class Router:
             case "step", _:
                 step = parse_step_body(request.body)
                 record = self._session(request, env_id)
-                payload = service.step(record, step.action, on_hang=on_hang)
+                payload = service.step(
+                    record, step.action, on_hang=on_hang, kwargs=_step_kwargs(step), http=True
+                )
                 return json_response(200, payload)
             case "state", _:
                 record = self._session(request, env_id)
@@ -223,6 +235,41 @@ class Router:
                 }
                 return json_response(200, dumps(summary))
         return _detail(404, "Not Found")  # pragma: no cover
+
+    def _stateless(
+        self,
+        request: Request,
+        env_id: str,
+        endpoint: str,
+        on_hang: Callable[[EnvTimeoutError], None] | None,
+    ) -> Response:
+        """openenv-core's HTTP (strict mode): every request gets a fresh env, closed after."""
+        service = self.service
+        match endpoint:
+            case "reset":
+                data = _reset_body(request.body)
+                record = service.open(env_id, "http", transient=True)
+                try:
+                    return json_response(
+                        200, service.reset(record, data, ("body",), on_hang=on_hang, http=True)
+                    )
+                finally:
+                    service.close(record)
+            case "step":
+                step = parse_step_body(request.body)
+                record = service.open(env_id, "http", transient=True)
+                try:
+                    payload = service.step(
+                        record, step.action, on_hang=on_hang, kwargs=_step_kwargs(step), http=True
+                    )
+                    return json_response(200, payload)
+                finally:
+                    service.close(record)
+        record = service.open(env_id, "http", transient=True)
+        try:
+            return json_response(200, dumps(service.state(record, on_hang=on_hang)))
+        finally:
+            service.close(record)
 
     def _find_session(self, request: Request, env_id: str) -> Record | None:
         """The request's session for ``env_id`` (header first, then cookies), if any."""
@@ -271,6 +318,11 @@ class _SessionMissing(EnvwireError):
 
 def _reset_body(raw: bytes) -> dict[str, Any]:
     return parse_reset_body(raw).model_dump(exclude_unset=True)
+
+
+def _step_kwargs(step: StepRequest) -> dict[str, Any]:
+    """The ``/step`` body's keys besides the action, as the client sent them."""
+    return step.model_dump(exclude_unset=True, exclude={"action"})
 
 
 def _cookie_path(prefix: str) -> str:

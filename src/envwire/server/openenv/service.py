@@ -20,29 +20,16 @@ from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from envwire import messages as m
-from envwire._version import __version__
-from envwire.errors import (
-    CapacityError,
-    EnvTimeoutError,
-    EnvwireError,
-    InvalidArgumentError,
-    StateError,
-    UnknownEnvError,
-)
-from envwire.protocols.openenv import (
-    RpcCode,
-    RpcRequest,
-    dumps,
-    jsonable,
-    rpc_error,
-    rpc_result,
-)
+from envwire.errors import EnvCapacityError, EnvTimeoutError, InvalidArgumentError, StateError
+from envwire.protocols.openenv import ResetRequest, RpcRequest, jsonable
+from envwire.server.openenv import mcp
 from envwire.server.openenv.bindings import (
     Arrays,
     Binding,
     make_binding,
     reset_arguments,
 )
+from envwire.server.openenv.compat import Compat
 from envwire.session import Session
 
 if TYPE_CHECKING:
@@ -101,7 +88,8 @@ class Record:
 class OpenEnvService:
     """OpenEnv operations over the server's session table.
 
-    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list").
+    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list"),
+    ``openenv_compat`` ("default" or "strict": :class:`~.compat.Compat`).
     """
 
     def __init__(self, server: Server) -> None:
@@ -112,6 +100,7 @@ class OpenEnvService:
         if arrays not in ("base64", "list"):
             raise InvalidArgumentError(f"openenv_arrays must be 'base64' or 'list', got {arrays!r}")
         self.arrays: Arrays = arrays
+        self.compat = Compat.from_options(server.config.options)
         self.default_env = next(iter(self.catalog), "")
         self._bindings: dict[str, Binding] = {}
         self._tokens: dict[str, Record] = {}
@@ -120,14 +109,28 @@ class OpenEnvService:
 
     # -- records --------------------------------------------------------------------------
 
-    def open(self, env_id: str, kind: Kind, peer: str = "") -> Record:
+    def open(self, env_id: str, kind: Kind, peer: str = "", *, transient: bool = False) -> Record:
         """A new record for ``env_id`` (HTTP and MCP records get a token); ``peer`` is the
-        client's address.
+        client's address. A ``transient`` record serves one request and is not held to the
+        env's own session limit.
+
+        When the env holds as many sessions as it may, the least recently used idle HTTP
+        session of that env is closed to make room: an HTTP session outlives its requests,
+        and would otherwise keep a slot that openenv-core's stateless HTTP never holds.
 
         Raises:
             UnknownEnvError, CapacityError, EnvwireError: as the session table raises.
         """
-        session = self.table.open(env_id, front_end=FRONT_END, peer=peer)
+        limit = None if self.compat.many_sessions else 1
+        for attempt in range(2):
+            try:
+                session = self.table.open(
+                    env_id, limit=limit, transient=transient, front_end=FRONT_END, peer=peer
+                )
+                break
+            except EnvCapacityError:
+                if attempt or not self._evict_http(env_id):
+                    raise
         try:
             binding = self._binding_from(session)
         except BaseException:
@@ -141,6 +144,20 @@ class OpenEnvService:
                 record.token = secrets.token_urlsafe(24)
                 self._tokens[record.token] = record
         return record
+
+    def _evict_http(self, env_id: str) -> bool:
+        """Close the least recently used idle HTTP session of ``env_id``; False if none."""
+        idle = [
+            r
+            for r in self.records()
+            if r.kind == "http" and r.env_id == env_id and not r.lock.locked()
+        ]
+        if not idle:
+            return False
+        oldest = min(idle, key=lambda r: r.last_used)
+        log.info("closing the idle HTTP session of %s to make room for a new one", env_id)
+        self.close(oldest)
+        return True
 
     def find(self, token: str) -> Record | None:
         """The live record with this token, if any."""
@@ -198,7 +215,7 @@ class OpenEnvService:
         if binding is not None:
             return binding
         self.catalog.lookup(env_id)
-        session = self.table.open(env_id, front_end=FRONT_END)
+        session = self.table.open(env_id, front_end=FRONT_END, transient=True)
         try:
             return self._binding_from(session)
         finally:
@@ -239,16 +256,20 @@ class OpenEnvService:
         prefix: tuple[str, ...] = (),
         *,
         on_hang: Hang = None,
+        validate: bool = True,
+        http: bool = False,
     ) -> str:
-        """Start an episode; ``data`` holds seed, episode_id and env keywords. Returns the
-        observation payload as JSON text."""
-        request, episode_id = record.binding.reset(reset_arguments(data, prefix))
+        """Start an episode; ``data`` holds seed, episode_id and env keywords (checked unless
+        not ``validate``: openenv-core passes WebSocket reset data to the env as it comes).
+        Returns the observation payload as JSON text."""
+        args = reset_arguments(data, prefix) if validate else ResetRequest.model_construct(**data)
+        request, episode_id = record.binding.reset(args)
 
         def work() -> str:
             reply = record.session.handle(request)
             assert isinstance(reply, m.ResetReply)
             record.episode_id = episode_id
-            return record.binding.result(reply)
+            return record.binding.result(reply, http)
 
         return self._call(record, work, on_hang)
 
@@ -259,14 +280,22 @@ class OpenEnvService:
         prefix: tuple[str, ...] = (),
         *,
         on_hang: Hang = None,
+        kwargs: dict[str, Any] | None = None,
+        http: bool = False,
     ) -> str:
-        """Take a step with the action ``data`` describes; the payload as JSON text."""
-        action = record.binding.action(data, prefix)
+        """Take a step with the action ``data`` describes (``kwargs``: the HTTP body's other
+        keys); the payload as JSON text. An envwire typed env with tools also takes
+        openenv-core's MCP actions (:func:`.mcp.tool_step`)."""
+        if isinstance(data, dict) and "type" in data and not record.binding.native:
+            answered = mcp.tool_step(self, record, data)
+            if answered is not None:
+                return answered
+        action = record.binding.step_call(record.binding.action(data, prefix), kwargs or {})
 
         def work() -> str:
             reply = record.session.handle(m.Step(action))
             assert isinstance(reply, m.StepReply)
-            return record.binding.result(reply)
+            return record.binding.result(reply, http)
 
         return self._call(record, work, on_hang)
 
@@ -274,6 +303,8 @@ class OpenEnvService:
         """The episode's state: a typed env's own, else episode id and step count."""
 
         def work() -> dict[str, Any]:
+            if record.binding.native:  # the env's own state, as JSON data
+                return _extension(record.session, "state")  # type: ignore[no-any-return]
             if record.binding.kind == "typed":
                 state = _extension(record.session, "state")
                 return jsonable(state.model_dump(mode="json"))  # type: ignore[no-any-return]
@@ -295,96 +326,13 @@ class OpenEnvService:
     # -- MCP ------------------------------------------------------------------------------
 
     def mcp(self, request: RpcRequest, env_id: str, record: Record | None = None) -> dict[str, Any]:
-        """Answer one JSON-RPC request (``tools/list``, ``tools/call``, OpenEnv's session
-        methods, ``initialize``, ``ping``). ``record`` is the caller's own session, if any."""
-        rid = request.id
-        params = request.params
-        try:
-            match request.method:
-                case "initialize":
-                    version = params.get("protocolVersion", "2025-06-18")
-                    return rpc_result(
-                        rid,
-                        {
-                            "protocolVersion": version,
-                            "capabilities": {"tools": {"listChanged": False}},
-                            "serverInfo": {"name": "envwire", "version": __version__},
-                        },
-                    )
-                case "ping":
-                    return rpc_result(rid, {})
-                case "tools/list":
-                    return rpc_result(rid, {"tools": self.binding(env_id).tools()})
-                case "tools/call":
-                    return self._call_tool(request, env_id, record)
-                case "openenv/session/create":
-                    if record is not None:
-                        return rpc_result(rid, {"session_id": record.token or record.session.id})
-                    created = self.open(env_id, "mcp")
-                    return rpc_result(rid, {"session_id": created.token})
-                case "openenv/session/close":
-                    token = params.get("session_id")
-                    if not isinstance(token, str) or not token:
-                        return rpc_error(
-                            rid, RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required"
-                        )
-                    target = self.find(token)
-                    if target is None:
-                        return rpc_error(
-                            rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}"
-                        )
-                    self.close(target)
-                    return rpc_result(rid, {"session_id": token, "closed": True})
-            return rpc_error(rid, RpcCode.METHOD_NOT_FOUND, f"Method not found: {request.method}")
-        except CapacityError as exc:
-            data = {"active_sessions": len(self.table), "max_sessions": self.table.capacity}
-            return rpc_error(rid, RpcCode.SERVER_ERROR, str(exc), data)
-        except UnknownEnvError as exc:
-            return rpc_error(rid, RpcCode.SERVER_ERROR, str(exc), {"env_id": env_id})
-        except InvalidArgumentError as exc:
-            return rpc_error(rid, RpcCode.INVALID_PARAMS, str(exc))
-        except EnvwireError as exc:
-            return rpc_error(rid, RpcCode.INTERNAL_ERROR, str(exc), {"code": exc.code})
+        """Answer one JSON-RPC request (see :mod:`envwire.server.openenv.mcp`)."""
+        return mcp.answer(self, request, env_id, record)
 
-    def _call_tool(self, request: RpcRequest, env_id: str, record: Record | None) -> dict[str, Any]:
-        rid, params = request.id, request.params
-        name, arguments = params.get("name"), params.get("arguments", {})
-        if not isinstance(name, str) or not name:
-            return rpc_error(rid, RpcCode.INVALID_PARAMS, "Missing 'name' in params")
-        if not isinstance(arguments, dict):
-            return rpc_error(rid, RpcCode.INVALID_PARAMS, "'arguments' must be an object")
-        token = params.get("session_id")
-        temporary = False
-        if isinstance(token, str) and token:
-            record = self.find(token)
-            if record is None:
-                return rpc_error(rid, RpcCode.INVALID_PARAMS, f"Unknown session_id: {token}")
-        if record is None:
-            binding = self.binding(env_id)
-            if not any(t["name"] == name for t in binding.tools()):
-                known = ", ".join(t["name"] for t in binding.tools()) or "none"
-                return rpc_error(
-                    rid, RpcCode.INVALID_PARAMS, f"Tool not found: {name} (tools: {known})"
-                )
-            record, temporary = self.open(env_id, "mcp"), True
-        target = record
-        try:
-            value = self._call(
-                target, lambda: _extension(target.session, "call_tool", name, arguments)
-            )
-        finally:
-            if temporary:
-                self.close(target)
-        value = jsonable(value, self.arrays)
-        text = value if isinstance(value, str) else dumps(value)
-        result: dict[str, Any] = {
-            "content": [{"type": "text", "text": text}],
-            "isError": False,
-            "data": value,
-        }
-        if isinstance(value, dict):
-            result["structuredContent"] = value
-        return rpc_result(rid, result)
+    def extension(self, record: Record, name: str, *args: Any) -> Any:
+        """An out-of-band operation (``state``, ``call_tool``, ``mcp``) on the record's env,
+        under the record's lock."""
+        return self._call(record, lambda: _extension(record.session, name, *args))
 
     # -- reaping --------------------------------------------------------------------------
 

@@ -251,7 +251,7 @@ class WebSocketChannel:
         #: True while the connection works on a message: the peer is not pinged meanwhile
         #: (its pongs could not be read), so a long env call never looks like a dead peer.
         self.busy = False
-        self._messages: deque[str] = deque()
+        self._messages: deque[str | bytes] = deque()
         self._queued = 0  # characters in _messages
         self._sending = False  # a frame is being written (the peer may not be draining)
         self._ping_sent: float | None = None
@@ -263,9 +263,9 @@ class WebSocketChannel:
         #: timer thread answering pings while the connection works on a request.
         self._read_lock = threading.Lock()
 
-    def receive(self, wait: float | None = None) -> str | None:
-        """The next text (or UTF-8 binary) message; None once the connection is over, or
-        after ``wait`` seconds without one (the connection then stays open)."""
+    def receive(self, wait: float | None = None) -> str | bytes | None:
+        """The next message (``str`` for text, ``bytes`` for binary); None once the connection
+        is over, or after ``wait`` seconds without one (the connection then stays open)."""
         messages = self._messages
         if wait is not None:
             self.sock.settimeout(wait)
@@ -311,7 +311,7 @@ class WebSocketChannel:
 
     def _on_event(self, event: tuple[Any, ...]) -> None:
         kind = event[0]
-        if kind == "text":
+        if kind in ("text", "binary"):
             self._messages.append(event[1])
             self._queued += len(event[1])
         elif kind == "ping":

@@ -1,0 +1,72 @@
+"""envwire's deliberate differences from openenv-core, and the switch that turns them off.
+
+The OpenEnv front end answers as openenv-core 0.3.0 does. Where envwire differs on purpose
+(``docs/openenv.md``, "Differences from openenv-core, on purpose"), each difference is one flag
+of :class:`Compat`; ``--openenv-compat strict`` (server option ``openenv_compat = "strict"``)
+clears them all, for users whose code depends on openenv-core's behaviour.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from envwire.errors import InvalidArgumentError
+
+__all__ = ["MODES", "Compat"]
+
+MODES = ("default", "strict")
+
+
+@dataclass(frozen=True, slots=True)
+class Compat:
+    """Which deliberate differences are on (all of them by default, none in strict mode).
+
+    Attributes:
+        stateful_http: HTTP ``/reset`` opens a session that ``/step`` and ``/state`` continue
+            (strict: every HTTP request gets a fresh env, as in openenv-core).
+        extensions: envwire's own endpoints and messages (``/session``, ``/sample``,
+            ``/envs``, ``/status``, ``spaces``/``sample`` messages, MCP ``initialize`` and
+            ``ping``); strict answers them as openenv-core would (404, ``UNKNOWN_TYPE``,
+            ``-32601``).
+        check_ws_seed: a negative seed on the WebSocket is a ``VALIDATION_ERROR`` (strict:
+            passed to the env, as openenv-core does; HTTP checks it in both modes).
+        malformed_continues: a WebSocket message that is JSON but not an object is a
+            ``VALIDATION_ERROR`` and the session goes on (strict: ``SESSION_ERROR``, closed).
+        refusal_waits: a refused WebSocket session answers the client's first message before
+            closing (strict: the error is sent at once).
+        empty_tools: ``tools/list`` of an env without tools is an empty list (strict: the
+            ``-32603`` "Environment does not support MCP" error).
+        many_sessions: envwire's own envs and Gymnasium envs take any number of sessions
+            (strict: one per env, openenv-core's default). OpenEnv envs get the
+            ``max_concurrent_envs`` their app module chose in both modes.
+    """
+
+    stateful_http: bool = True
+    extensions: bool = True
+    check_ws_seed: bool = True
+    malformed_continues: bool = True
+    refusal_waits: bool = True
+    empty_tools: bool = True
+    many_sessions: bool = True
+
+    @property
+    def strict(self) -> bool:
+        """True when every difference is off."""
+        return self == STRICT
+
+    @classmethod
+    def from_options(cls, options: Mapping[str, Any]) -> Compat:
+        """The mode the server option ``openenv_compat`` names.
+
+        Raises:
+            InvalidArgumentError: an unknown mode.
+        """
+        mode = options.get("openenv_compat") or "default"
+        if mode not in MODES:
+            raise InvalidArgumentError(f"openenv_compat must be one of {MODES}, got {mode!r}")
+        return STRICT if mode == "strict" else cls()
+
+
+STRICT = Compat(**dict.fromkeys(Compat.__dataclass_fields__, False))

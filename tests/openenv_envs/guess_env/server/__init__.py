@@ -1,0 +1,1 @@
+"""The guess env's server side."""
