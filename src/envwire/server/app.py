@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import signal
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 from envwire.observe import Observability
 from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog
+from envwire.runtime.workers import make_worker
 from envwire.server.sessions import SessionTable
 
 __all__ = [
@@ -76,6 +78,8 @@ class ServerConfig:
     monitor_root: str | None = "envwire-monitor"
     monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
+    ray_address: str | None = None  # the Ray cluster of envs with ray isolation
+    place_timeout: float = 30.0  # seconds a session waits to be placed on the Ray cluster
     options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
     record: RecordSettings | None = None  # recording episodes as Minari datasets: off
 
@@ -86,11 +90,13 @@ class Server:
     def __init__(self, catalog: Catalog, config: ServerConfig | None = None) -> None:
         self.catalog = catalog
         self.config = config or ServerConfig()
+        self.ray = _ray_runtime(catalog, self.config)
         self.observe = Observability(self.config.record)
         self.sessions = SessionTable(
             catalog,
             capacity=self.config.capacity,
             monitor_root=self.config.monitor_root,
+            worker_factory=functools.partial(make_worker, ray=self.ray),
             observer=self.observe,
         )
         self.front_ends: list[FrontEnd] = []
@@ -105,6 +111,8 @@ class Server:
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self._stopped.set())
+        if self.ray is not None:
+            self.ray.connect()
         self.observe.start()
         ports = self.config.ports
         listeners = [(s, ports.get(s.name, s.default_port)) for s in FRONT_ENDS]
@@ -152,6 +160,23 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _ray_runtime(catalog: Catalog, config: ServerConfig) -> Any:
+    """The Ray runtime, if any env of the catalog runs on Ray (its options checked now).
+
+    Raises:
+        ConfigError: Ray is not installed, or an env's ``[env.ray]`` table is wrong.
+    """
+    on_ray = [spec for spec in catalog.values() if spec.resolved_isolation == "ray"]
+    if not on_ray:
+        return None
+    from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
+
+    require_ray()
+    for spec in on_ray:
+        RayOptions.from_table(spec.id, spec.ray)
+    return RayRuntime(config.ray_address, config.place_timeout)
 
 
 def print_line(line: str) -> None:
