@@ -8,7 +8,6 @@ dm_env_rpc against a real ``envwire serve`` process. Needs the ``sb3`` extra (sk
 
 from __future__ import annotations
 
-import argparse
 import statistics
 from typing import Any
 
@@ -16,7 +15,7 @@ import gymnasium
 import numpy as np
 
 from envwire.testing import ServerProcess
-from harness import Result, Settings, machine, print_table, rate
+from harness import Result, Settings, machine, parse_settings, print_table, rate
 
 SIZES = (8, 64)
 
@@ -37,11 +36,7 @@ def steps_per_second(env: Any, settings: Settings) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--seconds", type=float, default=2.0)
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run)")
-    args = parser.parse_args()
+    _, settings = parse_settings(__doc__)
     try:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
@@ -49,7 +44,6 @@ def main() -> None:
     except ImportError as exc:
         print(f"bench_sb3: skipped, the sb3 extra is not installed ({exc})")
         return
-    settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
     results = []
     with ServerProcess(["CartPole-v1"], front_ends=("gym-socket", "grpc")) as server:
         for n in SIZES:

@@ -8,6 +8,7 @@ measured in the same run: the machines these run on are shared and noisy.
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
 import platform
@@ -36,6 +37,7 @@ __all__ = [
     "echo_rate",
     "gym_socket_step_bytes",
     "machine",
+    "parse_settings",
     "median",
     "print_table",
     "rate",
@@ -153,6 +155,20 @@ class Settings:
     runs: int = 5
     sizes: Sequence[int] = (1, 16, 64, 256, 1024)
     idle_sessions: int = 2000
+
+
+def parse_settings(
+    description: str, quick: str = "a smoke run (0.3 s, 1 run)"
+) -> tuple[argparse.Namespace, Settings]:
+    """A benchmark's command line (``--seconds``, ``--runs``, ``--quick``): the parsed arguments
+    and the settings they give (``--quick``: 0.3 s, 1 run)."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--seconds", type=float, default=2.0)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help=quick)
+    args = parser.parse_args()
+    settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
+    return args, settings
 
 
 def median(settings: Settings, measure: Callable[[], float]) -> float:

@@ -21,6 +21,7 @@ from envwire.observe.hub import RecordSettings
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg, with_openenv
 from envwire.runtime.host import EnvHost
+from envwire.runtime.ray.cluster import DEFAULT_PLACE_TIMEOUT
 from envwire.server.app import EXTRA_LISTENERS, FRONT_ENDS, Server, ServerConfig, print_line
 
 __all__ = ["build_catalog", "main"]
@@ -59,14 +60,15 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         metavar="ENV",
         help="env ids to serve (default: the built-in catalog); forms: CartPole-v1, "
-        "pkg.mod:Class, my/Env-v0=pkg.mod:Class, each optionally ending in @inline or @process",
+        "pkg.mod:Class, my/Env-v0=pkg.mod:Class, each optionally ending in @inline, @process "
+        "or @ray",
     )
     parser.add_argument("--config", type=Path, help="a TOML file with [server] and [[env]] tables")
     parser.add_argument(
         "--isolation",
-        choices=["auto", "inline", "process"],
+        choices=["auto", "inline", "process", "ray"],
         help="where every env runs (default: auto = inline for Gymnasium's and envwire's envs, "
-        "a worker process for the rest)",
+        "a worker process for the rest; ray = a Ray actor per session)",
     )
     parser.add_argument(
         "--step-timeout", type=_seconds, help="seconds a reset/step may take (default 30)"
@@ -208,6 +210,10 @@ def _serve(args: argparse.Namespace) -> int:
         idle_timeout=args.idle_timeout
         if args.idle_timeout is not None
         else settings.get("idle_timeout", 3600.0),
+        ray_address=args.ray_address or settings.get("ray_address"),
+        place_timeout=args.place_timeout
+        if args.place_timeout is not None
+        else settings.get("place_timeout", DEFAULT_PLACE_TIMEOUT),
         options={
             **settings,
             **_http_options(args),
@@ -384,6 +390,20 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         metavar="ORIGIN",
         help="a browser origin allowed to send requests (repeatable; '*' = any)",
+    )
+    ray = serve.add_argument_group("Ray (envs with ray isolation)")
+    ray.add_argument(
+        "--ray-address",
+        metavar="ADDRESS",
+        help="the Ray cluster (head's host:port, ray://host:10001, or auto for the one `ray "
+        "start` made here; default: RAY_ADDRESS if set, else a local Ray started on demand)",
+    )
+    ray.add_argument(
+        "--place-timeout",
+        type=_seconds,
+        metavar="SECONDS",
+        help="seconds a session waits for the cluster to place its actors before it gets "
+        f"CAPACITY_REACHED (default {DEFAULT_PLACE_TIMEOUT:g})",
     )
     _add_observe_options(serve)
     # The log options also after "serve" (where the other server options are).

@@ -40,7 +40,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Isolation = Literal["auto", "inline", "process"]
+Isolation = Literal["auto", "inline", "process", "ray"]
 
 #: Gymnasium's classic-control envs, served by default beside the built-ins.
 CLASSIC_CONTROL = (
@@ -87,7 +87,8 @@ class EnvSpec:
             (:mod:`envwire.typed`), which is hosted behind :class:`~envwire.typed.TypedGymEnv`.
         kwargs: keyword arguments for the env's constructor.
         isolation: ``inline`` (in the server process), ``process`` (a worker process per
-            session), or ``auto`` (inline for Gymnasium's and envwire's envs, else process).
+            session), ``ray`` (a Ray actor per session, anywhere on a Ray cluster), or ``auto``
+            (inline for Gymnasium's and envwire's envs, else process).
         max_episode_steps: wrap the env in a time limit (``module:attr`` envs only; Gymnasium
             ids carry their own).
         step_timeout: seconds one reset/step/render may take before the env is abandoned.
@@ -95,6 +96,9 @@ class EnvSpec:
         client_kwargs: constructor arguments clients may set when they open a session (e.g.
             dm_env_rpc's CreateWorld settings); any other name is refused. Empty by default:
             what an env is made with is the operator's choice.
+        ray: the ``[env.ray]`` table: the resources of the env's Ray actors and how a session's
+            actors are placed (see ``envwire.runtime.ray.RayOptions``); used with ``ray``
+            isolation only.
         record: record this env's episodes as a Minari dataset (``record = true`` in an
             ``[[env]]`` table; see ``docs/observability.md``).
         openenv: set for OpenEnv's own envs (openenv-core ``Environment`` classes), which
@@ -113,6 +117,7 @@ class EnvSpec:
     step_timeout: float = 30.0
     make_timeout: float = 120.0
     client_kwargs: tuple[str, ...] = ()
+    ray: Mapping[str, Any] = field(default_factory=dict)
     record: bool = False
     openenv: Mapping[str, Any] | None = None
     max_sessions: int | None = None
@@ -144,7 +149,7 @@ class EnvSpec:
         return replace(self, kwargs={**self.kwargs, **kwargs})
 
     @property
-    def resolved_isolation(self) -> Literal["inline", "process"]:
+    def resolved_isolation(self) -> Literal["inline", "process", "ray"]:
         """``isolation`` with ``auto`` decided."""
         if self.isolation != "auto":
             return self.isolation
@@ -288,14 +293,14 @@ def parse_env_arg(arg: str) -> EnvSpec:
     string), ``my/Env-v0=pkg.mod:Class`` (served under ``my/Env-v0``), ``path/to/env_dir`` or
     ``my/Env-v0=path/to/env_dir`` (an OpenEnv env directory with an ``openenv.yaml``
     manifest, served under its manifest name or the given id); any of them may end in
-    ``@inline`` or ``@process`` to choose where the env runs.
+    ``@inline``, ``@process`` or ``@ray`` to choose where the env runs.
 
     Raises:
         ConfigError: the id is unknown to Gymnasium and is not an entry point.
     """
     text, _, isolation = arg.partition("@")
-    if isolation not in ("", "inline", "process", "auto"):
-        raise ConfigError(f"{arg!r}: isolation must be 'inline', 'process' or 'auto'")
+    if isolation not in ("", "inline", "process", "ray", "auto"):
+        raise ConfigError(f"{arg!r}: isolation must be 'inline', 'process', 'ray' or 'auto'")
     iso: Isolation = isolation or "auto"  # type: ignore[assignment]
     env_id, eq, target = text.partition("=")
     directory = target if eq else text

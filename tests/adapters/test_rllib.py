@@ -43,7 +43,9 @@ def test_env_creator_opens_one_env_or_one_vector_session(adapter_server: ServerP
 def ray_cluster() -> Iterator[Any]:
     """A local Ray of two CPUs, shut down after the module."""
     ray = pytest.importorskip("ray", reason="the rllib extra is not installed")
-    pytest.importorskip("ray.rllib", reason="the rllib extra is not installed")
+    # RLlib's own modules, not just the package: Ray without the rllib extra (envwire[ray])
+    # has ray.rllib but not what it imports (scipy, ...).
+    pytest.importorskip("ray.rllib.algorithms.ppo", reason="the rllib extra is not installed")
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()

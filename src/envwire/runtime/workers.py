@@ -7,12 +7,16 @@
 - :class:`ProcessWorker` runs the host in a child process and talks to it over a pipe. A call
   that overruns kills the child (:class:`EnvTimeoutError`); a child that dies (segfault,
   ``os._exit``) is reported as :class:`EnvCrashedError`. The server goes on either way.
+- Envs with ``ray`` isolation live in Ray actors (:mod:`envwire.runtime.ray`), behind the same
+  interface; :func:`make_worker` hands them to a :class:`RayRuntime`.
 """
 
 from __future__ import annotations
 
+import functools
 import multiprocessing
 import multiprocessing.connection
+import os
 import signal
 import threading
 import time
@@ -22,6 +26,7 @@ from typing import Any
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.runtime.host import EnvHost
+from envwire.runtime.ray.cluster import RayRuntime
 from envwire.runtime.vector import VectorGroup, VectorHost, split_sizes
 from envwire.session import Worker
 from envwire.watchdog import Watchdog
@@ -216,13 +221,23 @@ class ProcessWorker:
 
 
 def make_worker(
-    spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
+    spec: EnvSpec,
+    num_envs: int = 1,
+    mode: str | None = None,
+    workers: int = 1,
+    *,
+    ray: RayRuntime | None = None,
 ) -> Worker:
     """The worker ``spec.resolved_isolation`` asks for.
 
     With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with
-    ``workers`` > 1 they are split over that many worker processes stepped concurrently.
+    ``workers`` > 1 they are split over that many worker processes stepped concurrently (at
+    most one per core). Envs with ``ray`` isolation go to Ray actors made by ``ray`` (the
+    server's :class:`RayRuntime`; None: one on ``RAY_ADDRESS``, else a local Ray).
     """
+    if spec.resolved_isolation == "ray":
+        return (ray or _default_ray()).make_worker(spec, num_envs, mode, workers)
+    workers = min(workers, os.cpu_count() or 1)
     if mode is not None and workers > 1 and num_envs > 1:
         sizes = split_sizes(num_envs, workers)
         started: list[ProcessWorker] = []
@@ -237,3 +252,9 @@ def make_worker(
     if spec.resolved_isolation == "process":
         return ProcessWorker(spec, num_envs, mode)
     return InlineWorker(spec, num_envs, mode)
+
+
+@functools.cache
+def _default_ray() -> RayRuntime:
+    """The Ray runtime of sessions made without a server's (one per process)."""
+    return RayRuntime()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import logging
 import signal
@@ -14,6 +15,7 @@ from typing import Any, Protocol
 from envwire.observe import Observability
 from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog
+from envwire.runtime.workers import make_worker
 from envwire.server.security import Security
 from envwire.server.sessions import SessionTable
 
@@ -77,6 +79,8 @@ class ServerConfig:
     monitor_root: str | None = "envwire-monitor"
     monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
     idle_timeout: float | None = 3600.0
+    ray_address: str | None = None  # the Ray cluster of envs with ray isolation
+    place_timeout: float = 30.0  # seconds a session waits to be placed on the Ray cluster
     #: Front-end settings, and the security settings of :mod:`envwire.server.security`
     #: (``token_file``, ``tls_cert``, ``tls_key``, ``insecure``, limits).
     options: dict[str, Any] = field(default_factory=dict)
@@ -91,11 +95,13 @@ class Server:
         self.config = config or ServerConfig()
         #: Tokens, TLS and allowed names, shared by every front end (raises ConfigError).
         self.security = Security.from_options(self.config.options)
+        self.ray = _ray_runtime(catalog, self.config)
         self.observe = Observability(self.config.record)
         self.sessions = SessionTable(
             catalog,
             capacity=self.config.capacity,
             monitor_root=self.config.monitor_root,
+            worker_factory=functools.partial(make_worker, ray=self.ray),
             observer=self.observe,
         )
         self.front_ends: list[FrontEnd] = []
@@ -119,6 +125,8 @@ class Server:
             tokens = self.security.tokens
             if tokens is not None:
                 signal.signal(signal.SIGHUP, lambda *_: tokens.reload())
+        if self.ray is not None:
+            self.ray.connect()
         self.observe.start()
         ports = self.config.ports
         listeners = [(s, ports.get(s.name, s.default_port)) for s in FRONT_ENDS]
@@ -166,6 +174,23 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _ray_runtime(catalog: Catalog, config: ServerConfig) -> Any:
+    """The Ray runtime, if any env of the catalog runs on Ray (its options checked now).
+
+    Raises:
+        ConfigError: Ray is not installed, or an env's ``[env.ray]`` table is wrong.
+    """
+    on_ray = [spec for spec in catalog.values() if spec.resolved_isolation == "ray"]
+    if not on_ray:
+        return None
+    from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
+
+    require_ray()
+    for spec in on_ray:
+        RayOptions.from_table(spec.id, spec.ray)
+    return RayRuntime(config.ray_address, config.place_timeout)
 
 
 def print_line(line: str) -> None:

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from envwire.arena.core import Arena
 from envwire.arena.options import ArenaOptions, open_arena
-from envwire.runtime import make_worker
 from envwire.server.arena import arena_web
 from envwire.server.dashboard import ObserveWeb
 from envwire.server.openenv import OpenEnvFrontEnd
@@ -39,10 +38,11 @@ class HttpFrontEnd(OpenEnvFrontEnd):
         if options is None:
             super().__init__(server, host, port, mounts=(observe.handle,))
             return
+        # the server's factory: arena envs with ray isolation go to the server's Ray cluster
         self.arena = open_arena(
             options,
             server.catalog,
-            worker_factory=make_worker,
+            worker_factory=server.sessions.worker_factory,
             observer=server.observe,
             on_actions=server.observe.arena_acted,
         )

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Mapping
@@ -25,7 +24,8 @@ class SessionTable:
         monitor_root: directory under which Monitor requests may write (None disables Monitor).
         worker_factory: where envs live (default :func:`envwire.runtime.make_worker`: inline or
             in worker processes, as each spec's isolation says).
-        max_workers: most worker processes one vector session may use (default: the cores).
+        max_workers: most workers one vector session may use (default: what the runtime allows:
+            the cores for worker processes, the cluster's CPUs for Ray actors).
         observer: told of every session opened, refused, stepped and closed (metrics, logs,
             recording); None for none.
     """
@@ -42,10 +42,10 @@ class SessionTable:
     ) -> None:
         self.observer = observer
         self.catalog = catalog
-        self.max_workers = max_workers or os.cpu_count() or 1
+        self.max_workers = max_workers
         self.capacity = capacity
         self.monitor_root = monitor_root
-        self._worker_factory = worker_factory
+        self.worker_factory = worker_factory
         self._sessions: dict[str, Session] = {}
         self._opening = 0
         self._per_env: dict[str, int] = {}  # sessions held to their env's own limit
@@ -68,7 +68,7 @@ class SessionTable:
         """A new session for ``env_id`` ('' opens a session with no env).
 
         With an ``autoreset_mode`` the session steps ``num_envs`` copies at once (a vector
-        session), split over up to ``workers`` worker processes (capped by ``max_workers``).
+        session), split over up to ``workers`` workers (capped by ``max_workers``).
         ``kwargs`` are constructor arguments the client asks for: only those the env's spec
         opens to clients (``EnvSpec.client_kwargs``) are accepted. ``front_end`` and ``peer``
         (who opened it, from where) label the session for observers.
@@ -110,8 +110,8 @@ class SessionTable:
                 spec,
                 num_envs=num_envs,
                 autoreset_mode=autoreset_mode,
-                workers=min(workers, self.max_workers),
-                worker_factory=self._worker_factory,
+                workers=min(workers, self.max_workers or workers),
+                worker_factory=self.worker_factory,
                 monitor_root=self.monitor_root,
                 observer=self.observer,
                 front_end=front_end,
