@@ -91,6 +91,32 @@ def test_client_kwargs_are_only_those_the_operator_opened() -> None:
         EnvSpec("d", "envwire.envs.catch:CatchEnv").with_client_kwargs({"rows": 2})
 
 
+def test_a_huge_id_gets_no_did_you_mean_and_is_not_echoed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 50 MB id once cost gigabytes in difflib and came back whole in the error."""
+    from envwire import registry
+
+    catalog = Catalog([EnvSpec("CartPole-v1", "gym:CartPole-v1")])
+
+    def forbidden(*args: object, **kwargs: object) -> list[str]:
+        raise AssertionError("did-you-mean ran on an over-long id")
+
+    monkeypatch.setattr(registry.difflib, "get_close_matches", forbidden)
+    huge = "CartPole-v1" + "x" * 50_000_000
+    with pytest.raises(UnknownEnvError, match="at most 256 characters") as info:
+        catalog.lookup(huge)
+    assert len(str(info.value)) < 200
+    assert "50000011 characters" in str(info.value)
+    with pytest.raises(UnknownEnvError):
+        catalog.lookup("x" * (registry.MAX_ENV_ID + 1))
+
+
+def test_clip_keeps_short_text_and_cuts_long_text() -> None:
+    from envwire.errors import clip
+
+    assert clip("CartPole-v1") == "'CartPole-v1'"
+    assert clip("a" * 1000, 20) == "'" + "a" * 18 + "... (1000 characters)"
+
+
 def test_dm_env_entry_points_make_their_gymnasium_form() -> None:
     from envwire.dmenv import DmEnvGym
 

@@ -126,6 +126,20 @@ def _http_options(args: argparse.Namespace) -> dict[str, Any]:
     return {name: getattr(args, name) for name in names if getattr(args, name, None) is not None}
 
 
+def _security_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The security settings given on the command line (they override the config file's)."""
+    given: dict[str, Any] = {}
+    for name in ("token_file", "tls_cert", "tls_key"):
+        if getattr(args, name) is not None:
+            given[name] = str(getattr(args, name))
+    if args.insecure:
+        given["insecure"] = True
+    for name in ("allowed_hosts", "allowed_origins"):
+        if getattr(args, name):
+            given[name] = list(getattr(args, name))
+    return given
+
+
 def _monitor_layout(args: argparse.Namespace, settings: dict[str, Any]) -> str:
     """--monitor-layout, else the config's monitor_layout (or its old legacy_monitor_reply).
 
@@ -204,6 +218,7 @@ def _serve(args: argparse.Namespace) -> int:
             **settings,
             **_http_options(args),
             **arena_cli.serve_options(args),
+            **_security_options(args),
             "health": _sandbox_health,
         },
         record=_record_settings(args, settings, catalog),
@@ -347,6 +362,34 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--idle-timeout", type=_seconds, help="seconds a silent connection is kept (default 3600)"
+    )
+    secure = serve.add_argument_group("security (docs/security.md)")
+    secure.add_argument(
+        "--token-file",
+        type=Path,
+        metavar="FILE",
+        help="require a token from every client: one per line, '#' comments; SIGHUP re-reads it",
+    )
+    secure.add_argument("--tls-cert", type=Path, metavar="FILE", help="serve TLS: certificate")
+    secure.add_argument("--tls-key", type=Path, metavar="FILE", help="serve TLS: its key")
+    secure.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve a non-loopback --host without --token-file (only on a trusted network)",
+    )
+    secure.add_argument(
+        "--allowed-host",
+        dest="allowed_hosts",
+        action="append",
+        metavar="NAME",
+        help="a host name HTTP clients reach the server by (repeatable; '*' = any)",
+    )
+    secure.add_argument(
+        "--allowed-origin",
+        dest="allowed_origins",
+        action="append",
+        metavar="ORIGIN",
+        help="a browser origin allowed to send requests (repeatable; '*' = any)",
     )
     ray = serve.add_argument_group("Ray (envs with ray isolation)")
     ray.add_argument(

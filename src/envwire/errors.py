@@ -14,8 +14,11 @@ with a table lookup instead of a chain of ``except`` clauses::
     │   ├── InvalidArgumentError     bad seed, options, settings, field values
     │   ├── StateError               request not allowed in the session's state (step before reset)
     │   ├── CapacityError            the server is at its session limit
-    │   │   └── EnvCapacityError     one env is at its own limit (OpenEnv's max_concurrent_envs)
-    │   └── UnsupportedError         the request names a feature that does not exist (Upload)
+    │   │   ├── EnvCapacityError     one env is at its own limit (OpenEnv's max_concurrent_envs)
+    │   │   └── RateLimitedError     too many failed attempts: wait ``retry_after`` seconds
+    │   ├── UnsupportedError         the request names a feature that does not exist (Upload)
+    │   ├── UnauthenticatedError     no token, or a token the server does not accept
+    │   └── ForbiddenError           a request the server refuses whoever sends it (foreign Origin)
     ├── EnvError                     the environment's code failed (local to the server)
     │   ├── EnvCrashedError          the env's worker process died (segfault, os._exit, ...)
     │   └── EnvTimeoutError          an env call ran past its timeout
@@ -39,16 +42,20 @@ __all__ = [
     "EnvError",
     "EnvTimeoutError",
     "EnvwireError",
+    "ForbiddenError",
     "InvalidActionError",
     "InvalidArgumentError",
     "ProtocolError",
+    "RateLimitedError",
     "RemoteError",
     "StateError",
     "TooLargeError",
     "TransportError",
+    "UnauthenticatedError",
     "UnknownEnvError",
     "UnsupportedError",
     "UsageError",
+    "clip",
     "error_class_for_code",
 ]
 
@@ -56,11 +63,23 @@ __all__ = [
 _INVALID_ARGUMENT = 3
 _DEADLINE_EXCEEDED = 4
 _NOT_FOUND = 5
+_PERMISSION_DENIED = 7
 _RESOURCE_EXHAUSTED = 8
 _FAILED_PRECONDITION = 9
 _UNIMPLEMENTED = 12
 _INTERNAL = 13
 _UNAVAILABLE = 14
+_UNAUTHENTICATED = 16
+
+
+def clip(text: object, limit: int = 80) -> str:
+    """``repr(text)`` cut to about ``limit`` characters, saying how long it was: for echoing
+    client input in error messages, which must never grow with what a client sends."""
+    shown = repr(text) if isinstance(text, str) else repr(str(text))
+    if len(shown) <= limit:
+        return shown
+    size = len(text) if isinstance(text, str | bytes) else len(str(text))
+    return f"{shown[: limit - 1]}... ({size} characters)"
 
 
 class EnvwireError(Exception):
@@ -179,6 +198,36 @@ class EnvCapacityError(CapacityError):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.env_id, self.active, self.limit))
+
+
+class RateLimitedError(CapacityError):
+    """Too many failed attempts (logins) from a client or for an account.
+
+    Attributes:
+        retry_after: seconds until the next attempt may succeed (HTTP ``Retry-After``).
+    """
+
+    code = "rate_limited"
+    http_status = 429
+    retry_after: float = 1.0
+
+
+class UnauthenticatedError(UsageError):
+    """The request carries no token, or one the server does not accept."""
+
+    code = "unauthenticated"
+    http_status = 401
+    grpc_code = _UNAUTHENTICATED
+    openenv_code = "SESSION_ERROR"
+
+
+class ForbiddenError(UsageError):
+    """The server refuses the request whoever sends it (a foreign ``Origin`` or ``Host``)."""
+
+    code = "forbidden"
+    http_status = 403
+    grpc_code = _PERMISSION_DENIED
+    openenv_code = "SESSION_ERROR"
 
 
 class UnsupportedError(UsageError):

@@ -26,6 +26,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -131,6 +132,8 @@ def launch(
         args: extra ``envwire serve`` arguments (``--step-timeout 5``, ``--config f.toml``).
         start_timeout: seconds to wait for the server.
         connect_kwargs: passed to :func:`envwire.make` (``timeout``, ``observation_type``...).
+            A ``token`` is also required by a local server (through a private token file),
+            which is what lets ``host`` be a non-loopback address.
 
     Raises:
         ConfigError: the server exited or did not come up in time (its output included).
@@ -179,6 +182,13 @@ def _launch_local(
     for spec in FRONT_ENDS:
         if spec.name != "http":
             command += [f"--{spec.name}", "off"]
+    token_dir = None
+    if connect_kwargs.get("token"):
+        token_dir = tempfile.TemporaryDirectory(prefix="envwire-launch-")
+        token_file = os.path.join(token_dir.name, "tokens")
+        with open(os.open(token_file, os.O_WRONLY | os.O_CREAT, 0o600), "w") as file:
+            file.write(str(connect_kwargs["token"]) + "\n")
+        command += ["--token-file", token_file]
     command += list(args)
     process = subprocess.Popen(
         command,
@@ -214,6 +224,8 @@ def _launch_local(
                 process.wait(10)
         if process.stdout is not None:
             process.stdout.close()
+        if token_dir is not None:
+            token_dir.cleanup()
 
     if not ready.wait(start_timeout) or not found:
         stop()

@@ -24,11 +24,12 @@ from typing import Any, Literal
 import dm_env
 import gymnasium
 
-from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError
+from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError, clip
 from envwire.typed.gym import as_gymnasium, is_typed_env
 
 __all__ = [
     "DEFAULT_IDS",
+    "MAX_ENV_ID",
     "Catalog",
     "EnvSpec",
     "Isolation",
@@ -61,6 +62,9 @@ BUILTIN_IDS = (
 )
 
 DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
+
+#: The longest env id a client may name: longer ids are unknown without a did-you-mean search.
+MAX_ENV_ID = 256
 
 #: Entry points that name a dm_control suite env: ``dm_control/<domain>-<task>``.
 DM_CONTROL = "dm_control/"
@@ -405,12 +409,17 @@ class Catalog(Mapping[str, EnvSpec]):
 
         Raises:
             UnknownEnvError: not served here; the message suggests close ids, and says so when
-                Gymnasium knows the id but this server was not started with it.
+                Gymnasium knows the id but this server was not started with it. An id longer
+                than :data:`MAX_ENV_ID` gets no suggestions, and is never echoed whole.
         """
         try:
             return self._specs[env_id]
         except KeyError:
             pass
+        if len(env_id) > MAX_ENV_ID:  # did-you-mean costs memory and time in the id's length
+            raise UnknownEnvError(
+                f"unknown env {clip(env_id)}: ids served here are at most {MAX_ENV_ID} characters"
+            )
         hint = _did_you_mean(env_id, self._specs)
         if not hint and env_id in gymnasium.registry:
             hint = (
@@ -418,7 +427,7 @@ class Catalog(Mapping[str, EnvSpec]):
                 f"(envwire serve {env_id})"
             )
         served = ", ".join(list(self._specs)[:12]) + (", ..." if len(self._specs) > 12 else "")
-        raise UnknownEnvError(f"unknown env {env_id!r}{hint} (served here: {served})")
+        raise UnknownEnvError(f"unknown env {clip(env_id)}{hint} (served here: {served})")
 
     def with_overrides(self, **changes: Any) -> Catalog:
         """A copy with ``changes`` (e.g. ``step_timeout=5``) applied to every spec."""

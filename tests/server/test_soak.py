@@ -92,7 +92,7 @@ def websocket_cycle(port: int) -> None:
     key = base64.b64encode(os.urandom(16)).decode()
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(
-            f"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: soak\r\nUpgrade: websocket\r\n"
+            f"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
             "Sec-WebSocket-Version: 13\r\n\r\n".encode()
             + _frame(b'{"type":"reset"}')

@@ -26,18 +26,22 @@ __all__ = ["SCHEMES", "VECTOR_SCHEMES", "make", "make_vec"]
 #: typed env over OpenEnv, a ``TypedClient``).
 SCHEMES: dict[str, str] = {
     "gym-socket": "envwire.client.gymsocket:open_url",
+    "gym-sockets": "envwire.client.gymsocket:open_url",
     "ws": "envwire.client.openenv:open_url",
     "wss": "envwire.client.openenv:open_url",
     "http": "envwire.client.openenv:open_url",
     "https": "envwire.client.openenv:open_url",
     "grpc": "envwire.client.dmenvrpc:open_url",
+    "grpcs": "envwire.client.dmenvrpc:open_url",
 }
 
 #: URL scheme -> "module:function" taking (url, num_envs=..., autoreset_mode=..., workers=...,
 #: **kwargs) and returning a vector transport.
 VECTOR_SCHEMES: dict[str, str] = {
     "gym-socket": "envwire.client.gymsocket:open_vector_url",
+    "gym-sockets": "envwire.client.gymsocket:open_vector_url",
     "grpc": "envwire.client.dmenvrpc_vector:open_vector_url",
+    "grpcs": "envwire.client.dmenvrpc_vector:open_vector_url",
 }
 
 

@@ -5,7 +5,7 @@ content type) to (status, body bytes); a web layer only moves bytes. Each act re
 
 1. is decoded and validated (:mod:`envwire.protocols.arena`): 413, 415, 400 naming the field;
 2. names an arena env (400 if unknown) and an agent with its password (401 if unknown, wrong or
-   blocked);
+   blocked; 429 with ``Retry-After`` after too many failures, :mod:`envwire.arena.logins`);
 3. abandons runs (v1 ``to_abandon``; 400 if the env does not allow it), then applies each
    action to its run: a problem with one action (someone else's run, a finished run, a wrong
    action number, an action the env rejects) is an error message about that run, and the run
@@ -40,6 +40,7 @@ from envwire.arena.errors import (
     UnknownArenaEnvError,
 )
 from envwire.arena.games import Accepted, ArenaGame, Game
+from envwire.arena.logins import LoginLimits
 from envwire.arena.rules import RunSlot, request_limit, schedule
 from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import (
@@ -53,7 +54,7 @@ from envwire.arena.store import (
     StepRow,
     Store,
 )
-from envwire.errors import EnvwireError
+from envwire.errors import EnvwireError, RateLimitedError
 from envwire.protocols.arena import (
     ActionRequest,
     ActReply,
@@ -118,6 +119,7 @@ class Arena:
             carried (the server counts them as a metric).
         seed: the source of run seeds.
         clock: the source of timestamps.
+        logins: the failed-login limits (default: :class:`LoginLimits`'s).
     """
 
     def __init__(
@@ -132,6 +134,7 @@ class Arena:
         on_actions: Callable[[str, int], None] | None = None,
         seed: Callable[[], int] = lambda: secrets.randbelow(1 << 31),
         clock: Callable[[], float] = time.time,
+        logins: LoginLimits | None = None,
     ) -> None:
         self.store = store
         self.catalog = catalog
@@ -144,6 +147,7 @@ class Arena:
         self._seed = seed
         self._clock = clock
         self._passwords = Verifier()
+        self.logins = logins or LoginLimits()
         self._games: dict[str, tuple[tuple[str, str], ArenaGame]] = {}
         self._games_lock = threading.Lock()
         self._agent_locks: dict[tuple[str, str], threading.Lock] = {}
@@ -223,29 +227,36 @@ class Arena:
             f"unknown arena env {name!r}{hint} (arena envs here: {', '.join(names) or 'none'})"
         )
 
-    def check_password(self, env: str, agent: str, pwd: str) -> AgentRow:
-        """The agent, if ``pwd`` is its password. A password stored in an older scheme (carried
-        over from another server) is stored again as a scrypt hash once it matched.
+    def check_password(self, env: str, agent: str, pwd: str, client: str = "") -> AgentRow:
+        """The agent, if ``pwd`` is its password (``client``: the address it came from). A
+        password stored in an older scheme (carried over from another server) is stored again
+        as a scrypt hash once it matched.
 
         Raises:
+            RateLimitedError: too many failed logins for the agent or from ``client``.
             AuthenticationError: unknown agent or wrong password.
         """
+        self.logins.check(env, agent, client)
         row = self.store.agent(env, agent)
-        if row is None:
-            raise AuthenticationError(f"unknown agent {agent!r} in arena env {env!r}")
-        if not self._passwords.verify((env, agent), pwd, row.pwd_hash):
+        if row is None or not self._passwords.verify((env, agent), pwd, row.pwd_hash):
+            self.logins.failed(env, agent, client)
+            log.info("arena %s: failed login of agent %.64r from %s", env, agent, client or "-")
+            if row is None:
+                raise AuthenticationError(f"unknown agent {agent!r} in arena env {env!r}")
             raise AuthenticationError(f"wrong password for agent {agent!r} in arena env {env!r}")
+        self.logins.succeeded(env, agent)
         if needs_rehash(row.pwd_hash):
             self.store.replace_pwd_hash(env, agent, row.pwd_hash, hash_secret(pwd))
         return row
 
-    def authenticate(self, env: str, agent: str, pwd: str) -> None:
-        """Accept the agent's credentials.
+    def authenticate(self, env: str, agent: str, pwd: str, client: str = "") -> None:
+        """Accept the agent's credentials (``client``: the address they came from).
 
         Raises:
+            RateLimitedError: too many failed logins for the agent or from ``client``.
             AuthenticationError: unknown agent, wrong password, or blocked agent.
         """
-        if self.check_password(env, agent, pwd).blocked:
+        if self.check_password(env, agent, pwd, client).blocked:
             raise AuthenticationError(f"agent {agent!r} is blocked in arena env {env!r}")
 
     def _agent_lock(self, env: str, agent: str) -> threading.Lock:
@@ -254,21 +265,33 @@ class Arena:
 
     # -- the act endpoint ------------------------------------------------------------------
 
-    def handle_act(self, env: str, body: bytes, content_type: str | None) -> tuple[int, bytes]:
-        """The act endpoint: status and JSON body for a request body. Never raises."""
+    def handle_act(
+        self, env: str, body: bytes, content_type: str | None, client: str = ""
+    ) -> tuple[int, bytes]:
+        """The act endpoint: status and JSON body for a request body from the address
+        ``client``. Never raises."""
+        return self.act_response(env, body, content_type, client)[:2]
+
+    def act_response(
+        self, env: str, body: bytes, content_type: str | None, client: str = ""
+    ) -> tuple[int, bytes, list[tuple[str, str]]]:
+        """:meth:`handle_act` with the response headers it needs (``Retry-After`` on 429)."""
         try:
             request = parse_act_request(decode_body(body, content_type, self.max_body))
-            return 200, encode_reply(self.act(env, request), request.version)
+            return 200, encode_reply(self.act(env, request, client), request.version), []
+        except RateLimitedError as exc:
+            return (*error_reply(exc), [("retry-after", str(max(round(exc.retry_after), 1)))])
         except EnvwireError as exc:
-            return error_reply(exc)
+            return (*error_reply(exc), [])
         except sqlite3.Error as exc:  # the database is busy or failing: nothing was changed
             log.error("act request for %r: database error: %s", env, exc)
-            return error_reply(ArenaBusyError(f"the arena's database is not available ({exc})"))
+            busy = ArenaBusyError(f"the arena's database is not available ({exc})")
+            return (*error_reply(busy), [])
         except Exception:
             log.exception("act request for %r failed", env)
-            return 500, error_body(500, "internal server error; the server log has the details")
+            return 500, error_body(500, "internal server error; the server log has the details"), []
 
-    def act(self, env_name: str, request: ActRequest) -> ActReply:
+    def act(self, env_name: str, request: ActRequest, client: str = "") -> ActReply:
         """Carry out one act request (see the module docstring).
 
         Raises:
@@ -276,7 +299,7 @@ class Arena:
             ConfigError: the request as a whole fails; nothing was changed.
         """
         env = self._env(env_name)
-        self.authenticate(env_name, request.agent, request.pwd)
+        self.authenticate(env_name, request.agent, request.pwd, client)
         if self._on_actions is not None and request.actions:
             self._on_actions(env_name, len(request.actions))
         game, settings = self.game(env)

@@ -23,6 +23,7 @@ the request: they travel as messages in the reply.
 
 from __future__ import annotations
 
+from envwire import errors
 from envwire.errors import UsageError
 from envwire.protocols.arena import (
     BodyTooLargeError,
@@ -59,12 +60,9 @@ class AuthenticationError(UsageError):
     http_status = 401
 
 
-class ForbiddenError(UsageError):
+class ForbiddenError(errors.ForbiddenError):
     """An operation the server's options do not allow (plugin uploads without
-    ``--arena-plugin-upload``)."""
-
-    code = "forbidden"
-    http_status = 403
+    ``--arena-plugin-upload``): envwire's ``forbidden`` (403)."""
 
 
 class NotFoundError(UsageError):

@@ -8,6 +8,7 @@ from typing import Any
 
 from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.core import DEFAULT_MAX_BODY, Arena
+from envwire.arena.logins import LoginLimits
 from envwire.arena.store import Store, Sync
 from envwire.errors import ConfigError
 from envwire.registry import Catalog
@@ -27,6 +28,9 @@ class ArenaOptions:
     public_url: str | None = None
     plugins: str | None = None  # the AISysProj plugins folder
     plugin_upload: bool = False  # whether admins may upload plugins (code) over HTTP
+    login_failures: int = 10
+    login_failures_per_address: int = 30
+    login_window: float = 60.0
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> ArenaOptions | None:
@@ -44,8 +48,13 @@ class ArenaOptions:
         try:
             max_body = int(options.get("arena_max_body") or DEFAULT_MAX_BODY)
             live_runs = int(options.get("arena_live_runs") or 1024)
+            failures = int(options.get("arena_login_failures", 10))
+            per_address = int(options.get("arena_login_failures_per_address", 30))
+            window = float(options.get("arena_login_window", 60.0))
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"arena options: {exc}") from exc
+        if failures < 1 or per_address < 1 or not window > 0:
+            raise ConfigError("arena_login_failures (and per address) must be >= 1, the window > 0")
         url = options.get("arena_url") or None
         plugins = options.get("arena_plugins") or None
         upload = options.get("arena_plugin_upload", False)
@@ -61,6 +70,9 @@ class ArenaOptions:
             url,
             None if plugins is None else str(plugins),
             upload,
+            failures,
+            per_address,
+            window,
         )
 
     def plugin_folder(self) -> PluginFolder | None:
@@ -85,6 +97,9 @@ def open_arena(
         worker_factory=worker_factory,
         max_body=options.max_body,
         live_runs=options.live_runs,
+        logins=LoginLimits(
+            options.login_failures, options.login_failures_per_address, options.login_window
+        ),
         observer=observer,
         on_actions=on_actions,
     )

@@ -13,6 +13,10 @@ episode ended is refused with :class:`~envwire.errors.StateError`, TERMINATED is
 ``terminated``, and ``truncated`` and ``info`` come from the ``envwire.extras`` observations.
 
 Vector worlds (N copies per message) are in :mod:`envwire.client.dmenvrpc_vector`.
+
+``grpcs://`` URLs use TLS and verify the server against ``ca`` (default ``ENVWIRE_CA``, else the
+system's CAs); ``token`` (default ``ENVWIRE_TOKEN``) travels as the stream's
+``authorization: Bearer`` metadata.
 """
 
 from __future__ import annotations
@@ -31,21 +35,32 @@ from dm_env_rpc.v1.extensions import properties_pb2
 
 from envwire import infojson, spacecodec
 from envwire import messages as m
+from envwire.client.credentials import Credentials
 from envwire.client.transport import split_url
 from envwire.errors import (
+    CapacityError,
+    ConfigError,
     EnvError,
     EnvwireError,
     InvalidArgumentError,
     ProtocolError,
     StateError,
     TransportError,
+    UnauthenticatedError,
     UnsupportedError,
 )
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Layout
 from envwire.watchdog import Watchdog
 
-__all__ = ["CHANNEL_OPTIONS", "DEFAULT_PORT", "DmEnvRpcTransport", "open_url"]
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "DEFAULT_PORT",
+    "DmEnvRpcTransport",
+    "channel_credentials",
+    "open_url",
+    "security",
+]
 
 #: The port of ``grpc://`` URLs that name none.
 DEFAULT_PORT = 50051
@@ -58,6 +73,23 @@ CHANNEL_OPTIONS = (
 )
 _SPACES = ("env.action_space", "env.observation_space")
 _Decoder = Callable[[], m.Reply]
+
+
+def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
+    """SSL channel credentials that verify the server against ``credentials.ca`` (else the
+    system's CAs).
+
+    Raises:
+        ConfigError: the CA file cannot be read.
+    """
+    roots = None
+    if credentials.ca is not None:
+        try:
+            with open(credentials.ca, "rb") as file:
+                roots = file.read()
+        except OSError as exc:
+            raise ConfigError(f"cannot read CA certificates from {credentials.ca}: {exc}") from None
+    return grpc.ssl_channel_credentials(root_certificates=roots)
 
 
 # One thread for every transport: cancels a stream whose reply is overdue.
@@ -76,9 +108,12 @@ class DmEnvRpcTransport:
         world_settings: more CreateWorld settings (``players``, ``kwargs``: a dict of
             constructor arguments, ...); ``env`` is set from ``env_id``.
         join_settings: more JoinWorld settings (``player``, ...).
+        credentials: the token to present; and, with ``tls``, the CA to verify the server by.
+        tls: connect over TLS (``grpcs://``).
 
     Raises (from the constructor):
-        TransportError: the server cannot be reached.
+        TransportError: the server cannot be reached (or is not trusted, under TLS).
+        UnauthenticatedError: the server wants a token this client does not have.
         EnvwireError: the server refused the world (UnknownEnvError, CapacityError, ...).
         UnsupportedError: the env's spaces cannot be rebuilt here (typed envs).
     """
@@ -96,20 +131,30 @@ class DmEnvRpcTransport:
         world: str | None = None,
         world_settings: Mapping[str, Any] | None = None,
         join_settings: Mapping[str, Any] | None = None,
+        credentials: Credentials | None = None,
+        tls: bool = False,
     ) -> None:
-        self.where = f"grpc://{host}:{port}/{env_id}"
+        self.where = f"{'grpcs' if tls else 'grpc'}://{host}:{port}/{env_id}"
         self.env_id = env_id
         self.timeout = timeout
+        credentials = credentials or Credentials()
         target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
+        if tls:
+            secure = channel_credentials(credentials)
+            self._channel = grpc.secure_channel(target, secure, options=CHANNEL_OPTIONS)
+        else:
+            self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
         try:
             grpc.channel_ready_future(self._channel).result(timeout)
         except grpc.FutureTimeoutError:
             self._channel.close()
-            raise TransportError(f"cannot connect to {self.where} within {timeout:g} s") from None
+            hint = " (is its certificate trusted? see ca= and ENVWIRE_CA)" if tls else ""
+            raise TransportError(
+                f"cannot connect to {self.where} within {timeout:g} s{hint}"
+            ) from None
         self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._call = dm_env_rpc_pb2_grpc.EnvironmentStub(self._channel).Process(
-            iter(self._outbox.get, None)
+            iter(self._outbox.get, None), metadata=credentials.grpc_metadata()
         )
         self._replies: Iterator[Any] = self._call
         self._pending: deque[_Decoder] = deque()
@@ -194,11 +239,15 @@ class DmEnvRpcTransport:
             raise ProtocolError(f"{self.where}: expected a {field} response, got {got}")
         return getattr(response, field)
 
-    def _lost(self, exc: grpc.RpcError) -> TransportError:
+    def _lost(self, exc: grpc.RpcError) -> EnvwireError:
         if self._expired:
             return TransportError(f"{self.where}: no reply within {self.timeout:g} s")
         code = exc.code() if isinstance(exc, grpc.Call) else None
         details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+        if code == grpc.StatusCode.UNAUTHENTICATED:
+            return UnauthenticatedError(f"{self.where}: {details}")
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED:
+            return CapacityError(f"{self.where}: {details}")
         if code == grpc.StatusCode.CANCELLED and not self._closed:
             return TransportError(
                 f"{self.where}: the server dropped the connection (it drops a connection whose "
@@ -411,13 +460,29 @@ def _property_value(packed: Any) -> str:
     return str(dmenvrpc.unpack(_property_response(packed).read_property.value).reshape(())[()])
 
 
-def open_url(url: str, *, timeout: float = 30.0, **kwargs: Any) -> DmEnvRpcTransport:
-    """A transport to ``grpc://host:port/<env id>`` (keyword arguments go to
-    :class:`DmEnvRpcTransport`: ``world``, ``world_settings``, ``join_settings``).
+def open_url(
+    url: str,
+    *,
+    timeout: float = 30.0,
+    token: str | None = None,
+    ca: str | None = None,
+    **kwargs: Any,
+) -> DmEnvRpcTransport:
+    """A transport to ``grpc://host:port/<env id>`` (``grpcs://``: over TLS). ``token`` and
+    ``ca`` default to ``ENVWIRE_TOKEN`` and ``ENVWIRE_CA``; other keyword arguments go to
+    :class:`DmEnvRpcTransport`: ``world``, ``world_settings``, ``join_settings``.
 
     Raises:
         InvalidArgumentError: a malformed URL, or settings the server refused.
         TransportError: the server cannot be reached.
+        UnauthenticatedError: the server wants a token this client does not have.
     """
     host, port, env_id = split_url(url, DEFAULT_PORT)
-    return DmEnvRpcTransport(host, port, env_id, timeout=timeout, **kwargs)
+    return DmEnvRpcTransport(
+        host, port, env_id, timeout=timeout, **security(url, token, ca), **kwargs
+    )
+
+
+def security(url: str, token: str | None, ca: str | None) -> dict[str, Any]:
+    """The transport's ``credentials`` and ``tls`` arguments for ``url``."""
+    return {"credentials": Credentials.resolve(token, ca), "tls": url.startswith("grpcs:")}

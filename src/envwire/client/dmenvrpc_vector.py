@@ -19,7 +19,7 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
 from envwire import infojson
 from envwire import messages as m
-from envwire.client.dmenvrpc import DEFAULT_PORT, DmEnvRpcTransport
+from envwire.client.dmenvrpc import DEFAULT_PORT, DmEnvRpcTransport, security
 from envwire.client.transport import split_url
 from envwire.errors import EnvError, InvalidArgumentError, StateError
 from envwire.protocols import dmenvrpc
@@ -110,6 +110,8 @@ def open_vector_url(
     workers: int = 1,
     timeout: float = 30.0,
     world_settings: Mapping[str, Any] | None = None,
+    token: str | None = None,
+    ca: str | None = None,
     **kwargs: Any,
 ) -> DmEnvRpcVectorTransport:
     """A transport to a vector world of ``num_envs`` copies of the env at
@@ -128,5 +130,11 @@ def open_vector_url(
         **(world_settings or {}),
     }
     return DmEnvRpcVectorTransport(
-        host, port, env_id, timeout=timeout, world_settings=settings, **kwargs
+        host,
+        port,
+        env_id,
+        timeout=timeout,
+        world_settings=settings,
+        **security(url, token, ca),
+        **kwargs,
     )

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 from typing import Any
 
 from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
+from envwire.client.credentials import Credentials
 from envwire.client.transport import split_url
-from envwire.errors import EnvwireError, ProtocolError, TransportError
+from envwire.errors import EnvwireError, ProtocolError, TransportError, UnauthenticatedError
 from envwire.protocols.gymsocket import (
     NEED_DATA,
     ClientConnection,
@@ -18,6 +20,7 @@ from envwire.protocols.gymsocket import (
     HandshakeReply,
 )
 from envwire.sockets import configure_stream
+from envwire.sockets.tls import TlsSocket
 
 __all__ = ["DEFAULT_FLAGS", "DEFAULT_PORT", "GymSocketTransport", "open_url", "open_vector_url"]
 
@@ -25,6 +28,8 @@ DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 #: The port of ``gym-socket://`` URLs that name none.
 DEFAULT_PORT = 5001
 _RECV = 256 * 1024
+#: The handshake errors of a server that wants a token (docs/gym-socket.md).
+_AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
 
 
 class GymSocketTransport:
@@ -38,9 +43,14 @@ class GymSocketTransport:
             extended packets (seeded resets, truncation, raw tensors, exact spaces).
         vector: open a vector session: ``{"num_envs": N, "autoreset_mode": ..., "workers":
             K}`` (adds the VECTOR flag).
+        token: the server's token (adds the AUTH flag).
+        tls: a client TLS context: the connection runs over TLS (``gym-sockets://``) and the
+            server's certificate is verified against ``host``.
 
     Raises (from the constructor):
-        TransportError: the server cannot be reached or does not answer.
+        TransportError: the server cannot be reached, does not answer, or fails TLS
+            verification.
+        UnauthenticatedError: the server requires a token, and none or a wrong one was given.
         RemoteError (or the class its code names): the server refused the env.
     """
 
@@ -53,19 +63,21 @@ class GymSocketTransport:
         timeout: float = 30.0,
         flags: Flags = DEFAULT_FLAGS,
         vector: dict[str, Any] | None = None,
+        token: str | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.address = (host, port)
         self.env_id = env_id
         self.timeout = timeout
-        try:
-            self._sock = socket.create_connection(self.address, timeout=timeout)
-        except OSError as exc:
-            raise TransportError(f"cannot connect to gym-socket://{host}:{port}: {exc}") from exc
+        self._scheme = "gym-sockets" if tls is not None else "gym-socket"
+        self._sock = self._connect(tls)
         configure_stream(self._sock, timeout)
         # Replies are read into one buffer for the connection's life: no allocation per recv.
         self._inbox = memoryview(bytearray(_RECV))
         if vector is not None:
             flags |= Flags.VECTOR
+        if token is not None:
+            flags |= Flags.AUTH
         self._codec = ClientConnection(flags)
         self.action_space: Any = None
         self.observation_space: Any = None
@@ -73,13 +85,14 @@ class GymSocketTransport:
         self.num_envs = int((vector or {}).get("num_envs", 1))
         self.autoreset_mode = str((vector or {}).get("autoreset_mode", ""))
         try:
-            self._sock.sendall(self._codec.send_handshake(env_id, vector))
+            self._sock.sendall(self._codec.send_handshake(env_id, vector, token))
             reply = self._receive()
             assert isinstance(reply, HandshakeReply)
             if reply.error:
-                raise TransportError(
-                    f"gym-socket://{host}:{port} refused {env_id!r}: {reply.error}"
-                )
+                refused = f"{self._scheme}://{host}:{port} refused {env_id!r}: {reply.error}"
+                if reply.error in _AUTH_REFUSALS:
+                    raise UnauthenticatedError(refused)
+                raise TransportError(refused)
             if env_id:
                 self.send(m.GetSpace(m.SpaceKind.ACTION))
                 self.send(m.GetSpace(m.SpaceKind.OBSERVATION))
@@ -96,6 +109,25 @@ class GymSocketTransport:
             self._sock.close()
             raise
 
+    def _connect(self, tls: ssl.SSLContext | None) -> Any:
+        """The connected socket (a TLS one when ``tls``), or TransportError."""
+        host, port = self.address
+        try:
+            sock = socket.create_connection(self.address, timeout=self.timeout)
+        except OSError as exc:
+            raise TransportError(
+                f"cannot connect to {self._scheme}://{host}:{port}: {exc}"
+            ) from exc
+        if tls is None:
+            return sock
+        secure = TlsSocket(sock, tls, server_side=False, server_hostname=host)
+        try:
+            secure.handshake(self.timeout)
+        except (OSError, ssl.SSLError) as exc:
+            sock.close()
+            raise TransportError(f"TLS with {self._scheme}://{host}:{port} failed: {exc}") from exc
+        return secure
+
     @property
     def flags(self) -> Flags:
         """The handshake flags this connection was opened with."""
@@ -106,7 +138,9 @@ class GymSocketTransport:
         try:
             self._sock.sendall(self._codec.send_request(request))
         except OSError as exc:
-            raise TransportError(f"sending to gym-socket://{self._where()} failed: {exc}") from exc
+            raise TransportError(
+                f"sending to {self._scheme}://{self._where()} failed: {exc}"
+            ) from exc
 
     def receive(self) -> m.Reply:
         """The reply to the oldest unanswered request.
@@ -142,13 +176,13 @@ class GymSocketTransport:
                 size = self._sock.recv_into(self._inbox)
             except (TimeoutError, BlockingIOError):
                 raise TransportError(
-                    f"gym-socket://{self._where()}: no reply within {self.timeout:g} s"
+                    f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
                 ) from None
             except OSError as exc:
-                raise TransportError(f"gym-socket://{self._where()}: {exc}") from exc
+                raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
             if not size:
                 raise TransportError(
-                    f"gym-socket://{self._where()} closed the connection (the server drops "
+                    f"{self._scheme}://{self._where()} closed the connection (the server drops "
                     "connections whose env hung, and flags-0 connections on any error)"
                 )
             codec.receive_data(self._inbox[:size])
@@ -165,16 +199,34 @@ class GymSocketTransport:
             self._sock.close()
 
 
-def open_url(url: str, *, timeout: float = 30.0, **kwargs: Any) -> GymSocketTransport:
-    """A transport to ``gym-socket://host:port/<env id>`` (keyword arguments go to
-    :class:`GymSocketTransport`).
+def _security(url: str, token: str | None, ca: str | None) -> dict[str, Any]:
+    """The transport's ``token`` and ``tls`` for a URL (``gym-sockets://`` is TLS)."""
+    credentials = Credentials.resolve(token, ca)
+    tls = credentials.ssl_context() if url.startswith("gym-sockets:") else None
+    return {"token": credentials.token, "tls": tls}
+
+
+def open_url(
+    url: str,
+    *,
+    timeout: float = 30.0,
+    token: str | None = None,
+    ca: str | None = None,
+    **kwargs: Any,
+) -> GymSocketTransport:
+    """A transport to ``gym-socket://host:port/<env id>`` (``gym-sockets://``: over TLS).
+
+    ``token`` and ``ca`` default to ``ENVWIRE_TOKEN`` and ``ENVWIRE_CA``; other keyword
+    arguments go to :class:`GymSocketTransport`.
 
     Raises:
         InvalidArgumentError: a malformed URL.
         TransportError: the server cannot be reached, or refused the env.
+        UnauthenticatedError: the server wants a token this client does not have.
     """
     host, port, env_id = split_url(url, DEFAULT_PORT)
-    return GymSocketTransport(host, port, env_id, timeout=timeout, **kwargs)
+    security = _security(url, token, ca)
+    return GymSocketTransport(host, port, env_id, timeout=timeout, **security, **kwargs)
 
 
 def open_vector_url(
@@ -184,16 +236,22 @@ def open_vector_url(
     autoreset_mode: str = "NextStep",
     workers: int = 1,
     timeout: float = 30.0,
+    token: str | None = None,
+    ca: str | None = None,
     **kwargs: Any,
 ) -> GymSocketTransport:
     """A transport to a vector session of ``num_envs`` copies of the env at
-    ``gym-socket://host:port/<env id>``.
+    ``gym-socket://host:port/<env id>`` (``gym-sockets://``: over TLS).
 
     Raises:
         InvalidArgumentError: a malformed URL or an unknown autoreset mode.
         TransportError: the server cannot be reached, or refused the env.
+        UnauthenticatedError: the server wants a token this client does not have.
     """
     mode = m.autoreset_mode(autoreset_mode).value
     vector = {"num_envs": num_envs, "autoreset_mode": mode, "workers": workers}
     host, port, env_id = split_url(url, DEFAULT_PORT)
-    return GymSocketTransport(host, port, env_id, timeout=timeout, vector=vector, **kwargs)
+    security = _security(url, token, ca)
+    return GymSocketTransport(
+        host, port, env_id, timeout=timeout, vector=vector, **security, **kwargs
+    )

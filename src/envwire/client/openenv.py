@@ -8,6 +8,10 @@ URL forms: ``scheme://host:port/envs/<env id>`` (an env of an envwire server),
 :func:`open_url` returns a :class:`GymTransport` for a Gymnasium env (``envwire.make`` wraps it in a
 ``gymnasium.Env``), and a :class:`TypedClient` for a typed env or a server that is not envwire.
 Errors the server reports are raised as the envwire error class its code names.
+
+``token`` and ``ca`` (default: ``ENVWIRE_TOKEN`` and ``ENVWIRE_CA``) authenticate to a server
+that requires a token (``Authorization: Bearer``, on every request and on the WebSocket
+upgrade) and verify a ``wss``/``https`` server's certificate.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ from pydantic import BaseModel
 
 from envwire import messages as m
 from envwire import spacecodec
+from envwire.client.credentials import Credentials
 from envwire.errors import (
     CapacityError,
     EnvwireError,
@@ -118,13 +123,21 @@ class WebSocketConnection:
     """
 
     def __init__(
-        self, base: str, *, timeout: float = 30.0, max_size: int = 100 * 1024 * 1024
+        self,
+        base: str,
+        *,
+        timeout: float = 30.0,
+        max_size: int = 100 * 1024 * 1024,
+        credentials: Credentials | None = None,
     ) -> None:
+        from websockets.exceptions import InvalidStatus
         from websockets.sync.client import connect as ws_connect
 
         self.url = _ws_base(base)
         self.timeout = timeout
         self._rpc_id = 0
+        credentials = credentials or Credentials()
+        secure = credentials.ssl_context() if self.url.startswith("wss:") else None
         try:
             connection = ws_connect(
                 f"{self.url}/ws",
@@ -132,9 +145,20 @@ class WebSocketConnection:
                 max_size=max_size,
                 open_timeout=timeout,
                 close_timeout=2,
+                additional_headers=credentials.headers(),
+                ssl=secure,
             )
             # Entered as a context manager (closed in close()), as websockets >= 17.1 wants.
             self._ws = connection.__enter__()
+        except InvalidStatus as exc:  # refused with an HTTP error: raise what its body says
+            response = exc.response
+            try:
+                data = json.loads(response.body or b"")
+            except ValueError:
+                data = None
+            if isinstance(data, dict) and "code" in data:
+                _raise(data, f"{self.url}/ws")
+            raise TransportError(f"cannot connect to {self.url}/ws: {exc}") from exc
         except Exception as exc:
             raise TransportError(f"cannot connect to {self.url}/ws: {exc}") from exc
 
@@ -214,13 +238,19 @@ class HttpConnection:
         TransportError: the server cannot be reached. Others: as the server reports them.
     """
 
-    def __init__(self, base: str, *, timeout: float = 30.0) -> None:
+    def __init__(
+        self, base: str, *, timeout: float = 30.0, credentials: Credentials | None = None
+    ) -> None:
         import httpx
 
         self.url = _http_base(base)
         self.timeout = timeout
         self._rpc_id = 0
-        self._http = httpx.Client(base_url=self.url, timeout=timeout)
+        credentials = credentials or Credentials()
+        verify = credentials.ssl_context() if self.url.startswith("https:") else True
+        self._http = httpx.Client(
+            base_url=self.url, timeout=timeout, headers=credentials.headers(), verify=verify
+        )
         self.token: str | None = None
         self._described: dict[str, Any] | None = None
         try:
@@ -468,23 +498,27 @@ def open_url(
     timeout: float = 30.0,
     observation_type: type[BaseModel] | None = None,
     state_type: type[BaseModel] | None = None,
+    token: str | None = None,
+    ca: str | None = None,
     **kwargs: Any,
 ) -> GymTransport | TypedClient:
     """Open a session with the env at ``url`` (see the module docstring).
 
     Raises:
         InvalidArgumentError: a malformed URL or unknown keyword.
-        TransportError: the server cannot be reached.
+        TransportError: the server cannot be reached, or its certificate is not trusted.
+        UnauthenticatedError: the server wants a token this client does not have.
         EnvwireError: the server refused (UnknownEnvError, CapacityError, ...).
     """
     if kwargs:
         raise InvalidArgumentError(f"unknown keyword arguments: {sorted(kwargs)}")
     scheme, base = base_url(url)
+    credentials = Credentials.resolve(token, ca)
     connection: Connection
     if scheme in ("ws", "wss"):
-        connection = WebSocketConnection(base, timeout=timeout)
+        connection = WebSocketConnection(base, timeout=timeout, credentials=credentials)
     else:
-        connection = HttpConnection(base, timeout=timeout)
+        connection = HttpConnection(base, timeout=timeout, credentials=credentials)
     try:
         described = connection.describe()
     except BaseException:

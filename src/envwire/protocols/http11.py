@@ -65,7 +65,7 @@ class Request:
     ``path`` is percent-decoded and has no query; ``headers`` has lower-case names (repeated
     headers joined with ", "); ``cookies`` are the (name, value) pairs of every ``Cookie``
     header; ``scheme`` is how the client reached the server (``http`` unless a front end
-    knows better).
+    knows better); ``client`` is the client's address, when the front end knows it.
     """
 
     method: str
@@ -78,6 +78,7 @@ class Request:
     keep_alive: bool = True
     expects_continue: bool = False
     scheme: str = "http"
+    client: str = ""
 
     def header(self, name: str, default: str = "") -> str:
         """The value of the (lower-case) header ``name``."""

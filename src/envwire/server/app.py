@@ -16,6 +16,7 @@ from envwire.observe import Observability
 from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog
 from envwire.runtime.workers import make_worker
+from envwire.server.security import Security
 from envwire.server.sessions import SessionTable
 
 __all__ = [
@@ -80,7 +81,9 @@ class ServerConfig:
     idle_timeout: float | None = 3600.0
     ray_address: str | None = None  # the Ray cluster of envs with ray isolation
     place_timeout: float = 30.0  # seconds a session waits to be placed on the Ray cluster
-    options: dict[str, Any] = field(default_factory=dict)  # front-end specific settings
+    #: Front-end settings, and the security settings of :mod:`envwire.server.security`
+    #: (``token_file``, ``tls_cert``, ``tls_key``, ``insecure``, limits).
+    options: dict[str, Any] = field(default_factory=dict)
     record: RecordSettings | None = None  # recording episodes as Minari datasets: off
 
 
@@ -90,6 +93,8 @@ class Server:
     def __init__(self, catalog: Catalog, config: ServerConfig | None = None) -> None:
         self.catalog = catalog
         self.config = config or ServerConfig()
+        #: Tokens, TLS and allowed names, shared by every front end (raises ConfigError).
+        self.security = Security.from_options(self.config.options)
         self.ray = _ray_runtime(catalog, self.config)
         self.observe = Observability(self.config.record)
         self.sessions = SessionTable(
@@ -106,11 +111,20 @@ class Server:
     def start(self, announce: Callable[[str], None] | None = None) -> None:
         """Start every front end whose port is not None; announce each listening address.
 
-        On the main thread, SIGINT and SIGTERM from now on make :meth:`serve_forever` return.
+        On the main thread, SIGINT and SIGTERM from now on make :meth:`serve_forever` return,
+        and SIGHUP re-reads the token file.
+
+        Raises:
+            ConfigError: the host is not loopback, and neither tokens nor ``insecure`` are set.
+            OSError: a front end cannot listen.
         """
+        self.security.check_exposure(self.config.host)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self._stopped.set())
+            tokens = self.security.tokens
+            if tokens is not None:
+                signal.signal(signal.SIGHUP, lambda *_: tokens.reload())
         if self.ray is not None:
             self.ray.connect()
         self.observe.start()

@@ -17,6 +17,7 @@ import contextlib
 import logging
 import socket
 import threading
+import time
 from typing import TYPE_CHECKING, Any
 
 from envwire import messages as m
@@ -33,6 +34,8 @@ from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
 from envwire.server._buffers import DEFAULT_MAX_BUFFERED, BufferBudget
 from envwire.server._ratelog import RateLimitedLog
 from envwire.server.listener import ThreadedListener
+from envwire.server.security import connection_limits, setting_seconds
+from envwire.server.security.admission import Ticket
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 from envwire.sockets import configure_stream
@@ -54,42 +57,42 @@ class GymSocketFrontEnd(ThreadedListener):
 
     The server's config sets ``monitor_layout`` (how Monitor packets of clients without the
     MONITOR_REPLY flag are read: ``auto``, ``seed`` or ``video``) and ``idle_timeout`` (seconds
-    a connection may stay silent between commands; None = forever). ``handshake_timeout``:
-    seconds a new connection has to send its handshake. Its options (``ServerConfig.options``)
-    ``max_action_size`` (bytes of one action, default 16 MiB) and ``max_buffered`` (bytes all
-    connections may buffer together beyond 256 KiB each, default 256 MiB; null = no limit)
-    bound what clients can make it hold.
+    a connection may stay silent between commands; None = forever). Its security settings
+    (:mod:`envwire.server.security`) set the tokens, TLS and connection bounds; the
+    ``handshake_timeout`` is a deadline for the whole handshake, and ``packet_timeout``
+    (default 60 s) one for each command packet once its first byte has arrived. Its options
+    (``ServerConfig.options``) ``max_action_size`` (bytes of one action, default 16 MiB) and
+    ``max_buffered`` (bytes all connections may buffer together beyond 256 KiB each, default
+    256 MiB; null = no limit) bound what clients can make it hold.
     """
 
     name = "gym-socket"
     thread_name = "envwire-gym-socket"
 
-    def __init__(
-        self,
-        server: Server,
-        host: str = "127.0.0.1",
-        port: int = 5001,
-        *,
-        handshake_timeout: float = 30.0,
-    ) -> None:
+    def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 5001) -> None:
         self.sessions: SessionTable = server.sessions
         self.observe = server.observe
         self.host, self.port = host, port
         self.monitor_layout = server.config.monitor_layout
-        self.handshake_timeout = handshake_timeout
         self.idle_timeout = server.config.idle_timeout
+        self.security = server.security
         options = server.config.options
+        self.packet_timeout = setting_seconds(options, "packet_timeout", 60.0)
         self.max_action = int(options.get("max_action_size", DEFAULT_MAX_ACTION))
         limit = options.get("max_buffered", DEFAULT_MAX_BUFFERED)
         self.budget = BufferBudget(None if limit is None else int(limit))
-        super().__init__()
+        super().__init__(connection_limits(options), server.security.tls)
 
     def start(self) -> tuple[str, int]:
         """Bind, listen and start accepting; returns the bound address."""
         return self.listen(512)
 
-    def connection(self, sock: socket.socket, peer: Any) -> _Connection:
-        return _Connection(self, sock, peer)
+    def connection(self, sock: Any, peer: Any, ticket: Ticket) -> _Connection:
+        return _Connection(self, sock, peer, ticket)
+
+    def refusal(self, error: EnvwireError) -> bytes:
+        """A refused connection's answer: the handshake error string."""
+        return ServerConnection().send_handshake_reply(str(error))
 
     def stop(self) -> None:
         """Stop accepting, drop every connection and free their sessions."""
@@ -129,10 +132,11 @@ def is_typed_space(space: Any) -> bool:
 class _Connection:
     """One client: its socket, codec and session."""
 
-    def __init__(self, front: GymSocketFrontEnd, sock: socket.socket, peer: Any) -> None:
+    def __init__(self, front: GymSocketFrontEnd, sock: Any, peer: Any, ticket: Ticket) -> None:
         self.front = front
         self.sock = sock
         self.peer = peer
+        self.ticket = ticket
         self.codec = ServerConnection(
             monitor_layout=front.monitor_layout, max_action=front.max_action
         )
@@ -145,13 +149,13 @@ class _Connection:
 
     def run(self) -> None:
         try:
-            configure_stream(self.sock, self.front.handshake_timeout)
-            self._serve()
+            if self._greet():
+                self._serve()
         except ProtocolError as exc:
             self._fatal(exc)
         except TimeoutError:
             if not self._dead:
-                waited = self.front.idle_timeout if self.session else self.front.handshake_timeout
+                waited = self.front.idle_timeout
                 _peer_log("%s: closing the connection after %g s of silence", self.peer, waited)
         except OSError as exc:
             log.debug("connection %s ends: %s", self.peer, exc)
@@ -169,16 +173,56 @@ class _Connection:
         if reply is not None:
             self._send(reply)
 
+    def _greet(self) -> bool:
+        """Read and answer the handshake, all of it within the ticket's deadline; True when a
+        session is open."""
+        codec = self.codec
+        event: Any = NEED_DATA
+        try:
+            while event is NEED_DATA:
+                remaining = self.ticket.remaining()
+                if remaining <= 0:
+                    raise TimeoutError
+                configure_stream(self.sock, remaining)
+                codec.receive_data(self.sock.recv(_RECV))
+                event = codec.next_event()
+        except (TimeoutError, BlockingIOError):  # ProtocolError goes to run()'s _fatal
+            seconds = self.front.admission.limits.handshake_timeout
+            self._refuse(f"no handshake within {seconds:g} s")
+            return False
+        reply = self._handshake(event)
+        self.ticket.passed()
+        if reply is None:
+            return False
+        configure_stream(self.sock, self.front.idle_timeout)
+        self._send(reply)
+        return True
+
     def _serve(self) -> None:
         codec = self.codec
+        idle = self.front.idle_timeout
+        in_packet = False  # the socket's timeout is a packet's deadline, not the idle timeout
+        started = 0.0  # when the partial packet in the buffer began to arrive
+        data = b"?"  # not EOF: the first round parses what came with the handshake
+        parse = codec.buffered > 0
         while not self._dead:
-            data = self.sock.recv(_RECV)
-            codec.receive_data(data)
-            if not self.hold.update(codec.buffered):
-                raise TooLargeError(
-                    f"the server's receive buffers are full ({self.front.budget.limit} bytes "
-                    "across all connections); try again later"
-                )
+            if not parse:
+                if codec.buffered:  # a packet has begun: it has packet_timeout to arrive whole
+                    if not in_packet:
+                        in_packet, started = True, time.monotonic()
+                    left = started + self.front.packet_timeout - time.monotonic()
+                    configure_stream(self.sock, max(left, 0.001))
+                elif in_packet:
+                    in_packet = False
+                    configure_stream(self.sock, idle)
+                data = self.sock.recv(_RECV)
+                codec.receive_data(data)
+                if not self.hold.update(codec.buffered):
+                    raise TooLargeError(
+                        f"the server's receive buffers are full ({self.front.budget.limit} "
+                        "bytes across all connections); try again later"
+                    )
+            parse = False
             out: list[bytes] = []
             while True:
                 event = codec.next_event()
@@ -243,14 +287,26 @@ class _Connection:
         )
 
     def _handshake(self, event: Handshake) -> bytes | None:
+        """The reply opening the session, or None after refusing it (the reason was sent)."""
         unknown = self.codec.unknown_flags()
         if unknown:
             error = (
-                f"unknown handshake flags 0x{unknown:02x} "
-                "(known: 0x01 errors, 0x02 monitor reply, 0x04 extended, 0x08 vector)"
+                f"unknown handshake flags 0x{unknown:02x} (known: 0x01 errors, 0x02 monitor "
+                "reply, 0x04 extended, 0x08 vector, 0x10 auth)"
             )
             self._refuse(error)
             return None
+        security = self.front.security
+        if security.tokens is not None:  # before the env id is even looked at
+            if not event.flags & Flags.AUTH:
+                error = "this server requires a token"
+            elif not security.authenticated(event.token):
+                error = "the token was not accepted"
+            else:
+                error = ""
+            if error:
+                self._refuse(error)
+                return None
         try:
             session = self.front.sessions.open(
                 event.env_name,
@@ -284,7 +340,6 @@ class _Connection:
                 session.batch_action_space,
                 batch_space(session.observation_space, session.num_envs),
             )
-        configure_stream(self.sock, self.front.idle_timeout)
         return self.codec.send_handshake_reply("")
 
     def _refuse(self, error: str) -> None:

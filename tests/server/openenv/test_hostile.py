@@ -163,7 +163,7 @@ def test_a_websocket_client_that_never_reads_is_held_back_then_dropped(
     step = frame(json.dumps({"type": "step", "data": {"message": "x" * 60_000}}).encode())
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(
-            f"GET {ECHO}/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            f"GET {ECHO}/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
             f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\n"
             "Sec-WebSocket-Version: 13\r\n\r\n".encode()
             + frame(b'{"type":"reset"}')
@@ -193,7 +193,7 @@ def test_an_http_client_that_never_reads_is_dropped(strict_server: ServerProcess
     port = strict_server.ports["http"]
     # Pipelined requests for a large response (the OpenAPI document, about 7 KB): the server
     # answers them until the socket buffers are full, then waits at most the send timeout.
-    request = f"GET {ECHO}/openapi.json HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    request = f"GET {ECHO}/openapi.json HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n".encode()
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sent = flood(sock, request * 200, seconds=60)
         assert sent < HELD_CEILING

@@ -130,7 +130,7 @@ def test_half_open_connection_is_dropped_by_keepalive_pings(crowd_server: Server
     sock = socket.create_connection((crowd_server.host, crowd_server.ports["http"]))
     try:
         sock.sendall(
-            b"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\n"
+            b"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
             b"Connection: Upgrade\r\nSec-WebSocket-Version: 13\r\n"
             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         )

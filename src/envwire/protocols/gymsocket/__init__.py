@@ -16,6 +16,7 @@ bits are our extensions (documented in ``docs/gym-socket.md``):
 - ``EXTENDED`` (0x04): Reset-with-options (packet 7), Step-with-truncation (packet 8), typed
   tensor observations (type 2) and actions (type 1), and envwire's exact space descriptions.
 - ``VECTOR`` (0x08): one session of N copies; Reset and Step carry batches (packets 9 and 10).
+- ``AUTH`` (0x10): the handshake carries a token, right after the flags byte.
 
 The shared wire format is in :mod:`.wire`, the server's end in :mod:`.server`, the client's in
 :mod:`.client`.

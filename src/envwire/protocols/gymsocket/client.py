@@ -60,14 +60,20 @@ class ClientConnection(Side):
         self._set_flags(flags)
         self._expect: deque[Packet | str] = deque()
 
-    def send_handshake(self, env_name: str, vector: dict[str, Any] | None = None) -> bytes:
+    def send_handshake(
+        self, env_name: str, vector: dict[str, Any] | None = None, token: str | None = None
+    ) -> bytes:
         """The opening bytes; the first event will be a :class:`HandshakeReply`.
 
         With the VECTOR flag, ``vector`` is ``{"num_envs": N, "autoreset_mode": ..., "workers":
-        K}``, and Reset/Step then travel as packets 9 and 10, carrying batches.
+        K}``, and Reset/Step then travel as packets 9 and 10, carrying batches. With the AUTH
+        flag, ``token`` is sent first.
         """
         self._expect.append("handshake")
-        opening = U8.pack(int(self.flags)) + pack_field(env_name.encode())
+        opening = U8.pack(int(self.flags))
+        if self.flags & Flags.AUTH:
+            opening += pack_field((token or "").encode())
+        opening += pack_field(env_name.encode())
         if self._vector:
             opening += pack_field(json_bytes(vector or {}))
         return opening

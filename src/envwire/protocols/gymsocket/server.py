@@ -26,6 +26,7 @@ from envwire.protocols.gymsocket.wire import (
     EMPTY_INFO,
     F64,
     KNOWN_FLAGS,
+    MAX_HANDSHAKE_TOKEN,
     MAX_MONITOR_DIR,
     MONITOR_LAYOUTS,
     OBS_BYTES,
@@ -163,10 +164,18 @@ class ServerConnection(Side):
     def _handshake(self) -> Handshake | NeedData:
         buf = self._buf
         flags = buf.u8(0)
-        name = buf.field(1, MAX_ENV_NAME, "the env name") if flags is not None else None
-        if flags is None or name is None:
+        if flags is None:
             return self._incomplete()
-        end, vector = name[1], None
+        end, token, vector = 1, None, None
+        if flags & Flags.AUTH:
+            presented = buf.field(end, MAX_HANDSHAKE_TOKEN, "the token")
+            if presented is None:
+                return self._incomplete()
+            token, end = decode_text(presented[0], "the token"), presented[1]
+        name = buf.field(end, MAX_ENV_NAME, "the env name")
+        if name is None:
+            return self._incomplete()
+        end = name[1]
         if flags & Flags.VECTOR:
             options = buf.field(end, MAX_VECTOR_OPTIONS, "the vector options")
             if options is None:
@@ -180,7 +189,8 @@ class ServerConnection(Side):
                 raise ProtocolError("vector options must be a JSON object")
         self._consume(end)
         self._set_flags(Flags(flags & KNOWN_FLAGS))
-        self.handshake = Handshake(Flags(flags), decode_text(name[0], "env name"), vector)
+        env_name = decode_text(name[0], "env name")
+        self.handshake = Handshake(Flags(flags), env_name, vector, token)
         return self.handshake
 
     def unknown_flags(self) -> int:

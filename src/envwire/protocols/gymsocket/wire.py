@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import IntEnum, IntFlag
 from typing import Any, Final, Literal
 
@@ -28,6 +28,7 @@ __all__ = [
     "F64",
     "KNOWN_FLAGS",
     "MAX_FIELD",
+    "MAX_HANDSHAKE_TOKEN",
     "MAX_MONITOR_DIR",
     "MONITOR_LAYOUTS",
     "NEED_DATA",
@@ -61,6 +62,8 @@ __all__ = [
 ]
 
 MAX_FIELD: Final = 256 * 1024 * 1024  # no string or array field may exceed 256 MiB
+#: The longest token a handshake may carry (AUTH), refused on its length prefix alone.
+MAX_HANDSHAKE_TOKEN: Final = 1024
 #: The longest Monitor directory the layout detection takes for a video-layout packet.
 MAX_MONITOR_DIR: Final = 65536
 
@@ -86,9 +89,10 @@ class Flags(IntFlag):
     MONITOR_REPLY = 0x02
     EXTENDED = 0x04
     VECTOR = 0x08
+    AUTH = 0x10
 
 
-KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags.VECTOR
+KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags.VECTOR | Flags.AUTH
 
 
 class Packet(IntEnum):
@@ -125,6 +129,7 @@ class Handshake:
     flags: Flags
     env_name: str
     vector: dict[str, Any] | None = None  # VECTOR: {"num_envs", "autoreset_mode", "workers"}
+    token: str | None = field(default=None, repr=False)  # AUTH: never shown in logs
 
 
 @dataclass(frozen=True, slots=True)

@@ -265,7 +265,7 @@ class AisysRoutes:
             if "pwd" in data:
                 if not isinstance(data["pwd"], str):
                     raise MalformedRequestError("pwd", "expected a string")
-                self.arena.check_password(env, agent, data["pwd"])
+                self.arena.check_password(env, agent, data["pwd"], request.client)
                 own = blocking
             if not own:
                 self._check_admin(request, data)

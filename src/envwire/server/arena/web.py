@@ -162,10 +162,12 @@ class ArenaWeb:
 
     def act(self, request: Request, params: dict[str, str]) -> Response:
         """The act endpoint."""
-        status, body = self.arena.handle_act(
-            params["env"], request.body, request.headers.get("content-type")
+        status, body, headers = self.arena.act_response(
+            params["env"], request.body, request.headers.get("content-type"), request.client
         )
-        return Response(status, body)
+        response = Response(status, body)
+        response.headers.extend(headers)
+        return response
 
     # -- pages -----------------------------------------------------------------------------
 

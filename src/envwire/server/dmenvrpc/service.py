@@ -11,9 +11,16 @@ lifetimes in :mod:`.worlds`, the properties extension in :mod:`.properties`, the
 and state table in :mod:`envwire.protocols.dmenvrpc`.
 
 Server settings (``[server]`` table of the config file): ``grpc_max_connections`` (streams at
-once, default 512; each holds a thread while open), ``grpc_max_num_envs`` (the most copies a
-vector world may have, default 4096). The server's ``idle_timeout`` drops streams that sent
-nothing for that long.
+once, default 512; each holds a thread while open), ``max_connections_per_address`` (of those,
+from one client address; default half of them), ``grpc_max_message_size`` (the largest request
+message, default 16 MiB; gRPC refuses a larger one with ``RESOURCE_EXHAUSTED`` before it is
+parsed), ``grpc_max_num_envs`` (the most copies a vector world may have, default 4096). The
+server's ``idle_timeout`` drops streams that sent nothing for that long.
+
+Security (:mod:`envwire.server.security`): with a certificate the port serves TLS only; with
+tokens, a stream's ``authorization: Bearer TOKEN`` metadata is checked once, before its first
+request is read (``UNAUTHENTICATED`` otherwise). A stream past the total or its address's share
+ends with ``RESOURCE_EXHAUSTED``.
 """
 
 from __future__ import annotations
@@ -29,12 +36,14 @@ from typing import TYPE_CHECKING, Any
 import grpc
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
-from envwire.errors import EnvError, EnvwireError
+from envwire.errors import CapacityError, EnvError, EnvwireError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
 from envwire.server.dmenvrpc.properties import Properties
 from envwire.server.dmenvrpc.world import Connection
 from envwire.server.dmenvrpc.worlds import WorldTable
+from envwire.server.security import setting
+from envwire.server.security.limits import AddressLimiter, address_of
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -46,8 +55,10 @@ log = logging.getLogger("envwire.grpc")
 #: The gRPC service name, from dm-env-rpc's generated descriptors.
 SERVICE: str = pb.DESCRIPTOR.services_by_name["Environment"].full_name
 
+#: The largest request message by default: a 50 MB env id once cost 2.1 GiB to look up.
+MAX_MESSAGE = 16 * 1024 * 1024
+
 _OPTIONS = (
-    ("grpc.max_receive_message_length", -1),
     ("grpc.max_send_message_length", -1),
     ("grpc.so_reuseport", 0),  # a port in use is an error, not a silently shared port
     ("grpc.keepalive_time_ms", 60_000),  # find half-open connections
@@ -115,7 +126,11 @@ class GrpcFrontEnd:
         options = server.config.options
         self.worlds = WorldTable(server.sessions, int(options.get("grpc_max_num_envs", 4096)))
         self.properties = Properties(server.catalog, self.worlds)
-        self.max_connections = int(options.get("grpc_max_connections", 512))
+        self.max_connections = setting(options, "grpc_max_connections", 512) or 512
+        per_address = setting(options, "max_connections_per_address", self.max_connections // 2)
+        self.streams = AddressLimiter(self.max_connections, per_address, "streams")
+        self.max_message = setting(options, "grpc_max_message_size", MAX_MESSAGE)
+        self.security = server.security
         self.idle_timeout = server.config.idle_timeout
         self._server: Any = None
         self._pool: _DaemonPool | None = None
@@ -140,15 +155,22 @@ class GrpcFrontEnd:
                 )
             },
         )
+        limit = -1 if self.max_message is None else self.max_message
         server = grpc.server(
             self._pool,
             handlers=[handler],
             maximum_concurrent_rpcs=self.max_connections,
-            options=_OPTIONS,
+            options=(*_OPTIONS, ("grpc.max_receive_message_length", limit)),
         )
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+        security = self.security
         try:
-            bound = server.add_insecure_port(address)
+            if security.cert_file is not None and security.key_file is not None:
+                with open(security.key_file, "rb") as key, open(security.cert_file, "rb") as cert:
+                    pair = (key.read(), cert.read())
+                bound = server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
+            else:
+                bound = server.add_insecure_port(address)
         except RuntimeError as exc:
             raise OSError(f"gRPC cannot listen on {address}: {exc}") from None
         if not bound:
@@ -160,8 +182,27 @@ class GrpcFrontEnd:
         return self.host, bound
 
     def _process(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
-        """One ``Process`` stream: a response for each request, in order."""
-        stream = _Stream(self, context)
+        """One ``Process`` stream: a response for each request, in order (after the token
+        and the client's share of streams are checked: ``context.abort`` raises)."""
+        address = address_of(context.peer())
+        tokens = self.security.tokens
+        if tokens is not None:
+            metadata = dict(context.invocation_metadata())
+            header = metadata.get("authorization")
+            if not tokens.check_header(header if isinstance(header, str) else None):
+                given = "no token" if header is None else "a token not accepted"
+                log.info("grpc client %s refused: %s", address, given)
+                context.abort(
+                    grpc.StatusCode.UNAUTHENTICATED,
+                    "this server requires a token (metadata authorization: Bearer TOKEN); "
+                    f"the stream carried {given}",
+                )
+        try:
+            self.streams.acquire(address)
+        except CapacityError as exc:
+            log.info("grpc client %s refused: %s", address, exc)
+            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
+        stream = _Stream(self, context, address)
         with self._lock:
             self._streams.add(stream)
         context.add_callback(stream.end)
@@ -205,9 +246,10 @@ class GrpcFrontEnd:
 class _Stream:
     """One ``Process`` call: its connection state and the dispatch of its requests."""
 
-    def __init__(self, front: GrpcFrontEnd, context: Any) -> None:
+    def __init__(self, front: GrpcFrontEnd, context: Any, address: str) -> None:
         self.front = front
         self.context = context
+        self.address = address  # holds one of its streams until end()
         peer = getattr(context, "peer", None)
         self.conn = Connection(abort=self._abort, peer=str(peer() or "") if peer else "")
         self.last_active = time.monotonic()
@@ -295,5 +337,6 @@ class _Stream:
                 self._ending = True
                 return
             self._ended = True
+        self.front.streams.release(self.address)
         self.front.forget(self)
         self.front.worlds.disconnect(self.conn)

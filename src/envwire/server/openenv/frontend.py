@@ -22,13 +22,18 @@ Server options (``ServerConfig.options``, e.g. the ``[server]`` table of ``--con
 ``max_queued``              1048576    bytes of WebSocket requests read ahead of their replies;
                                        beyond them the server stops reading (backpressure)
 ``openenv_arrays``          "base64"   Gymnasium arrays as base64 objects, or "list"
+``http_session_idle``       300.0      seconds an HTTP (or MCP) session may go unused
+``http_max_sessions``       1024       HTTP and MCP sessions at once (``CAPACITY_REACHED``)
+``http_sessions_per_address``  256     of those, opened from one client address
 ==========================  =========  =========================================================
 
 Protocol errors, refused requests and dropped clients are logged at INFO with the peer's
 address (at most 20 lines per 10 s).
 
-``ServerConfig.idle_timeout`` (default 3600 s) is how long a session may go unused before it is
-reaped; ``ServerConfig.capacity`` caps sessions across all front ends (``CAPACITY_REACHED``).
+``ServerConfig.idle_timeout`` (default 3600 s) is how long a WebSocket session may go unused
+before it is reaped; ``ServerConfig.capacity`` caps sessions across all front ends
+(``CAPACITY_REACHED``). Tokens, TLS, the Host/Origin checks and the connection bounds are the
+server's security settings (:mod:`envwire.server.security`, :mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from envwire.errors import CapacityError, EnvCapacityError, EnvTimeoutError, EnvwireError
-from envwire.protocols.http11 import Request, Response, json_response
+from envwire.protocols.http11 import Request, Response, json_response, response_bytes
 from envwire.protocols.openenv import (
     ErrorCode,
     RpcCode,
@@ -66,6 +71,7 @@ from envwire.protocols.websocket import handshake_problem
 from envwire.server._ratelog import RateLimitedLog
 from envwire.server.listener import ThreadedListener
 from envwire.server.openenv.bindings import ActionRejected
+from envwire.server.openenv.guard import Guard
 from envwire.server.openenv.routes import Router, error_response, split_path
 from envwire.server.openenv.service import OpenEnvService, Record
 from envwire.server.openenv.wire import (
@@ -75,6 +81,9 @@ from envwire.server.openenv.wire import (
     HttpConnection,
     WebSocketChannel,
 )
+from envwire.server.security import connection_limits, setting_seconds
+from envwire.server.security.admission import Ticket
+from envwire.server.security.limits import address_of
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -147,10 +156,17 @@ class OpenEnvFrontEnd(ThreadedListener):
         mounts: Sequence[Mount] = (),
         policies: Sequence[BodyPolicy] = (),
     ) -> None:
-        super().__init__()
+        options = server.config.options
+        super().__init__(connection_limits(options), server.security.tls)
         self.server = server
         self.host, self.port = host, port
-        options = server.config.options
+        self.guard = Guard(server.security, host)
+        # HTTP sessions have no connection that ends them: a shorter idle time than the
+        # server's idle_timeout, which still bounds it.
+        self.http_idle = min(
+            setting_seconds(options, "http_session_idle", 300.0),
+            server.config.idle_timeout or float("inf"),
+        )
         self.ping_interval = _seconds(options, "ping_interval")
         self.ping_timeout = _seconds(options, "ping_timeout")
         self.reap_interval = _seconds(options, "reap_interval") or 10.0
@@ -174,30 +190,43 @@ class OpenEnvFrontEnd(ThreadedListener):
         ).start()
         return address
 
-    def connection(self, sock: socket.socket, peer: Any) -> _Connection:
-        return _Connection(self, sock, peer)
+    def connection(self, sock: Any, peer: Any, ticket: Ticket) -> _Connection:
+        return _Connection(self, sock, peer, ticket)
+
+    def refusal(self, error: EnvwireError) -> bytes:
+        """A refused connection's answer: 503 with the JSON error body."""
+        return response_bytes(error_response(error), keep_alive=False)
 
     def respond(
         self, request: Request, on_hang: Callable[[EnvTimeoutError], None] | None = None
     ) -> Response:
-        """The response to one plain HTTP request: the first mount's that answers, else the
-        OpenEnv router's (never raises)."""
+        """The response to one plain HTTP request: the first mount's that answers (mounts
+        have their own accounts), else, with a token, the OpenEnv router's (never raises)."""
         for mount in self.mounts:
             response = mount(request)
             if response is not None:
                 return response
+        if not self._is_health(request):
+            refused = self.guard.token(request)
+            if refused is not None:
+                return refused
         return self.router.handle(request, on_hang)
+
+    def _is_health(self, request: Request) -> bool:
+        service = self.service
+        return split_path(request.path, service.served, service.default_env)[1] == "health"
 
     def _reap_loop(self) -> None:
         while not self._stopping.wait(self.reap_interval):
+            for record in self.service.idle(self.http_idle):
+                if record.kind != "ws":
+                    log.info("closing idle %s session of %s", record.kind, record.env_id)
+                    self.service.close(record)
             if self.idle_timeout is None:
                 continue
             for record in self.service.idle(self.idle_timeout):
                 if record.kind == "ws" and record.owner is not None:
                     record.owner.reap(self.idle_timeout)
-                else:
-                    log.info("closing idle %s session of %s", record.kind, record.env_id)
-                    self.service.close(record)
 
     def _keepalive_loop(self) -> None:
         """One timer for every WebSocket: ping the idle ones, drop the unresponsive ones."""
@@ -231,9 +260,12 @@ class OpenEnvFrontEnd(ThreadedListener):
 class _Connection:
     """One client connection: HTTP requests, possibly upgraded to a WebSocket."""
 
-    def __init__(self, front: OpenEnvFrontEnd, sock: socket.socket, peer: Any) -> None:
+    def __init__(self, front: OpenEnvFrontEnd, sock: Any, peer: Any, ticket: Ticket) -> None:
         self.front = front
         self.peer = peer
+        self.ticket = ticket
+        self.client = address_of(peer)
+        self.scheme = "https" if front.tls is not None else "http"
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         self.http = HttpConnection(
@@ -269,14 +301,29 @@ class _Connection:
             self.front.service.close(self.record)
 
     def _serve(self) -> None:
+        # The first request is the connection's handshake: it has the ticket's deadline.
+        deadline: float | None = time.monotonic() + self.ticket.remaining()
         while not self.front._stopping.is_set():
-            request = self.http.next_request()
+            request = self.http.next_request(deadline)
+            if deadline is not None:
+                deadline = None
+                self.ticket.passed()
             if request is None:
                 return
             if isinstance(request, Response):
                 self.http.send(request)
                 return
+            request.client, request.scheme = self.client, self.scheme
+            refused = self.front.guard.browser(request)
+            if refused is not None:  # a foreign page's request: answer, and hang up
+                self.http.keep_alive = False
+                self.http.send(refused)
+                return
             if "websocket" in request.header("upgrade").lower():
+                refused = self.front.guard.token(request)
+                if refused is not None:
+                    self.http.send(refused)
+                    return
                 self._websocket(request)
                 return
             response = self.front.respond(request, self._http_hung)
@@ -398,7 +445,7 @@ class _Connection:
                         response = (
                             rpc
                             if isinstance(rpc, dict)
-                            else service.mcp(rpc, record.env_id, record)
+                            else service.mcp(rpc, record.env_id, record, self.client)
                         )
                         reply = message("mcp", response)
                     case WsSpaces():
@@ -431,7 +478,9 @@ class _Connection:
                 channel.send_text(dumps(error))
                 return
             rpc = parse_rpc(text)
-            response = rpc if isinstance(rpc, dict) else service.mcp(rpc, env_id, record)
+            response = (
+                rpc if isinstance(rpc, dict) else service.mcp(rpc, env_id, record, self.client)
+            )
             if not channel.send_text(dumps(response)):
                 return
 

@@ -43,12 +43,17 @@ class _Failure(Exception):
 
 
 def answer(
-    service: OpenEnvService, request: RpcRequest, env_id: str, record: Record | None = None
+    service: OpenEnvService,
+    request: RpcRequest,
+    env_id: str,
+    record: Record | None = None,
+    peer: str = "",
 ) -> dict[str, Any]:
-    """The JSON-RPC response to one request; ``record`` is the caller's own session, if any."""
+    """The JSON-RPC response to one request; ``record`` is the caller's own session, if any;
+    a session it opens counts against the client address ``peer``."""
     rid = request.id
     try:
-        return rpc_result(rid, _result(service, request, env_id, record))
+        return rpc_result(rid, _result(service, request, env_id, record, peer))
     except _Failure as exc:
         return rpc_error(rid, exc.code, exc.message, exc.data)
     except EnvCapacityError as exc:
@@ -65,7 +70,7 @@ def answer(
 
 
 def _result(
-    service: OpenEnvService, request: RpcRequest, env_id: str, record: Record | None
+    service: OpenEnvService, request: RpcRequest, env_id: str, record: Record | None, peer: str
 ) -> Any:
     params, method = request.params, request.method
     extensions = service.compat.extensions
@@ -81,7 +86,7 @@ def _result(
         case "openenv/session/create":
             if record is not None:
                 return {"session_id": record.token or record.session.id}
-            return {"session_id": service.open(env_id, "mcp").token}
+            return {"session_id": service.open(env_id, "mcp", peer).token}
         case "openenv/session/close":
             return _close(service, params, record)
         case "tools/list" | "tools/call":

@@ -131,6 +131,13 @@ class Router:
             return _detail(404, "Not Found")
         if request.method not in allowed and not (request.method == "HEAD" and "GET" in allowed):
             return _not_allowed(allowed)
+        if endpoint in _JSON_BODIES and request.body and not _is_json(request):
+            # A cross-site form or text/plain fetch needs no CORS preflight: refuse it here.
+            return _detail(
+                415,
+                f"/{endpoint} takes a JSON body: send it with Content-Type: application/json",
+                code="unsupported_media_type",
+            )
         try:
             service.lookup(env_id)
             if endpoint in _SIMULATION and service.binding(env_id).production:
@@ -179,12 +186,12 @@ class Router:
                 if rpc.notification and rpc.method.startswith("notifications/"):
                     return Response(202)
                 mine = self._find_session(request, env_id)
-                return json_response(200, dumps(service.mcp(rpc, env_id, mine)))
+                return json_response(200, dumps(service.mcp(rpc, env_id, mine, request.client)))
             case "reset", _:
                 data = _reset_body(request.body)
                 found = self._find_session(request, env_id)
                 opened = found is None
-                record = service.open(env_id, "http") if found is None else found
+                record = service.open(env_id, "http", request.client) if found is None else found
                 try:
                     payload = service.reset(record, data, ("body",), on_hang=on_hang, http=True)
                 except CapacityError:
@@ -193,7 +200,9 @@ class Router:
                     if opened:
                         service.close(record)
                     raise
-                return json_response(200, payload, _session_headers(record, prefix))
+                return json_response(
+                    200, payload, _session_headers(record, prefix, request.scheme == "https")
+                )
             case "step", _:
                 step = parse_step_body(request.body)
                 record = self._session(request, env_id)
@@ -208,13 +217,15 @@ class Router:
                 record = self._session(request, env_id)
                 return json_response(200, dumps(service.sample(record, on_hang=on_hang)))
             case "session", "POST":
-                record = service.open(env_id, "http")
+                record = service.open(env_id, "http", request.client)
                 body = {
                     "session_id": record.token,
                     "env_id": env_id,
                     "describe": record.binding.describe(),
                 }
-                return json_response(200, dumps(body), _session_headers(record, prefix))
+                return json_response(
+                    200, dumps(body), _session_headers(record, prefix, request.scheme == "https")
+                )
             case "session", "DELETE":
                 record = self._session(request, env_id)
                 service.close(record)
@@ -330,9 +341,27 @@ def _cookie_path(prefix: str) -> str:
     return quote(unquote(prefix), safe="/-._~:@") if prefix else "/"
 
 
-def _session_headers(record: Record, prefix: str) -> list[tuple[str, str]]:
+#: Endpoints whose bodies are JSON: a body under any other content type is refused (415).
+_JSON_BODIES = frozenset({"reset", "step", "mcp", "session", "sample"})
+
+
+def _is_json(request: Request) -> bool:
+    """JSON, or no type at all (curl, scripts): browsers label every body they send across
+    sites (``text/plain``, forms), and a body without a label comes with an ``Origin``, which
+    the guard checks first."""
+    media = request.header("content-type").partition(";")[0].strip().lower()
+    return (
+        not media
+        or media == "application/json"
+        or (media.startswith("application/") and media.endswith("+json"))
+    )
+
+
+def _session_headers(record: Record, prefix: str, secure: bool) -> list[tuple[str, str]]:
     assert record.token is not None
     cookie = f"{COOKIE}={record.token}; Path={_cookie_path(prefix)}; HttpOnly; SameSite=Lax"
+    if secure:  # under TLS the cookie never travels over plain HTTP
+        cookie += "; Secure"
     return [(HEADER, record.token), ("set-cookie", cookie)]
 
 

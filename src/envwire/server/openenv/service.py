@@ -30,6 +30,8 @@ from envwire.server.openenv.bindings import (
     reset_arguments,
 )
 from envwire.server.openenv.compat import Compat
+from envwire.server.security import setting
+from envwire.server.security.limits import AddressLimiter
 from envwire.session import Session
 
 if TYPE_CHECKING:
@@ -53,10 +55,13 @@ _BUSY_GRACE = 5.0
 class Record:
     """One OpenEnv session (see the module docstring)."""
 
-    def __init__(self, session: Session, binding: Binding, kind: Kind) -> None:
+    def __init__(self, session: Session, binding: Binding, kind: Kind, client: str = "") -> None:
         self.session = session
         self.binding = binding
         self.kind = kind
+        #: The address that opened it, and whether the record holds one of its HTTP sessions.
+        self.client = client
+        self.counted = False
         self.token: str | None = None
         self.episode_id: str | None = None
         self.lock = threading.Lock()
@@ -89,7 +94,10 @@ class OpenEnvService:
     """OpenEnv operations over the server's session table.
 
     Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list"),
-    ``openenv_compat`` ("default" or "strict": :class:`~.compat.Compat`).
+    ``openenv_compat`` ("default" or "strict": :class:`~.compat.Compat`);
+    ``http_max_sessions`` (default 1024) and ``http_sessions_per_address`` (256): HTTP and MCP
+    sessions at once, in all and opened from one client address (WebSocket sessions live with
+    their connection, which the front end bounds; transient records serve one request).
     """
 
     def __init__(self, server: Server) -> None:
@@ -106,12 +114,19 @@ class OpenEnvService:
         self._tokens: dict[str, Record] = {}
         self._records: set[Record] = set()
         self._lock = threading.Lock()
+        options = server.config.options
+        self.http_sessions = AddressLimiter(
+            setting(options, "http_max_sessions", 1024),
+            setting(options, "http_sessions_per_address", 256),
+            "http sessions",
+        )
 
     # -- records --------------------------------------------------------------------------
 
     def open(self, env_id: str, kind: Kind, peer: str = "", *, transient: bool = False) -> Record:
         """A new record for ``env_id`` (HTTP and MCP records get a token); ``peer`` is the
-        client's address. A ``transient`` record serves one request and is not held to the
+        client's address, whose share of HTTP sessions a lasting HTTP or MCP record counts
+        against. A ``transient`` record serves one request and is not held to the
         env's own session limit.
 
         When the env holds as many sessions as it may, the least recently used idle HTTP
@@ -119,24 +134,25 @@ class OpenEnvService:
         and would otherwise keep a slot that openenv-core's stateless HTTP never holds.
 
         Raises:
+            CapacityError: too many HTTP sessions, in all or from ``peer``.
             UnknownEnvError, CapacityError, EnvwireError: as the session table raises.
         """
-        limit = None if self.compat.many_sessions else 1
-        for attempt in range(2):
-            try:
-                session = self.table.open(
-                    env_id, limit=limit, transient=transient, front_end=FRONT_END, peer=peer
-                )
-                break
-            except EnvCapacityError:
-                if attempt or not self._evict_http(env_id):
-                    raise
+        counted = kind != "ws" and not transient
+        if counted:
+            self.http_sessions.acquire(peer)
         try:
-            binding = self._binding_from(session)
+            session = self._open_session(env_id, peer, transient)
+            try:
+                binding = self._binding_from(session)
+            except BaseException:
+                self.table.close(session)
+                raise
         except BaseException:
-            self.table.close(session)
+            if counted:
+                self.http_sessions.release(peer)
             raise
-        record = Record(session, binding, kind)
+        record = Record(session, binding, kind, peer)
+        record.counted = counted
         record.closer = self.close
         with self._lock:
             self._records.add(record)
@@ -144,6 +160,18 @@ class OpenEnvService:
                 record.token = secrets.token_urlsafe(24)
                 self._tokens[record.token] = record
         return record
+
+    def _open_session(self, env_id: str, peer: str, transient: bool) -> Session:
+        limit = None if self.compat.many_sessions else 1
+        for attempt in range(2):
+            try:
+                return self.table.open(
+                    env_id, limit=limit, transient=transient, front_end=FRONT_END, peer=peer
+                )
+            except EnvCapacityError:
+                if attempt or not self._evict_http(env_id):
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
 
     def _evict_http(self, env_id: str) -> bool:
         """Close the least recently used idle HTTP session of ``env_id``; False if none."""
@@ -168,9 +196,13 @@ class OpenEnvService:
         if record is None:
             return
         with self._lock:
+            if record not in self._records:
+                return
             self._records.discard(record)
             if record.token is not None:
                 self._tokens.pop(record.token, None)
+        if record.counted:
+            self.http_sessions.release(record.client)
         record.closed = True
         record.on_hang = None
         self.table.close(record.session)
@@ -325,9 +357,12 @@ class OpenEnvService:
 
     # -- MCP ------------------------------------------------------------------------------
 
-    def mcp(self, request: RpcRequest, env_id: str, record: Record | None = None) -> dict[str, Any]:
-        """Answer one JSON-RPC request (see :mod:`envwire.server.openenv.mcp`)."""
-        return mcp.answer(self, request, env_id, record)
+    def mcp(
+        self, request: RpcRequest, env_id: str, record: Record | None = None, peer: str = ""
+    ) -> dict[str, Any]:
+        """Answer one JSON-RPC request (see :mod:`envwire.server.openenv.mcp`); sessions it
+        opens count against ``peer``."""
+        return mcp.answer(self, request, env_id, record, peer)
 
     def extension(self, record: Record, name: str, *args: Any) -> Any:
         """An out-of-band operation (``state``, ``call_tool``, ``mcp``) on the record's env,

@@ -99,11 +99,12 @@ class HttpConnection:
         self.keep_alive = True
         self._timeout: float | None = -1.0  # the socket timeout last set (-1: never)
 
-    def next_request(self) -> Request | Response | None:
+    def next_request(self, deadline: float | None = None) -> Request | Response | None:
         """The next request; a Response to send when the request was malformed; None at EOF,
-        on a socket error, or after ``keepalive`` idle seconds."""
+        on a socket error, after ``keepalive`` idle seconds, or when the whole request has not
+        arrived by ``deadline`` (a ``time.monotonic()`` value; the first request's)."""
         parser = self.parser
-        if self._timeout != self.keepalive:
+        if deadline is None and self._timeout != self.keepalive:
             self.sock.settimeout(self.keepalive)
             self._timeout = self.keepalive
         try:
@@ -116,6 +117,12 @@ class HttpConnection:
                 if parser.needs_continue():
                     self.send_raw(b"HTTP/1.1 100 Continue\r\n\r\n")
                     parser.continue_sent()
+                if deadline is not None:  # however slowly the bytes come
+                    left = deadline - time.monotonic()
+                    if left <= 0:
+                        return None
+                    self.sock.settimeout(left)
+                    self._timeout = -1.0
                 parser.receive_data(self.sock.recv(_RECV))
         except HttpError as exc:
             self.keep_alive = False

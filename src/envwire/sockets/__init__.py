@@ -1,4 +1,5 @@
-"""Socket settings shared by the blocking transports, server side and client side."""
+"""Socket settings and TLS shared by the blocking transports, server side and client side
+(TLS in :mod:`envwire.sockets.tls`)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,133 @@
+"""dm_env_rpc with tokens and TLS (the official Connection), and per-address stream bounds."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import pytest
+from dm_env_rpc.v1 import connection, dm_env_adaptor
+
+import envwire
+from envwire.errors import UnauthenticatedError
+from envwire.testing import ServerProcess
+from tests.server.security.conftest import OTHER_TOKEN, TOKEN, Secrets, secured, serve
+
+METADATA = [("authorization", f"Bearer {TOKEN}")]
+
+
+def target(server: ServerProcess) -> str:
+    return f"{server.host}:{server.ports['grpc']}"
+
+
+@pytest.fixture(scope="module")
+def token_server(
+    secrets: Secrets, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("grpc-token")
+    settings = {**secured(secrets), "max_connections_per_address": 3}
+    with serve(tmp, ["grpc"], **settings) as server:
+        yield server
+
+
+def play(conn: connection.Connection) -> None:
+    env, world = dm_env_adaptor.create_and_join_world(conn, {"env": "CartPole-v1"}, {})
+    try:
+        env.reset()
+        assert env.step({"action": 1}).reward == 1.0
+    finally:
+        env.close()
+        conn.send(dm_env_adaptor.dm_env_rpc_pb2.DestroyWorldRequest(world_name=world))
+
+
+def test_the_official_connection_with_metadata(token_server: ServerProcess) -> None:
+    with (
+        grpc.insecure_channel(target(token_server)) as channel,
+        connection.Connection(channel, metadata=METADATA) as conn,
+    ):
+        play(conn)
+
+
+@pytest.mark.parametrize("metadata", [None, [("authorization", f"Bearer {OTHER_TOKEN}")]])
+def test_streams_without_the_token_end_unauthenticated(
+    token_server: ServerProcess, metadata: list[tuple[str, str]] | None
+) -> None:
+    with (
+        grpc.insecure_channel(target(token_server)) as channel,
+        pytest.raises(grpc.RpcError) as info,
+        connection.Connection(channel, metadata=metadata) as conn,
+    ):
+        play(conn)
+    assert info.value.code() == grpc.StatusCode.UNAUTHENTICATED  # type: ignore[attr-defined]
+    assert OTHER_TOKEN not in str(info.value)
+
+
+def test_envwire_clients_take_the_token(token_server: ServerProcess) -> None:
+    url = f"grpc://{target(token_server)}/CartPole-v1"
+    with pytest.raises(UnauthenticatedError):
+        envwire.make(url)
+    env = envwire.make(url, token=TOKEN)
+    env.reset(seed=0)
+    env.close()
+    envs = envwire.make_vec(url, 4, token=TOKEN)
+    envs.reset(seed=0)
+    envs.close()
+    from envwire.adapters.dm import make_dm_env
+
+    dm = make_dm_env(url, token=TOKEN)
+    dm.reset()
+    dm.close()
+
+
+def test_streams_per_address_are_capped(token_server: ServerProcess) -> None:
+    url = f"grpc://{target(token_server)}/CartPole-v1"
+    held = [envwire.make(url, token=TOKEN) for _ in range(3)]
+    try:
+        with (
+            grpc.insecure_channel(target(token_server)) as channel,
+            pytest.raises(grpc.RpcError) as info,
+            connection.Connection(channel, metadata=METADATA) as conn,
+        ):
+            play(conn)
+        assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+        assert "holds 3 streams" in info.value.details()  # type: ignore[attr-defined]
+    finally:
+        for env in held:
+            env.close()
+    envwire.make(url, token=TOKEN).close()
+
+
+def test_huge_ids_and_messages(token_server: ServerProcess) -> None:
+    """A 50 MB id cost 2.1 GiB and came back whole; 16 MiB is the largest message now."""
+    with grpc.insecure_channel(target(token_server)) as channel:
+        with connection.Connection(channel, metadata=METADATA) as conn:
+            with pytest.raises(Exception) as info:
+                dm_env_adaptor.create_and_join_world(conn, {"env": "x" * 1_000_000}, {})
+            assert "at most 256 characters" in str(info.value)
+            assert len(str(info.value)) < 500
+        with (
+            pytest.raises(grpc.RpcError) as big,
+            connection.Connection(channel, metadata=METADATA) as conn,
+        ):
+            dm_env_adaptor.create_and_join_world(conn, {"env": "x" * 20_000_000}, {})
+    assert big.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
+
+
+def test_the_official_connection_over_tls(secrets: Secrets, tmp_path: Path) -> None:
+    with serve(tmp_path, ["grpc"], **secured(secrets, tls=True)) as server:
+        ca = Path(secrets.tls.ca).read_bytes()
+        credentials = grpc.composite_channel_credentials(
+            grpc.ssl_channel_credentials(root_certificates=ca),
+            grpc.access_token_call_credentials(TOKEN),
+        )
+        with (
+            grpc.secure_channel(target(server), credentials) as channel,
+            connection.Connection(channel) as conn,
+        ):
+            play(conn)
+        with (
+            grpc.insecure_channel(target(server)) as channel,  # plaintext to a TLS port
+            pytest.raises(grpc.FutureTimeoutError),
+        ):
+            grpc.channel_ready_future(channel).result(timeout=3)
