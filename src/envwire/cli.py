@@ -132,8 +132,9 @@ def _security_options(args: argparse.Namespace) -> dict[str, Any]:
     for name in ("token_file", "tls_cert", "tls_key"):
         if getattr(args, name) is not None:
             given[name] = str(getattr(args, name))
-    if args.insecure:
-        given["insecure"] = True
+    for name in ("insecure", "public_metrics"):
+        if getattr(args, name):
+            given[name] = True
     for name in ("allowed_hosts", "allowed_origins"):
         if getattr(args, name):
             given[name] = list(getattr(args, name))
@@ -376,6 +377,11 @@ def _parser() -> argparse.ArgumentParser:
         "--insecure",
         action="store_true",
         help="serve a non-loopback --host without --token-file (only on a trusted network)",
+    )
+    secure.add_argument(
+        "--public-metrics",
+        action="store_true",
+        help="with tokens on, let /metrics be scraped without one (the dashboard still needs one)",
     )
     secure.add_argument(
         "--allowed-host",

@@ -10,6 +10,11 @@ response out; None for paths that are not theirs, like the arena's routes).
 ==================================================  ========================================
 
 A replay sends at most ``MAX_REPLAY_STEPS`` steps (frames as PNG data URLs).
+
+With tokens on (``--token-file``), every one of these paths needs a token, like the OpenEnv
+routes: ``Authorization: Bearer TOKEN`` (Prometheus' ``authorization.credentials_file``), or
+``Basic`` with the token as the password, which a browser asks for when the dashboard answers
+401. ``public_metrics`` (``--public-metrics``) lets ``/metrics`` alone be scraped without one.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from PIL import Image
 
 from envwire.observe import CONTENT_TYPE, Observability
 from envwire.protocols.http11 import Request, Response, json_response
+from envwire.server.security.tokens import TokenSet
 
-__all__ = ["MAX_REPLAY_STEPS", "PAGE", "ObserveWeb"]
+__all__ = ["MAX_REPLAY_STEPS", "PAGE", "ObserveWeb", "token_refusal"]
 
 log = logging.getLogger("envwire.http")
 
@@ -48,6 +54,26 @@ def _plain(value: Any) -> Any:
     if isinstance(value, np.ndarray):
         return value.tolist()
     return str(value)
+
+
+def token_refusal(tokens: TokenSet | None, header: str | None, path: str) -> Response | None:
+    """401 when ``tokens`` are set and the ``Authorization`` header carries none of them; the
+    dashboard's challenge is ``Basic`` (a browser then asks for the token as the password),
+    the others' ``Bearer``. None when the request may pass."""
+    if tokens is None or tokens.check_header(header):
+        return None
+    given = "no token" if not header else "a token not accepted"
+    response = _json(
+        {
+            "detail": "this server requires a token (Authorization: Bearer TOKEN, or Basic "
+            f"with the token as the password); the request carried {given}",
+            "code": "unauthenticated",
+        },
+        401,
+    )
+    scheme = "Basic" if path.startswith("/dashboard") else "Bearer"
+    response.headers.append(("www-authenticate", f'{scheme} realm="envwire"'))
+    return response
 
 
 def _png(frame: Any) -> str:
@@ -73,16 +99,33 @@ def _items(values: Any, n: int) -> list[Any]:
 
 
 class ObserveWeb:
-    """Answers ``/metrics`` and ``/dashboard...`` from a server's :class:`Observability`."""
+    """Answers ``/metrics`` and ``/dashboard...`` from a server's :class:`Observability`.
 
-    def __init__(self, observe: Observability) -> None:
+    Args:
+        observe: the server's metrics, live activity and recorder.
+        tokens: the server's tokens (None: no authentication).
+        public_metrics: ``/metrics`` answers without a token even when ``tokens`` are set.
+    """
+
+    def __init__(
+        self,
+        observe: Observability,
+        tokens: TokenSet | None = None,
+        public_metrics: bool = False,
+    ) -> None:
         self.observe = observe
+        self.tokens = tokens
+        self.public_metrics = public_metrics
 
     def handle(self, request: Request) -> Response | None:
         """The response, or None when the path is not ours. Never raises."""
         path = request.path
         if path not in ("/metrics", "/dashboard") and not path.startswith("/dashboard/"):
             return None
+        if not (self.public_metrics and path == "/metrics"):
+            refused = token_refusal(self.tokens, request.header("authorization"), path)
+            if refused is not None:
+                return refused
         if request.method not in ("GET", "HEAD"):
             response = _json({"detail": "Method Not Allowed"}, 405)
             response.headers.append(("allow", "GET"))

@@ -34,7 +34,7 @@ class HttpFrontEnd(OpenEnvFrontEnd):
     def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 8000) -> None:
         options = ArenaOptions.from_options(server.config.options)
         self.arena: Arena | None = None
-        observe = ObserveWeb(server.observe)
+        observe = ObserveWeb(server.observe, server.security.tokens, server.security.public_metrics)
         if options is None:
             super().__init__(server, host, port, mounts=(observe.handle,))
             return

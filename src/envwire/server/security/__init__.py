@@ -11,6 +11,8 @@ Server settings read here (``[server]`` table, or ``envwire serve`` flags):
 ``token_file``                     none       tokens every front end requires (``--token-file``)
 ``tls_cert``, ``tls_key``          none       serve every front end over TLS (``--tls-cert``...)
 ``insecure``                       false      serve a non-loopback address without tokens
+``public_metrics``                 false      ``/metrics`` without a token when tokens are on
+                                              (``--public-metrics``; the dashboard never)
 ``allowed_hosts``                  []         more ``Host`` names HTTP clients may use (``*``:
                                               any)
 ``allowed_origins``                []         more browser origins allowed (``*``: any)
@@ -117,6 +119,7 @@ class Security:
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
     insecure: bool = False
+    public_metrics: bool = False  # /metrics without a token even when tokens are on
 
     @classmethod
     def from_options(cls, options: Mapping[str, Any]) -> Security:
@@ -137,6 +140,7 @@ class Security:
             allowed_hosts=_names(options.get("allowed_hosts"), "allowed_hosts"),
             allowed_origins=_names(options.get("allowed_origins"), "allowed_origins"),
             insecure=bool(options.get("insecure", False)),
+            public_metrics=bool(options.get("public_metrics", False)),
         )
 
     def check_exposure(self, host: str) -> None:
