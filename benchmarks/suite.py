@@ -26,9 +26,11 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from dataclasses import asdict
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -251,16 +253,22 @@ def run(settings: Settings, *, progress_bar: bool = True) -> dict[str, Any]:
     progress = Progress(4 + len(settings.sizes) + len(EXTRA_CASES), progress_bar)
     results: list[Result] = []
     limit = max(settings.idle_sessions + 100, 1024)
-    args = ["--capacity", str(limit)]
-    with EchoServer() as echo, ServerProcess(envs, args) as server:
-        progress.step("echo server and envwire serve up")
-        results += bench_gym_socket(settings, server, echo)
-        progress.step("gym-socket one step at a time")
-        results += bench_batched(settings, server, progress)
-        results += bench_frames(settings, server, echo)
-        progress.step("84x84x4 frames")
-        results += bench_idle(settings, server)
-        progress.step("idle sessions")
+    # every idle session comes from this one address: lift the per-address share with the rest
+    with tempfile.TemporaryDirectory() as tmp:
+        config = Path(tmp) / "bench.toml"
+        config.write_text(
+            f"[server]\nmax_connections = {limit}\nmax_connections_per_address = {limit}\n"
+        )
+        args = ["--capacity", str(limit), "--config", str(config)]
+        with EchoServer() as echo, ServerProcess(envs, args) as server:
+            progress.step("echo server and envwire serve up")
+            results += bench_gym_socket(settings, server, echo)
+            progress.step("gym-socket one step at a time")
+            results += bench_batched(settings, server, progress)
+            results += bench_frames(settings, server, echo)
+            progress.step("84x84x4 frames")
+            results += bench_idle(settings, server)
+            progress.step("idle sessions")
     for name, case in EXTRA_CASES.items():
         results += case(settings)
         progress.step(name)

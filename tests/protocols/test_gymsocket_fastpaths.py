@@ -13,7 +13,7 @@ from gymnasium import spaces
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import ProtocolError
-from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
+from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
 
 _EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 
@@ -76,3 +76,70 @@ def test_a_tensor_overrunning_its_field_is_a_protocol_error() -> None:
     client.receive_data(bytes(reply))
     with pytest.raises(ProtocolError):
         client.next_event()
+
+
+FRAMES = spaces.Box(0, 255, (84, 84, 4), np.uint8)
+
+
+def _frame_reply(server: ServerConnection, client: ClientConnection, value: int) -> bytes:
+    server.receive_data(client.send_request(m.Step(1)))
+    assert isinstance(server.next_event(), m.Step)
+    frame = np.full((84, 84, 4), value, np.uint8)
+    return server.send_reply(m.StepReply(frame, float(value), False, False, {"v": value}))
+
+
+@pytest.mark.parametrize("flags", [Flags(0), _EXTENDED])
+def test_a_whole_reply_in_a_borrowed_view_is_parsed_in_place(flags: Flags) -> None:
+    """receive_view: a frame reply is parsed where it was received, with one copy of the frame
+    (into its array); the receive buffer can be reused as soon as next_event returns."""
+    import tracemalloc
+
+    client, server = _pair(flags, FRAMES)
+    inbox = bytearray(1 << 18)
+    reply = _frame_reply(server, client, 9)
+    inbox[: len(reply)] = reply
+    tracemalloc.start()
+    try:
+        client.receive_view(memoryview(inbox)[: len(reply)])
+        event = client.next_event()
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    inbox[: len(reply)] = bytes(len(reply))  # the owner reuses its buffer
+    assert isinstance(event, m.StepReply)
+    assert (event.observation == 9).all() and event.info == {"v": 9}
+    assert not np.shares_memory(event.observation, np.frombuffer(inbox, np.uint8))
+    assert client.buffered == 0
+    frame_bytes = 84 * 84 * 4
+    assert frame_bytes <= peak < 1.5 * frame_bytes, peak  # the frame's array, and no buffer copy
+
+
+@pytest.mark.parametrize("flags", [Flags(0), _EXTENDED])
+def test_borrowed_views_split_and_joined_replies(flags: Flags) -> None:
+    """A reply cut across two views, and two replies in one view, parse as if copied; what a
+    view leaves unparsed survives the owner's reuse of its buffer."""
+    client, server = _pair(flags, FRAMES)
+    first, second = _frame_reply(server, client, 1), _frame_reply(server, client, 2)
+    inbox = bytearray(len(first) + len(second))
+    # the first reply and half of the second in one view; the rest later, in the same buffer
+    cut = len(first) + len(second) // 2
+    inbox[:cut] = (first + second)[:cut]
+    client.receive_view(memoryview(inbox)[:cut])
+    got = client.next_event()
+    assert isinstance(got, m.StepReply) and (got.observation == 1).all()
+    assert client.next_event() is NEED_DATA
+    rest = second[len(second) // 2 :]
+    inbox[: len(rest)] = rest
+    inbox[len(rest) : cut] = bytes(cut - len(rest))  # overwrite what the first view held
+    client.receive_view(memoryview(inbox)[: len(rest)])
+    got = client.next_event()
+    assert isinstance(got, m.StepReply) and (got.observation == 2).all() and got.reward == 2.0
+    assert client.buffered == 0
+    # a view fed twice without a parse between is kept whole
+    third, fourth = _frame_reply(server, client, 3), _frame_reply(server, client, 4)
+    a, b = bytearray(third), bytearray(fourth)
+    client.receive_view(memoryview(a))
+    client.receive_view(memoryview(b))
+    a[:] = bytes(len(a))
+    assert (client.next_event().observation == 3).all()  # type: ignore[union-attr]
+    assert (client.next_event().observation == 4).all()  # type: ignore[union-attr]

@@ -185,7 +185,7 @@ class GymSocketTransport:
                     f"{self._scheme}://{self._where()} closed the connection (the server drops "
                     "connections whose env hung, and flags-0 connections on any error)"
                 )
-            codec.receive_data(self._inbox[:size])
+            codec.receive_view(self._inbox[:size])
         if isinstance(event, EnvwireError):
             raise event
         return event  # type: ignore[return-value]

@@ -140,6 +140,25 @@ class ClientConnection(Side):
             return b"\x01" + pack_field(pack_tensor(action))
         return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.action_space, action)))
 
+    def receive_view(self, view: memoryview) -> None:
+        """Feed received bytes without copying them when nothing is buffered: the next
+        :meth:`next_event` parses them where they are (an observation's bytes are then copied
+        once, into its array) and keeps a copy only of what it leaves unparsed. ``view`` must
+        stay unchanged until that call returns; an empty view means the peer closed."""
+        if isinstance(self._buf.data, memoryview):  # fed twice without a parse between
+            self._buf.data = bytearray(self._buf.data)
+        if self._buf.data or not view:
+            self.receive_data(view)
+        else:
+            self._buf.data = view  # type: ignore[assignment]
+
+    def _consume(self, end: int) -> None:
+        data = self._buf.data
+        if isinstance(data, memoryview):
+            self._buf.data = data[end:]
+        else:
+            del data[:end]
+
     def next_event(self) -> HandshakeReply | m.Reply | EnvwireError | NeedData:
         """The next reply, in request order; an error reply comes as an exception instance.
 
@@ -147,6 +166,14 @@ class ClientConnection(Side):
             ProtocolError: the server's bytes cannot be parsed (the only exception any
                 malformed reply raises).
         """
+        if not isinstance(self._buf.data, memoryview):
+            return self._next_event()
+        try:
+            return self._next_event()
+        finally:  # what is left of a borrowed view is copied before its owner reuses it
+            self._buf.data = bytearray(self._buf.data)
+
+    def _next_event(self) -> HandshakeReply | m.Reply | EnvwireError | NeedData:
         if not self._expect:
             if self._buf.data:
                 raise ProtocolError(f"{len(self._buf.data)} unexpected bytes from the server")
