@@ -20,6 +20,7 @@ import pytest
 from envwire.registry import Catalog, EnvSpec
 from envwire.server.app import Server, ServerConfig
 from envwire.server.gymsocket import GymSocketFrontEnd
+from tests.rawsock import exact
 
 #: A budget small enough to hit with three connections: 256 KiB each are free, the rest shared.
 MAX_BUFFERED = 1024 * 1024
@@ -53,16 +54,6 @@ def connect(front: GymSocketFrontEnd, flags: int = 0x01) -> socket.socket:
     head = exact(sock, status + 5)  # the reset's observation: kind, length, bytes
     exact(sock, struct.unpack_from("<I", head, status + 1)[0])
     return sock
-
-
-def exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
 
 
 def closed(sock: socket.socket) -> bool:

@@ -27,6 +27,7 @@ from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
 from envwire.client.dmenvrpc import CHANNEL_OPTIONS
 from envwire.testing import ServerProcess
+from tests.rawsock import exact
 
 pytestmark = pytest.mark.slow
 
@@ -48,28 +49,19 @@ def proc_status(pid: int) -> dict[str, int]:
     return found
 
 
-def _exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        assert chunk, "the server closed the connection"
-        data += chunk
-    return data
-
-
 def gym_socket_cycle(port: int) -> None:
     """Handshake (ERRORS flag), Reset, Step 1, close: three pipelined requests."""
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         name = b"CartPole-v1"
         sock.sendall(b"\x01" + struct.pack("<I", len(name)) + name + b"\x00" + b"\x01\x00")
         sock.sendall(struct.pack("<I", 1) + b"1")
-        assert _exact(sock, 4) == b"\x00\x00\x00\x00"  # handshake: no error
+        assert exact(sock, 4) == b"\x00\x00\x00\x00"  # handshake: no error
         for _ in range(2):  # the reset's and the step's observations
-            head = _exact(sock, 6)
+            head = exact(sock, 6)
             assert head[0] == 0, head
-            _exact(sock, struct.unpack_from("<I", head, 2)[0])
-        tail = _exact(sock, 13)  # reward, done, info length
-        info = _exact(sock, struct.unpack_from("<I", tail, 9)[0])
+            exact(sock, struct.unpack_from("<I", head, 2)[0])
+        tail = exact(sock, 13)  # reward, done, info length
+        info = exact(sock, struct.unpack_from("<I", tail, 9)[0])
         assert info == b"{}"
 
 
@@ -80,11 +72,11 @@ def _frame(payload: bytes, opcode: int = 1) -> bytes:
 
 
 def _read_frame(sock: socket.socket) -> tuple[int, bytes]:
-    head = _exact(sock, 2)
+    head = exact(sock, 2)
     size = head[1] & 0x7F
     if size == 126:
-        size = struct.unpack("!H", _exact(sock, 2))[0]
-    return head[0] & 0x0F, _exact(sock, size)
+        size = struct.unpack("!H", exact(sock, 2))[0]
+    return head[0] & 0x0F, exact(sock, size)
 
 
 def websocket_cycle(port: int) -> None:
@@ -100,7 +92,7 @@ def websocket_cycle(port: int) -> None:
         )
         head = b""
         while not head.endswith(b"\r\n\r\n"):
-            head += _exact(sock, 1)
+            head += exact(sock, 1)
         assert head.startswith(b"HTTP/1.1 101"), head
         for _ in range(2):
             opcode, data = _read_frame(sock)

@@ -12,6 +12,7 @@ import pytest
 import envwire
 from envwire.errors import TransportError, UnauthenticatedError
 from envwire.testing import ServerProcess
+from tests.rawsock import exact
 from tests.server.security.conftest import (
     OTHER_TOKEN,
     TOKEN,
@@ -35,19 +36,9 @@ def handshake(sock: socket.socket, env_id: str, flags: int = 0, token: str | Non
     return read_string(sock)
 
 
-def read_exactly(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError(f"closed after {len(data)} of {size} bytes")
-        data += chunk
-    return data
-
-
 def read_string(sock: socket.socket) -> str:
-    (size,) = struct.unpack("<I", read_exactly(sock, 4))
-    return read_exactly(sock, size).decode()
+    (size,) = struct.unpack("<I", exact(sock, 4))
+    return exact(sock, size).decode()
 
 
 def closed_by_server(sock: socket.socket, within: float) -> bool:
