@@ -24,6 +24,7 @@ from typing import Any, Literal
 import dm_env
 import gymnasium
 
+from envwire.entrypoints import import_attr
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError, clip
 from envwire.typed.gym import as_gymnasium, is_typed_env
 
@@ -267,20 +268,7 @@ def load_entry_point(entry_point: str) -> Callable[..., Any]:
     Raises:
         ConfigError: malformed, not importable, or not callable.
     """
-    module_name, sep, attr = entry_point.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"entry point {entry_point!r} must look like 'package.module:Name'")
-    try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(
-            f"entry point {entry_point!r}: cannot import {module_name}: {exc}"
-        ) from exc
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ConfigError(f"entry point {entry_point!r}: {module_name} has no {attr}") from None
+    target = import_attr(entry_point, f"entry point {entry_point!r}")
     if not callable(target):
         raise ConfigError(f"entry point {entry_point!r} is not callable")
     return target  # type: ignore[no-any-return]

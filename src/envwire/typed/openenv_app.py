@@ -25,7 +25,6 @@ built by openenv-core 0.3's ``create_app`` / ``HTTPEnvServer.register_routes``.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import inspect
 import os
 import sys
@@ -36,6 +35,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from envwire.entrypoints import import_attr
 from envwire.errors import ConfigError
 
 __all__ = [
@@ -210,23 +210,15 @@ def from_server(server: Any, app: Any = None) -> OpenEnvTarget:
 
 
 def _load_attr(entry: str) -> Any:
-    module_name, sep, attr = entry.partition(":")
-    if not sep or not module_name or not attr:
-        raise ConfigError(f"{entry!r} must look like 'package.module:name'")
     try:
-        target: Any = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ConfigError(f"{entry!r}: cannot import {module_name}: {exc}") from exc
+        return import_attr(entry, repr(entry))
+    except ConfigError:
+        raise
     except Exception as exc:  # the module's own top-level code failed
+        module_name = entry.partition(":")[0]
         raise ConfigError(
             f"{entry!r}: importing {module_name} raised {type(exc).__name__}: {exc}"
         ) from exc
-    for part in attr.split("."):
-        try:
-            target = getattr(target, part)
-        except AttributeError:
-            raise ConfigError(f"{entry!r}: {module_name} has no {attr}") from None
-    return target
 
 
 def _is_environment_class(value: Any) -> bool:
