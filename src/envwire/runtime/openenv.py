@@ -34,7 +34,7 @@ import gymnasium
 from pydantic import BaseModel
 
 from envwire.errors import EnvError, InvalidArgumentError, UnsupportedError
-from envwire.typed.gym import ModelSpace, about
+from envwire.typed.gym import ModelSpace, about, step_result
 from envwire.typed.openenv_app import OpenEnvTarget, StepCall
 
 __all__ = ["OpenEnvGymEnv", "OpenEnvSpace", "RpcFailure", "openenv_jsonable"]
@@ -222,15 +222,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
         else:
             kwargs = _accepted(self.env.step, kwargs)
             observation = self._sync(self.env.step, action, **kwargs)
-        observation = self._checked(observation, "step")
-        reward = observation.reward
-        return (
-            observation,
-            0.0 if reward is None else float(reward),
-            bool(observation.done),
-            False,
-            {},
-        )
+        return step_result(self._checked(observation, "step"))
 
     def _checked(self, observation: Any, method: str) -> Any:
         if not isinstance(observation, BaseModel) or not hasattr(observation, "done"):

@@ -44,6 +44,7 @@ __all__ = [
     "generic_models",
     "is_typed_env",
     "model_types",
+    "step_result",
 ]
 
 
@@ -223,15 +224,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
                 raise InvalidActionError(
                     f"invalid {self.action_type.__name__}: {_summary(exc)}"
                 ) from None
-        observation = self._checked(self.typed.step(action), "step")
-        reward = observation.reward
-        return (
-            observation,
-            0.0 if reward is None else float(reward),
-            bool(observation.done),
-            False,
-            {},
-        )
+        return step_result(self._checked(self.typed.step(action), "step"))
 
     def extension(self, name: str, *args: Any) -> Any:
         """Out-of-band operations: ``state``, ``call_tool(name, arguments)``.
@@ -255,6 +248,13 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
         closer = getattr(self.typed, "close", None)
         if callable(closer):
             closer()
+
+
+def step_result(observation: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """A typed observation as Gymnasium's step tuple: its reward (None counts 0), ``done`` as
+    terminated, never truncated, no info."""
+    reward = observation.reward
+    return observation, 0.0 if reward is None else float(reward), bool(observation.done), False, {}
 
 
 def _summary(exc: ValidationError) -> str:
