@@ -11,7 +11,8 @@ lifetimes in :mod:`.worlds`, the properties extension in :mod:`.properties`, the
 and state table in :mod:`envwire.protocols.dmenvrpc`.
 
 Server settings (``[server]`` table of the config file): ``grpc_max_connections`` (streams at
-once, default 512; each holds a thread while open), ``max_connections_per_address`` (of those,
+once, default 512; each holds a thread while open, and a thread left idle
+for 10 s exits), ``max_connections_per_address`` (of those,
 from one client address; default half of them), ``grpc_max_message_size`` (the largest request
 message, default 16 MiB; gRPC refuses a larger one with ``RESOURCE_EXHAUSTED`` before it is
 parsed), ``grpc_max_num_envs`` (the most copies a vector world may have, default 4096). The
@@ -67,21 +68,38 @@ _OPTIONS = (
 )
 
 
+#: Seconds a stream thread waits for another stream before it exits: a burst of streams leaves
+#: no crowd of idle threads behind it.
+IDLE_THREAD_SECONDS = 10.0
+
+
 class _DaemonPool(futures.Executor):
-    """A thread pool of daemon threads, made as needed up to ``max_workers``.
+    """A thread pool of daemon threads, made as needed up to ``max_workers``; a thread idle
+    for ``idle_seconds`` exits.
 
     gRPC's sync server runs each stream in a pool thread for the stream's whole life. A thread
     stuck in a hung inline env can never return, and ``ThreadPoolExecutor`` joins its threads
     at interpreter exit, so a server with such a thread could not exit; daemon threads can.
+    ``ThreadPoolExecutor`` also keeps every thread it ever made; here a thread that found no
+    work for ``idle_seconds`` exits. Under one lock, every queued item is owed a thread: an
+    idle one it claimed, a new one, or (at the bound) the next to finish its work; a thread
+    exits only if no item is owed to it.
     """
 
-    def __init__(self, max_workers: int) -> None:
+    def __init__(self, max_workers: int, idle_seconds: float = IDLE_THREAD_SECONDS) -> None:
         self._max = max_workers
+        self._idle_seconds = idle_seconds
         self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._idle = threading.Semaphore(0)
-        self._threads = 0
         self._lock = threading.Lock()
+        self._threads = 0
+        self._idle = 0  # threads waiting for work that no queued item has claimed
+        self._backlog = 0  # queued items that found neither an idle thread nor room for one
         self._shutdown = False
+
+    @property
+    def threads(self) -> int:
+        """Threads alive in the pool (busy or idle)."""
+        return self._threads
 
     def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
         future: futures.Future[Any] = futures.Future()
@@ -89,14 +107,26 @@ class _DaemonPool(futures.Executor):
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
             self._work.put((future, fn, args, kwargs))
-            if not self._idle.acquire(timeout=0) and self._threads < self._max:
+            if self._idle:
+                self._idle -= 1
+            elif self._threads < self._max:
                 self._threads += 1
                 threading.Thread(target=self._run, name="envwire-grpc", daemon=True).start()
+            else:
+                self._backlog += 1
         return future
 
     def _run(self) -> None:
         while True:
-            item = self._work.get()
+            try:
+                item = self._work.get(timeout=self._idle_seconds)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle:  # no queued item is owed to this thread
+                        self._idle -= 1
+                        self._threads -= 1
+                        return
+                continue
             if item is None:
                 return
             future, fn, args, kwargs = item
@@ -106,7 +136,11 @@ class _DaemonPool(futures.Executor):
                 except BaseException as exc:  # handed to whoever waits on the future
                     future.set_exception(exc)
             del item, future, fn, args, kwargs
-            self._idle.release()
+            with self._lock:
+                if self._backlog:
+                    self._backlog -= 1
+                else:
+                    self._idle += 1
 
     def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
         with self._lock:
@@ -144,7 +178,7 @@ class GrpcFrontEnd:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._pool = _DaemonPool(self.max_connections + 4)
+        self._pool = _DaemonPool(self.max_connections + 4, IDLE_THREAD_SECONDS)
         handler = grpc.method_handlers_generic_handler(
             SERVICE,
             {
