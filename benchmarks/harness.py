@@ -26,6 +26,7 @@ import gymnasium
 from envwire import messages as m
 from envwire.client.gymsocket import DEFAULT_FLAGS
 from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
+from envwire.sockets import busy_poll
 
 __all__ = [
     "EchoServer",
@@ -88,7 +89,27 @@ def _read_exactly(sock: socket.socket, view: memoryview) -> bool:
     return True
 
 
-def _echo_main(conn: Any) -> None:
+def _polling_reader(poll: float) -> Callable[[socket.socket, memoryview], bool]:
+    """:func:`_read_exactly`, each read first polling the socket without sleeping for ``poll``
+    seconds (:func:`envwire.sockets.busy_poll`); the plain one when ``poll`` is 0."""
+    if not poll:
+        return _read_exactly
+
+    def read(sock: socket.socket, view: memoryview) -> bool:
+        got, size = 0, len(view)
+        while got < size:
+            part = view[got:]
+            polled = busy_poll(lambda flags, part=part: sock.recv_into(part, 0, flags), poll)
+            n = sock.recv_into(part) if polled is None else polled
+            if not n:
+                return False
+            got += n
+        return True
+
+    return read
+
+
+def _echo_main(conn: Any, poll: float = 0.0) -> None:
     """The echo process: per connection, an 8-byte opening (request size, reply size), then
     for each request of that size one reply of that size."""
     listener = socket.create_server(("127.0.0.1", 0))
@@ -101,7 +122,8 @@ def _echo_main(conn: Any) -> None:
             request, reply = _SIZES.unpack(opening)
             answer = b"x" * reply
             buffer = memoryview(bytearray(max(request, 1)))[:request]
-            while _read_exactly(client, buffer):
+            read = _polling_reader(poll)
+            while read(client, buffer):
                 client.sendall(answer)
         client.close()
 
@@ -109,12 +131,16 @@ def _echo_main(conn: Any) -> None:
 class EchoServer:
     """The physical baseline: the fastest plain blocking Python loop that answers a request
     of one size with a reply of another (``recv_into`` a preallocated buffer, one ``sendall``
-    of a prebuilt reply), in its own process, one connection at a time."""
+    of a prebuilt reply), in its own process, one connection at a time. ``busy_poll_us``: it
+    polls for each request that long before it sleeps (the floor for a polling server)."""
+
+    def __init__(self, busy_poll_us: float = 0) -> None:
+        self.poll = busy_poll_us / 1e6
 
     def __enter__(self) -> EchoServer:
         parent, child = multiprocessing.Pipe()
         ctx = multiprocessing.get_context("spawn")
-        self.process = ctx.Process(target=_echo_main, args=(child,), daemon=True)
+        self.process = ctx.Process(target=_echo_main, args=(child, self.poll), daemon=True)
         self.process.start()
         if not parent.poll(30):
             raise RuntimeError("the echo server did not start")
@@ -126,19 +152,23 @@ class EchoServer:
         self.process.join(5)
 
 
-def echo_rate(port: int, request_bytes: int, reply_bytes: int, seconds: float) -> float:
+def echo_rate(
+    port: int, request_bytes: int, reply_bytes: int, seconds: float, busy_poll_us: float = 0
+) -> float:
     """Round trips/s of a plain blocking client against :class:`EchoServer`: each sends
     ``request_bytes`` (one ``sendall``) and reads ``reply_bytes`` back (``recv_into`` a
-    preallocated buffer, once when the reply arrives whole)."""
+    preallocated buffer, once when the reply arrives whole; first polled for ``busy_poll_us``
+    when given)."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.sendall(_SIZES.pack(request_bytes, reply_bytes))
     payload = b"x" * request_bytes
     buffer = memoryview(bytearray(reply_bytes))
+    read = _polling_reader(busy_poll_us / 1e6)
 
     def once() -> None:
         sock.sendall(payload)
-        if not _read_exactly(sock, buffer):
+        if not read(sock, buffer):
             raise ConnectionError("the echo server closed the connection")
 
     try:
@@ -158,14 +188,19 @@ class Settings:
 
 
 def parse_settings(
-    description: str, quick: str = "a smoke run (0.3 s, 1 run)"
+    description: str,
+    quick: str = "a smoke run (0.3 s, 1 run)",
+    extra: Sequence[tuple[str, type, Any]] = (),
 ) -> tuple[argparse.Namespace, Settings]:
-    """A benchmark's command line (``--seconds``, ``--runs``, ``--quick``): the parsed arguments
-    and the settings they give (``--quick``: 0.3 s, 1 run)."""
+    """A benchmark's command line (``--seconds``, ``--runs``, ``--quick``, and ``extra``
+    options as (flag, type, default)): the parsed arguments and the settings they give
+    (``--quick``: 0.3 s, 1 run)."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help=quick)
+    for flag, kind, default in extra:
+        parser.add_argument(flag, type=kind, default=default)
     args = parser.parse_args()
     settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
     return args, settings
@@ -252,8 +287,9 @@ def print_table(report: dict[str, Any]) -> None:
         low, high = r.get("spread") or (None, None)
         spread = f"{low:.2f}-{high:.2f}" if r["ratio"] is not None and low is not None else ""
         target = f">={r['target']:.2f}" if r["target"] is not None else ""
-        value = f"{r['value']:,.1f} {r['unit'].split('/')[0] if r['unit'] == 'KiB' else ''}"
-        if r["unit"] != "KiB":
+        if r["unit"] in ("KiB", "us"):
+            value = f"{r['value']:,.1f} {r['unit']}"
+        else:
             value = f"{r['value']:,.0f}/s"
         print(f"{r['name']:<{width}}  {value:>14}  {ratio:>6}  {spread:>11}  {target:>6}")
     machine = report["machine"]

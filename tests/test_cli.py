@@ -144,3 +144,10 @@ def test_an_openenv_class_and_its_models_from_the_config() -> None:
         {},
     ).values()
     assert walk.openenv == {"class": True} and walk.max_sessions is None
+
+
+def test_busy_poll_out_of_range_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["serve", "--busy-poll-us", "20000", "--gym-socket", "0", "--http", "off"]
+    code = main([*argv, "--grpc", "off", "CartPole-v1"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "busy_poll_us must be a number of microseconds from 0 (off)" in err

@@ -220,6 +220,7 @@ def _serve(args: argparse.Namespace) -> int:
             **_http_options(args),
             **arena_cli.serve_options(args),
             **_security_options(args),
+            **({} if args.busy_poll_us is None else {"busy_poll_us": args.busy_poll_us}),
             "health": _sandbox_health,
         },
         record=_record_settings(args, settings, catalog),
@@ -363,6 +364,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--idle-timeout", type=_seconds, help="seconds a silent connection is kept (default 3600)"
+    )
+    serve.add_argument(
+        "--busy-poll-us",
+        type=float,
+        metavar="US",
+        help="gym-socket: a connection whose requests come quickly polls for the next one for "
+        "up to US microseconds before it sleeps (lower latency for CPU time; default 0, off)",
     )
     secure = serve.add_argument_group("security (docs/security.md)")
     secure.add_argument(

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import socket
 import threading
 import time
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import (
+    ConfigError,
     EnvTimeoutError,
     EnvwireError,
     InvalidArgumentError,
@@ -38,7 +40,7 @@ from envwire.server.security import connection_limits, setting_seconds
 from envwire.server.security.admission import Ticket
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
-from envwire.sockets import configure_stream
+from envwire.sockets import busy_poll, busy_poll_seconds, configure_stream
 
 if TYPE_CHECKING:
     from envwire.server.app import Server
@@ -63,7 +65,11 @@ class GymSocketFrontEnd(ThreadedListener):
     (default 60 s) one for each command packet once its first byte has arrived. Its options
     (``ServerConfig.options``) ``max_action_size`` (bytes of one action, default 16 MiB) and
     ``max_buffered`` (bytes all connections may buffer together beyond 256 KiB each, default
-    256 MiB; null = no limit) bound what clients can make it hold.
+    256 MiB; null = no limit) bound what clients can make it hold. ``busy_poll_us`` (default 0,
+    off) has a connection wait for its next request by polling its socket for up to that many
+    microseconds before it sleeps, as long as the client's requests keep coming within that
+    window (plain connections only; README, "Busy polling"); at most one connection fewer than
+    the machine has CPUs polls at once (:attr:`pollers`), the others sleep as usual.
     """
 
     name = "gym-socket"
@@ -81,6 +87,13 @@ class GymSocketFrontEnd(ThreadedListener):
         self.max_action = int(options.get("max_action_size", DEFAULT_MAX_ACTION))
         limit = options.get("max_buffered", DEFAULT_MAX_BUFFERED)
         self.budget = BufferBudget(None if limit is None else int(limit))
+        try:
+            self.busy_poll = busy_poll_seconds(options.get("busy_poll_us", 0))
+        except InvalidArgumentError as exc:
+            raise ConfigError(str(exc)) from None
+        #: Places for connections polling at once: spinning threads beyond the CPUs left over
+        #: would only take turns with the GIL and the threads doing work.
+        self.pollers = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) - 1))
         super().__init__(connection_limits(options), server.security.tls)
 
     def start(self) -> tuple[str, int]:
@@ -205,6 +218,8 @@ class _Connection:
         started = 0.0  # when the partial packet in the buffer began to arrive
         data = b"?"  # not EOF: the first round parses what came with the handshake
         parse = codec.buffered > 0
+        window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
+        poll = window > 0  # polled while the client's requests come within the window
         while not self._dead:
             if not parse:
                 if codec.buffered:  # a packet has begun: it has packet_timeout to arrive whole
@@ -215,7 +230,18 @@ class _Connection:
                 elif in_packet:
                     in_packet = False
                     configure_stream(self.sock, idle)
-                data = self.sock.recv(_RECV)
+                if window:
+                    began = time.perf_counter()
+                    polled = None
+                    if poll and self.front.pollers.acquire(blocking=False):
+                        try:
+                            polled = busy_poll(self._receive, window)
+                        finally:
+                            self.front.pollers.release()
+                    data = self.sock.recv(_RECV) if polled is None else polled
+                    poll = time.perf_counter() - began <= window
+                else:
+                    data = self.sock.recv(_RECV)
                 codec.receive_data(data)
                 if not self.hold.update(codec.buffered):
                     raise TooLargeError(
@@ -239,6 +265,9 @@ class _Connection:
             self.hold.update(codec.buffered)
             if not data:
                 return
+
+    def _receive(self, flags: int) -> bytes:
+        return self.sock.recv(_RECV, flags)  # type: ignore[no-any-return]
 
     def _flush(self, out: list[bytes]) -> None:
         if out and not self._dead:
