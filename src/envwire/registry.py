@@ -108,6 +108,10 @@ class EnvSpec:
             entry points that name an OpenEnv app or class.
         max_sessions: most sessions of this env at once (None: no limit of its own); for an
             OpenEnv env, the ``max_concurrent_envs`` its app chose.
+        session_timeout: seconds one of this env's sessions on the OpenEnv front end (HTTP,
+            WebSocket, MCP) may go unused before it is closed, when shorter than the server's
+            own idle limits (None: those alone); for an OpenEnv env, the ``session_timeout`` its
+            app chose.
     """
 
     id: str
@@ -122,11 +126,14 @@ class EnvSpec:
     record: bool = False
     openenv: Mapping[str, Any] | None = None
     max_sessions: int | None = None
+    session_timeout: float | None = None
 
     def __post_init__(self) -> None:
         # Every wait has a bound: a zero or negative timeout would fail every call at once.
-        for name in ("step_timeout", "make_timeout"):
+        for name in ("step_timeout", "make_timeout", "session_timeout"):
             value = getattr(self, name)
+            if value is None and name == "session_timeout":
+                continue
             if not (isinstance(value, int | float) and 0 < value < float("inf")):
                 raise ConfigError(
                     f"{self.id}: {name} must be a positive number of seconds, got {value!r}"
@@ -330,8 +337,9 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
     An OpenEnv env is recognised by loading the entry point (so its module is imported here):
     an app built by openenv-core's ``create_app`` (or its ``HTTPEnvServer``), or a subclass of
     openenv-core's ``Environment``. ``max_sessions`` becomes the env's ``max_concurrent_envs``
-    unless the spec sets it. Entry points that cannot be imported are left as they are (making
-    the env reports the error, as before).
+    and ``session_timeout`` its app's ``session_timeout``, unless the spec sets them. Entry
+    points that cannot be imported are left as they are (making the env reports the error, as
+    before).
 
     Raises:
         ConfigError: an OpenEnv env whose settings are inconsistent.
@@ -351,7 +359,8 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
             ", ".join(target.extra_routes),
         )
     limit = spec.max_sessions if spec.max_sessions is not None else target.max_concurrent_envs
-    return replace(spec, openenv=settings, max_sessions=limit)
+    idle = spec.session_timeout if spec.session_timeout is not None else target.session_timeout
+    return replace(spec, openenv=settings, max_sessions=limit, session_timeout=idle)
 
 
 def _check_dm_control(name: str) -> None:

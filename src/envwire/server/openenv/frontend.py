@@ -31,9 +31,10 @@ Protocol errors, refused requests and dropped clients are logged at INFO with th
 address (at most 20 lines per 10 s).
 
 ``ServerConfig.idle_timeout`` (default 3600 s) is how long a WebSocket session may go unused
-before it is reaped; ``ServerConfig.capacity`` caps sessions across all front ends
-(``CAPACITY_REACHED``). Tokens, TLS, the Host/Origin checks and the connection bounds are the
-server's security settings (:mod:`envwire.server.security`, :mod:`.guard`).
+before it is reaped, and an env's ``session_timeout`` (an OpenEnv app's own) how long any of its
+sessions may, checked every ``reap_interval``; ``ServerConfig.capacity`` caps sessions across
+all front ends (``CAPACITY_REACHED``). Tokens, TLS, the Host/Origin checks and the connection
+bounds are the server's security settings (:mod:`envwire.server.security`, :mod:`.guard`).
 """
 
 from __future__ import annotations
@@ -220,13 +221,14 @@ class OpenEnvFrontEnd(ThreadedListener):
         while not self._stopping.wait(self.reap_interval):
             for record in self.service.idle(self.http_idle):
                 if record.kind != "ws":
-                    log.info("closing idle %s session of %s", record.kind, record.env_id)
-                    self.service.close(record)
+                    self.service.reap(record, self.http_idle)
+            for record, limit in self.service.past_env_timeout():  # the env's app's own limit
+                self.service.reap(record, limit)
             if self.idle_timeout is None:
                 continue
             for record in self.service.idle(self.idle_timeout):
-                if record.kind == "ws" and record.owner is not None:
-                    record.owner.reap(self.idle_timeout)
+                if record.kind == "ws":
+                    self.service.reap(record, self.idle_timeout)
 
     def _keepalive_loop(self) -> None:
         """One timer for every WebSocket: ping the idle ones, drop the unresponsive ones."""

@@ -378,6 +378,25 @@ class OpenEnvService:
             if record.last_used < cutoff and not record.lock.locked():
                 yield record
 
+    def reap(self, record: Record, idle: float) -> None:
+        """Close a session unused for ``idle`` seconds (a WebSocket's connection says why)."""
+        if record.kind == "ws":
+            if record.owner is not None:
+                record.owner.reap(idle)
+            return
+        log.info("closing %s session of %s, idle for %g s", record.kind, record.env_id, idle)
+        self.close(record)
+
+    def past_env_timeout(self) -> Iterator[tuple[Record, float]]:
+        """Records unused for longer than their env's own ``session_timeout`` (an OpenEnv
+        app's), with that timeout."""
+        now = time.monotonic()
+        for record in self.records():
+            spec = record.session.spec
+            limit = spec.session_timeout if spec is not None else None
+            if limit is not None and record.last_used < now - limit and not record.lock.locked():
+                yield record, limit
+
 
 def _extension(session: Session, name: str, *args: Any) -> Any:
     """A typed-env operation (state, tools) on the session's env, in its worker."""
