@@ -10,16 +10,15 @@ import gc
 import logging
 import socket
 import struct
-import time
 import weakref
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from envwire.registry import Catalog, EnvSpec
 from envwire.server.app import Server, ServerConfig
 from envwire.server.gymsocket import GymSocketFrontEnd
+from envwire.testing import wait_until
 from tests.rawsock import exact
 
 #: A budget small enough to hit with three connections: 256 KiB each are free, the rest shared.
@@ -76,13 +75,6 @@ def still_serves(front: GymSocketFrontEnd) -> None:
     sock.sendall(b"\x01\x00" + field(b"1"))
     assert exact(sock, 1) == b"\x00"  # a JSON observation follows: the step succeeded
     sock.close()
-
-
-def wait_until(predicate: Any, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while not predicate() and time.monotonic() < deadline:
-        time.sleep(0.02)
-    return bool(predicate())
 
 
 @pytest.mark.parametrize("declared", [MAX_ACTION + 1, 2**31, 2**32 - 1])

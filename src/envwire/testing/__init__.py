@@ -1,7 +1,8 @@
 """The conformance kit and test helpers, shipped so any envwire front end can be checked.
 
 - :class:`ConformanceTests`: black-box checks every front end passes;
-- :class:`ServerProcess`: a real ``envwire serve`` on free ports;
+- :class:`ServerProcess`: a real ``envwire serve`` on free ports (:func:`wait_until` waits for
+  what it does in its own time);
 - :mod:`envwire.testing.envs`: envs with rich spaces, crashes, hangs and exceptions.
 """
 
@@ -12,7 +13,7 @@ from envwire.testing.conformance import (
     ConformanceTests,
     assert_same_sample,
 )
-from envwire.testing.server import CONFORMANCE_ENVS, ServerProcess
+from envwire.testing.server import CONFORMANCE_ENVS, ServerProcess, wait_until
 
 __all__ = [
     "CAPACITY",
@@ -22,4 +23,5 @@ __all__ = [
     "ConformanceTests",
     "ServerProcess",
     "assert_same_sample",
+    "wait_until",
 ]

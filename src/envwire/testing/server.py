@@ -8,13 +8,13 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from envwire.server.app import FRONT_ENDS
 
-__all__ = ["CONFORMANCE_ENVS", "ServerProcess"]
+__all__ = ["CONFORMANCE_ENVS", "ServerProcess", "wait_until"]
 
 #: The envs the conformance kit needs beside the env under test.
 CONFORMANCE_ENVS = (
@@ -127,9 +127,15 @@ class ServerProcess:
 
     def wait_for(self, predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> bool:
         """Poll ``predicate()`` until true or ``timeout``; returns its last value."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if predicate():
-                return True
-            time.sleep(interval)
-        return bool(predicate())
+        return wait_until(predicate, timeout, interval)
+
+
+def wait_until(predicate: Callable[[], object], timeout: float = 10.0, every: float = 0.02) -> bool:
+    """Poll ``predicate()`` every ``every`` seconds until it is true or ``timeout`` seconds have
+    passed (for what a server does in its own time); returns its last value, as a bool."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(every)
+    return bool(predicate())

@@ -17,15 +17,7 @@ from envwire.registry import Catalog, EnvSpec
 from envwire.server.app import Server, ServerConfig
 from envwire.server.dmenvrpc import service
 from envwire.server.dmenvrpc.service import GrpcFrontEnd, _DaemonPool
-
-
-def wait_until(condition: object, timeout: float = 10.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.02)
-    return bool(condition())  # type: ignore[operator]
+from envwire.testing import wait_until
 
 
 def test_threads_are_bounded_and_idle_ones_exit() -> None:

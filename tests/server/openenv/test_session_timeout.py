@@ -17,6 +17,7 @@ from websockets.sync.client import connect
 from envwire.errors import ConfigError
 from envwire.registry import Catalog, EnvSpec, with_openenv
 from envwire.server.app import Server, ServerConfig
+from envwire.testing import wait_until
 from envwire.typed import openenv_app
 from envwire.typed.openenv_app import find_server
 from tests.openenv_envs.walk import MoveAction, PositionObservation, WalkEnvironment
@@ -48,15 +49,6 @@ def base() -> Iterator[str]:
 
 def sessions(base: str) -> int:
     return int(httpx.get(f"{base}/status", timeout=10).json()["sessions"])
-
-
-def wait_until(condition: object, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if condition():  # type: ignore[operator]
-            return True
-        time.sleep(0.05)
-    return bool(condition())  # type: ignore[operator]
 
 
 def test_the_apps_timeout_reaches_the_spec() -> None:

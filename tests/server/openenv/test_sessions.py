@@ -7,7 +7,6 @@ import json
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +16,7 @@ import pytest
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from envwire.testing import ServerProcess
+from envwire.testing import ServerProcess, wait_until
 from tests.server.openenv.conftest import http_server
 
 SESSIONS = 500
@@ -57,15 +56,6 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 def status(base: str) -> dict[str, Any]:
     data: dict[str, Any] = httpx.get(f"{base}/status", timeout=30).json()
     return data
-
-
-def wait_until(predicate: Any, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return bool(predicate())
 
 
 @pytest.fixture(scope="module")
