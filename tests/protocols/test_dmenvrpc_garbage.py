@@ -64,8 +64,8 @@ def tensors(draw: st.DrawFn) -> Any:
 @settings(max_examples=200, deadline=None)
 @given(tensors())
 def test_garbage_tensors_unpack_or_raise_invalid_argument(tensor: Any) -> None:
-    try:
-        array = dmenvrpc.unpack(tensor)
+    try:  # a smaller limit than MAX_ELEMENTS (2**28) only keeps the test's memory down
+        array = dmenvrpc.unpack(tensor, limit=1 << 20)
     except InvalidArgumentError:
         return
     assert isinstance(array, np.ndarray)
@@ -116,3 +116,21 @@ def test_deep_json_in_a_kwargs_setting_is_an_invalid_argument() -> None:
     deep.strings.array.append('{"a":' + _DEEP + "}")
     with pytest.raises(InvalidArgumentError, match="nested deeper than 100 levels"):
         read_settings({"env": dmenvrpc.pack("CartPole-v1"), "kwargs": deep}, "create_world")
+
+
+@pytest.mark.parametrize(
+    "shape",
+    [
+        [2**31 - 1, 0],  # no elements, but 2**31 empty lists once a Python value
+        [2**20],  # one element broadcast to a million
+        [1] * 33,  # more dimensions than numpy takes
+    ],
+)
+def test_a_tiny_setting_with_a_huge_shape_is_refused_at_once(shape: list[int]) -> None:
+    tensor = pb.Tensor(shape=shape)
+    tensor.int64s.array.append(1)
+    settings = {"env": dmenvrpc.pack("CartPole-v1"), "kwargs.x": tensor}
+    with pytest.raises(InvalidArgumentError, match=r"dimensions|more than 65536 elements"):
+        read_settings(settings, "create_world")
+    with pytest.raises(InvalidArgumentError, match=r"dimensions|more than"):
+        dmenvrpc.unpack(tensor, limit=dmenvrpc.MAX_SETTING_ELEMENTS)

@@ -118,3 +118,14 @@ def test_our_clients_pass_kwargs_as_a_dict(server: ServerProcess) -> None:
         vector.close()
     with pytest.raises(InvalidArgumentError, match=r"clients may not set \['columns'\]"):
         envwire.make(url, world_settings={"kwargs": {"columns": 2}})
+
+
+def test_a_tiny_argument_with_a_huge_shape_is_refused_in_band(conn: connection.Connection) -> None:
+    """Eight bytes of payload shaped [2**31 - 1, 0] would be two billion empty lists as a
+    Python value: refused before anything is built, and the stream goes on."""
+    huge = pb.Tensor(shape=[2**31 - 1, 0])
+    huge.int64s.array.append(1)
+    settings = {"env": tensor_utils.pack_tensor("test/Catch-v0"), "kwargs.rows": huge}
+    with pytest.raises(error.DmEnvRpcError, match="more than 65536 elements"):
+        conn.send(pb.CreateWorldRequest(settings=settings))
+    assert create(conn, env="test/Catch-v0", **{"kwargs.rows": 4})

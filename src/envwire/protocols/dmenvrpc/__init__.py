@@ -66,6 +66,7 @@ from envwire.protocols.dmenvrpc.status import (
 )
 from envwire.protocols.dmenvrpc.tensors import (
     MAX_ELEMENTS,
+    MAX_SETTING_ELEMENTS,
     Array,
     flat,
     pack,
@@ -84,6 +85,7 @@ __all__ = [
     "ERROR_DOMAIN",
     "INT64",
     "MAX_ELEMENTS",
+    "MAX_SETTING_ELEMENTS",
     "SAME",
     "SETTINGS",
     "STRING",

@@ -11,7 +11,7 @@ import numpy as np
 
 from envwire import safejson
 from envwire.errors import InvalidArgumentError
-from envwire.protocols.dmenvrpc.tensors import unpack
+from envwire.protocols.dmenvrpc.tensors import MAX_SETTING_ELEMENTS, unpack
 
 __all__ = [
     "SETTINGS",
@@ -147,7 +147,7 @@ def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
 
 def _argument(message: Any, where: str) -> Any:
     """A ``kwargs.NAME`` tensor as a Python value: a scalar, or nested lists."""
-    array = unpack(message, where)
+    array = unpack(message, where, MAX_SETTING_ELEMENTS)
     if array.ndim == 0:
         value = array[()]
         return value.item() if isinstance(value, np.generic) else value
@@ -174,7 +174,7 @@ def _nest(items: list[tuple[tuple[str, ...], Any, str]], request: str) -> dict[s
 
 def _setting_value(setting: Setting, message: Any, request: str) -> Any:
     where = f"{request} setting {setting.name!r}"
-    array = unpack(message, where)
+    array = unpack(message, where, MAX_SETTING_ELEMENTS)
     match setting.kind:
         case "seed" if array.ndim == 1 and array.dtype.kind in "iu":
             if array.size and int(array.min()) < -1:

@@ -16,6 +16,7 @@ from envwire.protocols.dmenvrpc.dtypes import BY_FIELD, DataType, data_type_of
 
 __all__ = [
     "MAX_ELEMENTS",
+    "MAX_SETTING_ELEMENTS",
     "Array",
     "flat",
     "pack",
@@ -27,6 +28,11 @@ __all__ = [
 
 #: Most elements a received tensor may expand to (broadcasts and variable dimensions included).
 MAX_ELEMENTS: Final = 1 << 28
+#: Most dimensions a received tensor may have (numpy's own limit is 64, 32 before numpy 2).
+MAX_DIMS: Final = 32
+#: Most elements of a settings or property value: a tiny message with a large shape broadcasts
+#: its one element, and these values become Python lists.
+MAX_SETTING_ELEMENTS: Final = 1 << 16
 
 #: A numpy array of any dtype.
 Array = npt.NDArray[Any]
@@ -111,17 +117,24 @@ def flat(message: Any, row: DataType) -> Array:
     return np.array(items, row.numpy)
 
 
-def resolve_shape(shape: Iterable[int], count: int, what: str = "tensor") -> tuple[int, ...]:
+def resolve_shape(
+    shape: Iterable[int], count: int, what: str = "tensor", limit: int = MAX_ELEMENTS
+) -> tuple[int, ...]:
     """The concrete shape of a tensor whose shape is ``shape`` and payload has ``count`` items.
 
     One negative dimension is inferred from ``count``; a single element broadcasts (a variable
     dimension then counts 1, as the official client does).
 
     Raises:
-        InvalidArgumentError: more than one variable dimension, or the count does not fit.
+        InvalidArgumentError: more than one variable dimension, the count does not fit, or
+            more than ``limit`` elements.
     """
     dims = list(shape)
-    if count == math.prod(dims) and min(dims, default=0) >= 0:  # the usual case: it fits
+    if len(dims) > MAX_DIMS:
+        raise InvalidArgumentError(
+            f"{what} has {len(dims)} dimensions; at most {MAX_DIMS} are supported"
+        )
+    if count == math.prod(dims) and min(dims, default=1) > 0 and count <= limit:  # it fits
         return tuple(dims)
     variable = [i for i, n in enumerate(dims) if n < 0]
     if len(variable) > 1:
@@ -141,26 +154,26 @@ def resolve_shape(shape: Iterable[int], count: int, what: str = "tensor") -> tup
             )
         else:
             dims[variable[0]] = count // known
-    size = 1
-    for n in dims:
-        size *= n
-    if size > MAX_ELEMENTS:
-        raise InvalidArgumentError(f"{what} has shape {dims}: more than {MAX_ELEMENTS} elements")
+    size = math.prod(dims)
+    # An empty dimension leaves no elements, but the others still shape the nested lists a
+    # value may become ([[]] * 2**31): they count as if it held one.
+    if math.prod(max(n, 1) for n in dims) > limit:
+        raise InvalidArgumentError(f"{what} has shape {dims}: more than {limit} elements")
     if count not in (size, 1):
         raise InvalidArgumentError(f"{what} has shape {dims} but {count} elements")
     return tuple(dims)
 
 
-def unpack(message: Any, what: str = "tensor") -> Array:
+def unpack(message: Any, what: str = "tensor", limit: int = MAX_ELEMENTS) -> Array:
     """A ``Tensor`` as an ndarray of its shape (object dtype for STRING and PROTO).
 
     Raises:
-        InvalidArgumentError: no payload, more than one variable dimension, or an element count
-            that fits neither the shape nor a broadcast.
+        InvalidArgumentError: no payload, more than one variable dimension, an element count
+            that fits neither the shape nor a broadcast, or more than ``limit`` elements.
     """
     row = payload_of(message, what)
     values = flat(message, row)
-    shape = resolve_shape(message.shape, values.size, what)
+    shape = resolve_shape(message.shape, values.size, what, limit)
     if values.size == 1 and shape != (1,) * len(shape):
         return np.full(shape, values[0], dtype=values.dtype)
     return values.reshape(shape)

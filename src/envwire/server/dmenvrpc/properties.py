@@ -210,11 +210,12 @@ class Properties:
         prop = self._lookup(key, conn)
         if not prop.writable:
             raise PropertyPermissionError(f"property {key!r} is read-only")
-        seed = dmenvrpc.unpack(value, f"value of property {key!r}")
+        seed = dmenvrpc.unpack(value, f"value of property {key!r}", dmenvrpc.MAX_SETTING_ELEMENTS)
         if seed.size != 1 or seed.dtype.kind not in "iu" or int(seed.reshape(-1)[0]) < -1:
+            shown = f"a {seed.dtype.name} tensor of shape {list(seed.shape)}"
+            got = repr(seed.tolist()) if seed.size <= 8 else shown
             raise InvalidArgumentError(
-                f"property {key!r} takes one integer >= 0 (or -1 for no seed), got "
-                f"{seed.tolist()!r}"
+                f"property {key!r} takes one integer >= 0 (or -1 for no seed), got {got}"
             )
         assert conn.world is not None
         number = int(seed.reshape(-1)[0])
