@@ -219,16 +219,13 @@ class OpenEnvFrontEnd(ThreadedListener):
 
     def _reap_loop(self) -> None:
         while not self._stopping.wait(self.reap_interval):
-            for record in self.service.idle(self.http_idle):
-                if record.kind != "ws":
-                    self.service.reap(record, self.http_idle)
-            for record, limit in self.service.past_env_timeout():  # the env's app's own limit
-                self.service.reap(record, limit)
-            if self.idle_timeout is None:
-                continue
-            for record in self.service.idle(self.idle_timeout):
-                if record.kind == "ws":
-                    self.service.reap(record, self.idle_timeout)
+            for record, idle in self.service.idle(self._idle_limit):
+                self.service.reap(record, idle)
+
+    def _idle_limit(self, record: Any) -> float | None:
+        """How long a session may go unused: a WebSocket's the server's ``idle_timeout``, an
+        HTTP or MCP session's ``http_session_idle``."""
+        return self.idle_timeout if record.kind == "ws" else self.http_idle
 
     def _keepalive_loop(self) -> None:
         """One timer for every WebSocket: ping the idle ones, drop the unresponsive ones."""

@@ -371,12 +371,18 @@ class OpenEnvService:
 
     # -- reaping --------------------------------------------------------------------------
 
-    def idle(self, max_idle: float) -> Iterator[Record]:
-        """Records unused for more than ``max_idle`` seconds."""
-        cutoff = time.monotonic() - max_idle
+    def idle(self, limit_of: Callable[[Record], float | None]) -> Iterator[tuple[Record, float]]:
+        """Records unused for longer than their limit, with it: ``limit_of(record)`` (None: no
+        limit), or their env's own ``session_timeout`` (an OpenEnv app's) when shorter."""
+        now = time.monotonic()
         for record in self.records():
-            if record.last_used < cutoff and not record.lock.locked():
-                yield record
+            limit = limit_of(record)
+            spec = record.session.spec
+            own = spec.session_timeout if spec is not None else None
+            if own is not None and (limit is None or own < limit):
+                limit = own
+            if limit is not None and record.last_used < now - limit and not record.lock.locked():
+                yield record, limit
 
     def reap(self, record: Record, idle: float) -> None:
         """Close a session unused for ``idle`` seconds (a WebSocket's connection says why)."""
@@ -386,16 +392,6 @@ class OpenEnvService:
             return
         log.info("closing %s session of %s, idle for %g s", record.kind, record.env_id, idle)
         self.close(record)
-
-    def past_env_timeout(self) -> Iterator[tuple[Record, float]]:
-        """Records unused for longer than their env's own ``session_timeout`` (an OpenEnv
-        app's), with that timeout."""
-        now = time.monotonic()
-        for record in self.records():
-            spec = record.session.spec
-            limit = spec.session_timeout if spec is not None else None
-            if limit is not None and record.last_used < now - limit and not record.lock.locked():
-                yield record, limit
 
 
 def _extension(session: Session, name: str, *args: Any) -> Any:
