@@ -4,6 +4,7 @@ state table and errors as Status."""
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import numpy as np
@@ -274,6 +275,59 @@ def test_unknown_and_missing_action_uids_are_named() -> None:
         ACTIONS.read(actions(**{"9": dmenvrpc.pack(1)}))
     with pytest.raises(InvalidActionError, match=r"action uid 1 \('fire'\) is missing"):
         ACTIONS.read({2: actions()[2]})
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    n=st.integers(1, 300),
+    start=st.integers(-200, 200),
+    dtype=st.sampled_from([np.int64, np.int32, np.uint8]),
+    value=st.integers(-(2**40), 2**40) | st.floats(allow_nan=True) | st.booleans(),
+    tensor_dtype=st.sampled_from([None, np.int64, np.int32, np.uint8, np.float32]),
+    shape=st.sampled_from([None, [], [1], [1, 1], [2]]),
+    uid=st.sampled_from([1, 1, 1, 2]),
+    extra=st.booleans(),
+)
+def test_a_scalar_action_reads_the_same_on_the_short_path(
+    *,
+    n: int,
+    start: int,
+    dtype: Any,
+    value: Any,
+    tensor_dtype: Any,
+    shape: list[int] | None,
+    uid: int,
+    extra: bool,
+) -> None:
+    """A Discrete action's common message is read without the general machinery; every
+    message must give the same sample (value and type) or the same error either way."""
+    if np.dtype(dtype).kind == "u":
+        n, start = min(n, 100), abs(start) % 100
+    space = spaces.Discrete(n, start=start, dtype=dtype)
+    layout = Layout(space, "action")
+    assert layout._scalar is not None  # the short path is in use for this layout
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            tensor = tensor_utils.pack_tensor(value, dtype=tensor_dtype)
+    except (OverflowError, ValueError, TypeError, RuntimeWarning):
+        return  # not a tensor the official packer makes
+    if shape is not None:
+        tensor.shape[:] = shape
+    tensors = {uid: tensor}
+    if extra:
+        tensors[uid + 1] = tensor_utils.pack_tensor(0)
+    long_way = Layout(space, "action")
+    long_way._scalar = None
+
+    def outcome(reader: Layout) -> tuple[str, Any]:
+        try:
+            sample = reader.read(tensors)
+        except InvalidActionError as exc:
+            return "error", str(exc)
+        return "sample", (type(sample), sample.dtype, sample.item())
+
+    assert outcome(layout) == outcome(long_way)
 
 
 # -- settings, states and errors -----------------------------------------------------------

@@ -249,6 +249,40 @@ def test_garbage_in_a_joined_world_gets_status_errors(stream: RawStream) -> None
     stream.request(pb.EnvironmentRequest(destroy_world=pb.DestroyWorldRequest(world_name=world)))
 
 
+def test_requested_observations_are_checked_whenever_they_change(stream: RawStream) -> None:
+    """The server checks a Step's requested UIDs once while they stay the same: changing them,
+    asking again after a refusal and joining another world must each be checked afresh."""
+    cartpole = create(stream, "CartPole-v1", seed=0)
+    stream.request(pb.EnvironmentRequest(join_world=pb.JoinWorldRequest(world_name=cartpole)))
+    first = stream.request(step_request(uids=(1,))).step
+    assert sorted(first.observations) == [1]
+    both = stream.request(step_request(0, uids=(2, 1, 2))).step  # repeats are redundant
+    assert sorted(both.observations) == [1, 2] and len(both.observations[2].doubles.array) == 1
+    for _ in range(2):  # refused each time, not only the first
+        refused = stream.request(step_request(0, uids=(1, 9)))
+        assert refused.error.code == 3 and "observation uid 9" in refused.error.message
+    again = stream.request(step_request(0, uids=(2, 1, 2))).step
+    assert sorted(again.observations) == [1, 2]
+    stream.request(pb.EnvironmentRequest(leave_world=pb.LeaveWorldRequest()))
+    # Joined with the extras, the world has a truncation observation; joined again without
+    # them it has not, and the very same request must now be refused.
+    extras = pb.JoinWorldRequest(world_name=cartpole)
+    extras.settings["envwire.extras"].CopyFrom(tensor_utils.pack_tensor(True))
+    join = stream.request(pb.EnvironmentRequest(join_world=extras))
+    truncated = next(
+        uid
+        for uid, spec in join.join_world.specs.observations.items()
+        if spec.name == "envwire.truncated"
+    )
+    assert stream.request(step_request(uids=(truncated,))).step.observations[truncated].bools
+    stream.request(pb.EnvironmentRequest(leave_world=pb.LeaveWorldRequest()))
+    stream.request(pb.EnvironmentRequest(join_world=pb.JoinWorldRequest(world_name=cartpole)))
+    refused = stream.request(step_request(uids=(truncated,)))
+    assert f"observation uid {truncated}" in refused.error.message
+    stream.request(pb.EnvironmentRequest(leave_world=pb.LeaveWorldRequest()))
+    stream.request(pb.EnvironmentRequest(destroy_world=pb.DestroyWorldRequest(world_name=cartpole)))
+
+
 # -- properties ------------------------------------------------------------------------------
 
 

@@ -363,6 +363,7 @@ class Layout:
         self.by_uid = {leaf.uid: leaf for leaf in self.leaves}
         self.by_name = {leaf.name: leaf for leaf in self.leaves}
         self.next_uid = first_uid + len(self.leaves)
+        self._scalar = _scalar_reader(self.leaves)
 
     def _add(self, space: Any, name: str, path: _Path, uid: int) -> int:
         parts = self._parts(space)
@@ -424,6 +425,10 @@ class Layout:
             InvalidActionError: a leaf is missing, an unknown UID came, or a tensor does not fit
                 its spec (each message names the UID).
         """
+        if check and self._scalar is not None:
+            value = self._scalar(tensors)
+            if value is not None:
+                return value
         unknown = [uid for uid in tensors if uid not in self.by_uid] if check else ()
         if unknown:
             known = ", ".join(f"{leaf.uid} ({leaf.name!r})" for leaf in self.leaves) or "none"
@@ -489,6 +494,42 @@ def named_parts(mapping: Mapping[Any, Any], what: str) -> Iterable[tuple[str, An
                 "without '.' (the protocol's nesting mark)"
             )
     return mapping.items()
+
+
+def _scalar_reader(leaves: list[Leaf]) -> Any:
+    """For a layout that is one bounded scalar (a Discrete action, the common case), a reader
+    that takes the usual message (the one UID, the spec's data type, no shape, one in-range
+    value) straight to the sample and returns None for anything else, which
+    :meth:`Layout.read` then checks the long way (with its errors). None for other layouts."""
+    if len(leaves) != 1:
+        return None
+    leaf = leaves[0]
+    space_dtype = getattr(leaf.space, "dtype", None)
+    if (
+        leaf.kind != "scalar"
+        or leaf.batch
+        or leaf.path
+        or leaf.low is None
+        or leaf.high is None
+        or space_dtype is None
+        or space_dtype != leaf.row.numpy
+    ):
+        return None
+    uid, field, cast = leaf.uid, leaf.row.field, space_dtype.type
+    low, high = leaf.low.item(), leaf.high.item()
+
+    def read(tensors: Mapping[int, Any]) -> Any:
+        if len(tensors) != 1:
+            return None
+        message = tensors.get(uid)
+        if message is None or message.shape or message.WhichOneof("payload") != field:
+            return None
+        items = getattr(message, field).array
+        if len(items) != 1 or not low <= items[0] <= high:
+            return None
+        return cast(items[0])
+
+    return read
 
 
 def _compose(space: spaces.Space[Any], leaves: Any, values: Mapping[int, Any]) -> Any:

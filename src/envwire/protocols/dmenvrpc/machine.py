@@ -36,6 +36,14 @@ class Kind(Enum):
     DESTROY_WORLD = "destroy_world"
     EXTENSION = "extension"
 
+    # Members are singletons compared by identity: the identity hash is as good as Enum's
+    # (by name, a Python call), and every request looks a kind and a phase up in dicts.
+    __hash__ = object.__hash__
+
+
+#: Kind by payload field name (a dict lookup; calling the Enum costs more per request).
+_KINDS: dict[str, Kind] = {kind.value: kind for kind in Kind}
+
 
 class Phase(Enum):
     """Where one connection is: not joined, or joined and in one of dm_env_rpc's states.
@@ -49,6 +57,8 @@ class Phase(Enum):
     RUNNING = "running"
     TERMINATED = "terminated"
     INTERRUPTED = "interrupted"
+
+    __hash__ = object.__hash__  # as Kind's
 
 
 class _Marker(Enum):
@@ -131,4 +141,4 @@ def request_kind(request: Any) -> Kind:
     field = request.WhichOneof("payload")
     if field is None:
         raise ProtocolError("EnvironmentRequest has no payload (none of create_world, ... is set)")
-    return Kind(field)
+    return _KINDS[field]

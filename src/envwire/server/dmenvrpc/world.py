@@ -65,6 +65,10 @@ class Connection:
         self.truncated = False
         self.specs: Any = None
         self.uids: frozenset[int] = frozenset()
+        # The last StepRequest's requested_observations, and the same checked, repeats dropped:
+        # a client asks for the same ones every step, so they are checked once.
+        self.asked: list[int] | None = None
+        self.requested: list[int] = []
 
     @property
     def world_name(self) -> str:
@@ -168,6 +172,7 @@ class World:
         conn.world, conn.seat, conn.seen, conn.last_obs = self, seat, -1, None
         conn.specs = self._specs(settings)
         conn.uids = frozenset(conn.specs.observations)
+        conn.asked = None
         return conn.specs
 
     def _specs(self, settings: Mapping[str, Any]) -> Any:
@@ -216,15 +221,13 @@ class World:
             StateError: actions out of turn.
             EnvError: the env failed (the connection's next Step starts a new sequence).
         """
-        requested = list(dict.fromkeys(request.requested_observations))  # repeats are redundant
-        for uid in requested:
-            if uid not in conn.uids:
-                known = ", ".join(f"{u} ({s.name!r})" for u, s in conn.specs.observations.items())
-                raise InvalidArgumentError(
-                    f"requested observation uid {uid} is not in the observation specs "
-                    f"(known: {known})"
-                )
-        with self._locked(conn):
+        asked = request.requested_observations
+        if asked != conn.asked:
+            conn.requested = self._requested(conn, asked)
+            conn.asked = asked[:]
+        requested = conn.requested
+        self._acquire(conn)
+        try:
             if conn.phase is not Phase.RUNNING:
                 if not (self.live and conn.seen < self.episode):
                     self._start_episode()
@@ -240,9 +243,28 @@ class World:
                 conn.last_obs = self.obs
             reward = self.rewards.pop(conn.seat, 0.0)
             info = self.info
+        finally:
+            self._release()
         out.state = _STATES[state]
         if requested:
             self._observe(conn, out.observations, requested, reward, info)
+
+    @staticmethod
+    def _requested(conn: Connection, asked: Any) -> list[int]:
+        """The requested observation UIDs, repeats dropped (they are redundant).
+
+        Raises:
+            InvalidArgumentError: a UID is not in ``conn``'s observation specs.
+        """
+        requested = list(dict.fromkeys(asked))
+        for uid in requested:
+            if uid not in conn.uids:
+                known = ", ".join(f"{u} ({s.name!r})" for u, s in conn.specs.observations.items())
+                raise InvalidArgumentError(
+                    f"requested observation uid {uid} is not in the observation specs "
+                    f"(known: {known})"
+                )
+        return requested
 
     def _act(self, conn: Connection, actions: Any) -> Phase:
         if not actions and self.players > 1:
@@ -357,8 +379,12 @@ class World:
 
     # -- hangs --------------------------------------------------------------------------
 
-    @contextlib.contextmanager
-    def _locked(self, conn: Connection | None = None) -> Iterator[None]:
+    def _acquire(self, conn: Connection | None) -> None:
+        """Take the env for ``conn`` (None: not a Step); release with :meth:`_release`.
+
+        Raises:
+            EnvTimeoutError: the env hung earlier, or stayed busy past the step timeout.
+        """
         if self.broken is not None:
             raise EnvTimeoutError(
                 f"world {self.name}: {self.broken}; destroy it and create another"
@@ -368,11 +394,18 @@ class World:
                 f"world {self.name} stayed busy for {self._timeout:g} s (its env is stuck)"
             )
         self._busy = conn
+
+    def _release(self) -> None:
+        self._busy = None
+        self._lock.release()
+
+    @contextlib.contextmanager
+    def _locked(self, conn: Connection | None = None) -> Iterator[None]:
+        self._acquire(conn)
         try:
             yield
         finally:
-            self._busy = None
-            self._lock.release()
+            self._release()
 
     def _hung(self, error: EnvTimeoutError) -> None:
         """Watchdog thread: an inline env call is stuck in the thread of ``self._busy``."""
