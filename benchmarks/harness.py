@@ -29,6 +29,7 @@ from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnectio
 from envwire.sockets import busy_poll
 
 __all__ = [
+    "ECHO_ENVS",
     "EchoServer",
     "Progress",
     "Result",
@@ -75,7 +76,33 @@ def rate(call: Callable[[], Any], seconds: float, warmup: int = 50) -> float:
             return count / (now - start)
 
 
-_SIZES = struct.Struct("<II")
+_SIZES = struct.Struct("<III")
+
+#: The envs an echo connection may step once per request (``echo_rate(env=...)``), by name;
+#: the opening sends the index.
+ECHO_ENVS: tuple[str, ...] = ("", "CartPole-v1", "bench/Frames-v0")
+
+
+def _echo_stepper(name: str) -> Callable[[], None]:
+    """A call that steps ``name`` (one of :data:`ECHO_ENVS`) once, resetting when its episode
+    ends, with a fixed action: the env's own work per message; a no-op for ""."""
+    if not name:
+        return lambda: None
+    if name == "bench/Frames-v0":
+        from envwire.testing.envs import FramesEnv
+
+        env: Any = FramesEnv()
+    else:
+        env = gymnasium.make(name)
+    env.reset(seed=0)
+    action = env.action_space.sample()
+
+    def step() -> None:
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset()
+
+    return step
 
 
 def _read_exactly(sock: socket.socket, view: memoryview) -> bool:
@@ -110,8 +137,9 @@ def _polling_reader(poll: float) -> Callable[[socket.socket, memoryview], bool]:
 
 
 def _echo_main(conn: Any, poll: float = 0.0) -> None:
-    """The echo process: per connection, an 8-byte opening (request size, reply size), then
-    for each request of that size one reply of that size."""
+    """The echo process: per connection, a 12-byte opening (request size, reply size, env),
+    then for each request of that size one reply of that size, after stepping the env once
+    when the opening named one."""
     listener = socket.create_server(("127.0.0.1", 0))
     conn.send(listener.getsockname()[1])
     while True:
@@ -119,12 +147,18 @@ def _echo_main(conn: Any, poll: float = 0.0) -> None:
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         opening = bytearray(_SIZES.size)
         if _read_exactly(client, memoryview(opening)):
-            request, reply = _SIZES.unpack(opening)
+            request, reply, env = _SIZES.unpack(opening)
             answer = b"x" * reply
             buffer = memoryview(bytearray(max(request, 1)))[:request]
             read = _polling_reader(poll)
-            while read(client, buffer):
-                client.sendall(answer)
+            if env:
+                step = _echo_stepper(ECHO_ENVS[env])
+                while read(client, buffer):
+                    step()
+                    client.sendall(answer)
+            else:
+                while read(client, buffer):
+                    client.sendall(answer)
         client.close()
 
 
@@ -153,15 +187,23 @@ class EchoServer:
 
 
 def echo_rate(
-    port: int, request_bytes: int, reply_bytes: int, seconds: float, busy_poll_us: float = 0
+    port: int,
+    request_bytes: int,
+    reply_bytes: int,
+    seconds: float,
+    *,
+    busy_poll_us: float = 0,
+    env: str = "",
 ) -> float:
     """Round trips/s of a plain blocking client against :class:`EchoServer`: each sends
     ``request_bytes`` (one ``sendall``) and reads ``reply_bytes`` back (``recv_into`` a
     preallocated buffer, once when the reply arrives whole; first polled for ``busy_poll_us``
-    when given)."""
+    when given). With ``env`` (one of :data:`ECHO_ENVS`), the echo server steps that env once
+    per request before it answers: the floor for any Python server of that env, since it does
+    the env's own work and nothing else."""
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.sendall(_SIZES.pack(request_bytes, reply_bytes))
+    sock.sendall(_SIZES.pack(request_bytes, reply_bytes, ECHO_ENVS.index(env)))
     payload = b"x" * request_bytes
     buffer = memoryview(bytearray(reply_bytes))
     read = _polling_reader(busy_poll_us / 1e6)
@@ -229,15 +271,17 @@ def compare(
     unit: str = "steps/s",
     target: float | None = None,
     notes: dict[str, Any] | None = None,
+    label: str | None = None,
 ) -> Result:
     """A figure from :func:`alternate`'s rounds: the median over the rounds; beside a
-    baseline, the ratio is the median of the rounds' own ratios, and the spread their range."""
+    baseline, the ratio is the median of the rounds' own ratios, and the spread their range.
+    ``label`` names the result when ``name`` is compared to a second baseline."""
     mine = values[name]
     if baseline is None:
         return Result(name, statistics.median(mine), unit, spread=(min(mine), max(mine)))
     ratios = [a / b for a, b in zip(mine, values[baseline], strict=True)]
     return Result(
-        name,
+        label or name,
         statistics.median(mine),
         unit,
         baseline=baseline,

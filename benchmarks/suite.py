@@ -9,12 +9,15 @@ Cases (each a rate in steps/s, env steps for batched cases):
 
 - ``echo``: a plain blocking Python TCP loop (:class:`harness.EchoServer`) carrying exactly the
   request and reply bytes of a case below (sizes from the gym-socket codec, see
-  :func:`harness.gym_socket_step_bytes`);
+  :func:`harness.gym_socket_step_bytes`); and the same loop stepping the env once per message
+  in its server (CartPole, the frames env): the floor for any Python server of that env;
 - ``gym-socket``: one client stepping CartPole one step at a time, on the extended path and on
-  the seed's JSON path (flags 0), each beside the echo of its own bytes, and in a worker process;
+  the seed's JSON path (flags 0), each beside the echo of its own bytes (the extended path also
+  beside the echo stepping CartPole), and in a worker process;
 - ``batched``: ``make_vec`` CartPole at N = 1, 16, 64, 256, 1024, beside Gymnasium's
   in-process ``SyncVectorEnv`` with the same N;
-- ``frames``: 84x84x4 uint8 observations, beside an echo of the same bytes;
+- ``frames``: 84x84x4 uint8 observations, beside an echo of the same bytes (and the echo
+  stepping the frames env);
 - ``idle``: server memory per idle session over 2,000 gym-socket sessions (env excluded);
 - ``dm_env_rpc`` and ``openenv``: the cases of ``bench_dmenvrpc.py`` and ``bench_openenv.py``
   (their peers: a reference dm_env_rpc servicer, openenv-core's own server).
@@ -82,8 +85,10 @@ def _remote_rate(env: Any, seconds: float) -> Callable[[], float]:
     return lambda: rate(step, seconds)
 
 
-def _echo(echo: EchoServer, sizes: tuple[int, int], seconds: float) -> Callable[[], float]:
-    return lambda: echo_rate(echo.port, *sizes, seconds)
+def _echo(
+    echo: EchoServer, sizes: tuple[int, int], seconds: float, env: str = ""
+) -> Callable[[], float]:
+    return lambda: echo_rate(echo.port, *sizes, seconds, env=env)
 
 
 def bench_gym_socket(settings: Settings, server: Any, echo: EchoServer) -> list[Result]:
@@ -100,6 +105,7 @@ def bench_gym_socket(settings: Settings, server: Any, echo: EchoServer) -> list[
         "extended": "echo: CartPole step bytes, extended path",
         "seed": "echo: CartPole step bytes, seed JSON path",
     }
+    floor = "echo stepping CartPole per message, extended path bytes"
     envs = {
         "extended": envwire.make(server.url("gym-socket", "CartPole-v1")),
         "seed": envwire.make(server.url("gym-socket", "CartPole-v1"), flags=Flags(0)),
@@ -112,6 +118,7 @@ def bench_gym_socket(settings: Settings, server: Any, echo: EchoServer) -> list[
         sizes[path] = gym_socket_step_bytes(cartpole, flags)
         cases[echoes[path]] = _echo(echo, sizes[path], s)
         cases[names[path]] = _remote_rate(envs[path], s)
+    cases[floor] = _echo(echo, sizes["extended"], s, env="CartPole-v1")
     if "process" in envs:
         cases[names["process"]] = _remote_rate(envs["process"], s)
     for path, env in envs.items():
@@ -127,6 +134,11 @@ def bench_gym_socket(settings: Settings, server: Any, echo: EchoServer) -> list[
         notes = {"request_bytes": request, "reply_bytes": reply}
         results.append(compare(values, echoes[path], unit="round trips/s", notes=notes))
         results.append(compare(values, names[path], echoes[path], target=0.4, notes=notes))
+        if path == "extended":
+            # The floor with the env's own work: what any Python server of CartPole reaches.
+            results.append(compare(values, floor, echoes[path], notes=notes))
+            label = "  the same, of the echo stepping CartPole"
+            results.append(compare(values, names[path], floor, label=label))
     if "process" in envs:
         results.append(compare(values, names["process"], echoes["extended"]))
     return results
@@ -169,10 +181,12 @@ def bench_frames(settings: Settings, server: Any, echo: EchoServer) -> list[Resu
     env = envwire.make(server.url("gym-socket", "bench/Frames-v0"))
     env.reset(seed=0)
     base, ours = "echo: 84x84x4 frame step bytes", "gym-socket: 84x84x4 uint8 frames"
+    floor = "echo stepping the frames env per message"
     try:
         values = alternate(
             {
                 base: _echo(echo, sizes, settings.seconds),
+                floor: _echo(echo, sizes, settings.seconds, env="bench/Frames-v0"),
                 ours: _remote_rate(env, settings.seconds),
             },
             settings.runs,
@@ -183,6 +197,8 @@ def bench_frames(settings: Settings, server: Any, echo: EchoServer) -> list[Resu
     return [
         compare(values, base, unit="round trips/s", notes=notes),
         compare(values, ours, base, target=0.8, notes=notes),
+        compare(values, floor, base, notes=notes),
+        compare(values, ours, floor, label="  the same, of the echo stepping the frames env"),
     ]
 
 
