@@ -43,6 +43,7 @@ __all__ = [
     "median",
     "print_table",
     "rate",
+    "step_loop",
 ]
 
 
@@ -95,6 +96,12 @@ def _echo_stepper(name: str) -> Callable[[], None]:
     else:
         env = gymnasium.make(name)
     env.reset(seed=0)
+    return step_loop(env)
+
+
+def step_loop(env: Any) -> Callable[[], None]:
+    """A call that steps ``env`` once with one fixed sampled action, resetting when its
+    episode ends."""
     action = env.action_space.sample()
 
     def step() -> None:

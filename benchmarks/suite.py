@@ -58,6 +58,7 @@ from harness import (
     machine,
     print_table,
     rate,
+    step_loop,
 )
 
 __all__ = ["bench_batched", "bench_frames", "bench_gym_socket", "bench_idle", "main", "run"]
@@ -69,19 +70,8 @@ EXTRA_CASES: dict[str, Callable[[Settings], list[Result]]] = {
 }
 
 
-def _step_loop(env: Any) -> Callable[[], Any]:
-    action = env.action_space.sample()
-
-    def one() -> None:
-        _, _, terminated, truncated, _ = env.step(action)
-        if terminated or truncated:
-            env.reset()
-
-    return one
-
-
 def _remote_rate(env: Any, seconds: float) -> Callable[[], float]:
-    step = _step_loop(env)
+    step = step_loop(env)
     return lambda: rate(step, seconds)
 
 
