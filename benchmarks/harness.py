@@ -85,10 +85,8 @@ ECHO_ENVS: tuple[str, ...] = ("", "CartPole-v1", "bench/Frames-v0")
 
 
 def _echo_stepper(name: str) -> Callable[[], None]:
-    """A call that steps ``name`` (one of :data:`ECHO_ENVS`) once, resetting when its episode
-    ends, with a fixed action: the env's own work per message; a no-op for ""."""
-    if not name:
-        return lambda: None
+    """:func:`step_loop` on a fresh ``name`` (one of :data:`ECHO_ENVS` but ""): the env's own
+    work per message."""
     if name == "bench/Frames-v0":
         from envwire.testing.envs import FramesEnv
 

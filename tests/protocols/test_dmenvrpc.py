@@ -330,6 +330,18 @@ def test_a_scalar_action_reads_the_same_on_the_short_path(
     assert outcome(layout) == outcome(long_way)
 
 
+def test_a_matched_scalar_layout_reads_its_own_uid_and_data_type() -> None:
+    """``matched`` renumbers and retypes the leaves after a server's specs; the short reader
+    must follow them, not the layout it was copied from."""
+    layout = Layout(spaces.Discrete(3, dtype=np.int32), "action")
+    specs = {7: pb.TensorSpec(name="action", dtype=pb.INT64)}
+    matched = layout.matched(specs, "action")
+    sample = matched.read({7: tensor_utils.pack_tensor(2, dtype=np.int64)})
+    assert sample == 2 and type(sample) is np.int32  # the space's own dtype
+    with pytest.raises(InvalidActionError, match="action uid 1 is not in the action specs"):
+        matched.read({1: tensor_utils.pack_tensor(2, dtype=np.int32)})
+
+
 # -- settings, states and errors -----------------------------------------------------------
 
 

@@ -360,9 +360,13 @@ class Layout:
             self._add(space, prefix, (), first_uid)
         if batch:
             self.leaves = [leaf.batched(batch) for leaf in self.leaves]
+        self._index()
+        self.next_uid = first_uid + len(self.leaves)
+
+    def _index(self) -> None:
+        """What follows from the leaves: the lookups by UID and name, and the short reader."""
         self.by_uid = {leaf.uid: leaf for leaf in self.leaves}
         self.by_name = {leaf.name: leaf for leaf in self.leaves}
-        self.next_uid = first_uid + len(self.leaves)
         self._scalar = _scalar_reader(self.leaves)
 
     def _add(self, space: Any, name: str, path: _Path, uid: int) -> int:
@@ -476,8 +480,7 @@ class Layout:
             leaves.append(replace(leaf, uid=uid, row=BY_ENUM[spec.dtype]))
         result = copy.copy(self)
         result.leaves = leaves
-        result.by_uid = {leaf.uid: leaf for leaf in leaves}
-        result.by_name = {leaf.name: leaf for leaf in leaves}
+        result._index()
         return result
 
 
