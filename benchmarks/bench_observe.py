@@ -29,11 +29,11 @@ from typing import Any
 
 import envwire
 from envwire import messages as m
+from envwire.app import Server, ServerConfig
 from envwire.observe import Observability
 from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog, parse_env_arg
 from envwire.runtime import make_worker
-from envwire.server.app import Server, ServerConfig
 from envwire.session import Session
 from harness import Result, Settings, machine, print_table
 

@@ -40,9 +40,9 @@ from typing import Any
 
 import httpx
 
-from envwire.protocols.http11 import Request, RequestParser
-from envwire.protocols.websocket import FrameReader, accept_bytes, text_frame
-from envwire.server.app import FRONT_ENDS
+from envwire.app import FRONT_ENDS
+from envwire.protocols.http.http11 import Request, RequestParser
+from envwire.protocols.http.websocket import FrameReader, accept_bytes, text_frame
 from harness import Result, Settings
 
 __all__ = ["bench_openenv_cases", "main"]

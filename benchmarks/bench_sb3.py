@@ -2,7 +2,7 @@
 
 Run: ``python benchmarks/bench_sb3.py [--seconds S] [--runs R] [--quick]``. CartPole env steps/s
 through SB3's ``step()`` with fixed actions (no policy), for N = 8 and 64 copies: a local
-``DummyVecEnv`` (the baseline) and ``envwire.adapters.sb3.make_vec_env`` over gym-socket and
+``DummyVecEnv`` (the baseline) and ``envwire.adapters.training.sb3.make_vec_env`` over gym-socket and
 dm_env_rpc against a real ``envwire serve`` process. Needs the ``sb3`` extra (skips without).
 """
 
@@ -40,7 +40,7 @@ def main() -> None:
     try:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
-        from envwire.adapters.sb3 import make_vec_env
+        from envwire.adapters.training.sb3 import make_vec_env
     except ImportError as exc:
         print(f"bench_sb3: skipped, the sb3 extra is not installed ({exc})")
         return

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from envwire.server.app import FRONT_ENDS
+from envwire.app import FRONT_ENDS
 
 __all__ = ["APPS", "measure_repo"]
 

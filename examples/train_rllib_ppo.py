@@ -16,7 +16,7 @@ import time
 import ray
 from ray.rllib.algorithms.ppo import PPOConfig
 
-from envwire.adapters.rllib import register
+from envwire.adapters.training.rllib import register
 
 
 def main() -> None:

@@ -23,7 +23,7 @@ from stable_baselines3 import PPO
 from stable_baselines3.common.env_util import make_vec_env as local_make_vec_env
 from stable_baselines3.common.evaluation import evaluate_policy
 
-from envwire.adapters.sb3 import make_vec_env
+from envwire.adapters.training.sb3 import make_vec_env
 
 #: CartPole-v1's own reward threshold.
 SOLVED = 475.0

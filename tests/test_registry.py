@@ -118,7 +118,7 @@ def test_clip_keeps_short_text_and_cuts_long_text() -> None:
 
 
 def test_dm_env_entry_points_make_their_gymnasium_form() -> None:
-    from envwire.dmenv import DmEnvGym
+    from envwire.kinds.dm_env import DmEnvGym
 
     spec = parse_env_arg("grid=envwire.testing.dmenvs:GridEnv")
     assert spec.resolved_isolation == "process" and spec.render_mode() is None
@@ -138,7 +138,7 @@ def grid_factory(cells: int = 5) -> Any:
 
 
 def test_dm_env_factories_make_their_gymnasium_form_too() -> None:
-    from envwire.dmenv import DmEnvGym
+    from envwire.kinds.dm_env import DmEnvGym
 
     env = EnvSpec("f", f"{__name__}:grid_factory", {"cells": 6}).make()
     assert isinstance(env, DmEnvGym) and env.observation_space["cell"].n == 6

@@ -13,16 +13,16 @@ from pathlib import Path
 from typing import Any
 
 from envwire import __version__
+from envwire.app import EXTRA_LISTENERS, FRONT_ENDS, Server, ServerConfig, print_line
 from envwire.arena import cli as arena_cli
 from envwire.errors import ConfigError, EnvwireError
-from envwire.godot.bridge import main as bridge_main
+from envwire.frontends.godot import main as bridge_main
 from envwire.observe import configure_logging
 from envwire.observe.hub import RecordSettings
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg, with_openenv
-from envwire.runtime.host import EnvHost
+from envwire.runtime.hosts import EnvHost
 from envwire.runtime.ray.cluster import DEFAULT_PLACE_TIMEOUT
-from envwire.server.app import EXTRA_LISTENERS, FRONT_ENDS, Server, ServerConfig, print_line
 
 __all__ = ["build_catalog", "main"]
 

@@ -36,8 +36,8 @@ from urllib.parse import quote
 import gymnasium
 
 from envwire.adapters.connect import make
+from envwire.app import FRONT_ENDS
 from envwire.errors import ConfigError, TransportError
-from envwire.server.app import FRONT_ENDS
 
 if TYPE_CHECKING:
     from envwire.client.openenv import TypedClient

@@ -26,7 +26,7 @@ import gymnasium
 
 from envwire.entrypoints import import_attr
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError, clip
-from envwire.typed.gym import as_gymnasium, is_typed_env
+from envwire.kinds.typed.gymenv import as_gymnasium, is_typed_env
 
 __all__ = [
     "DEFAULT_IDS",
@@ -74,7 +74,7 @@ DM_CONTROL = "dm_control/"
 _DM_VIEW = ("render_mode", "render_kwargs")
 
 # Entry points from these packages are trusted and cheap: they run inline by default.
-_TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.", "envwire.godot.")
+_TRUSTED_PREFIXES = ("gymnasium.envs.", "envwire.envs.", "envwire.kinds.godot.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +85,7 @@ class EnvSpec:
         id: the id clients name.
         entry_point: a Gymnasium id (``gym:CartPole-v1``) or ``module:attr`` naming a
             ``gymnasium.Env`` subclass or a factory returning one, or a typed env
-            (:mod:`envwire.typed`), which is hosted behind :class:`~envwire.typed.TypedGymEnv`.
+            (:mod:`envwire.kinds.typed`), which is hosted behind :class:`~envwire.kinds.typed.TypedGymEnv`.
         kwargs: keyword arguments for the env's constructor.
         isolation: ``inline`` (in the server process), ``process`` (a worker process per
             session), ``ray`` (a Ray actor per session, anywhere on a Ray cluster), or ``auto``
@@ -103,8 +103,8 @@ class EnvSpec:
         record: record this env's episodes as a Minari dataset (``record = true`` in an
             ``[[env]]`` table; see ``docs/observability.md``).
         openenv: set for OpenEnv's own envs (openenv-core ``Environment`` classes), which
-            ``envwire.runtime.openenv`` hosts as openenv-core does: how to load the env
-            (:func:`envwire.typed.openenv_app.resolve`). :func:`with_openenv` fills it in for
+            ``envwire.kinds.openenv_core.gymenv`` hosts as openenv-core does: how to load the env
+            (:func:`envwire.kinds.openenv_core.app.resolve`). :func:`with_openenv` fills it in for
             entry points that name an OpenEnv app or class.
         max_sessions: most sessions of this env at once (None: no limit of its own); for an
             OpenEnv env, the ``max_concurrent_envs`` its app chose.
@@ -186,7 +186,7 @@ class EnvSpec:
             ConfigError: the entry point cannot be loaded.
         """
         if self.entry_point.startswith(DM_CONTROL):
-            from envwire.dmenv import control
+            from envwire.kinds.dm_env import control
 
             return functools.partial(control.load, self.entry_point)
         if not self.entry_point.startswith("gym:"):
@@ -227,7 +227,7 @@ class EnvSpec:
         if self.openenv is not None:
             raise ConfigError(
                 f"{self.id} is an OpenEnv env: envwire's runtime hosts it "
-                "(envwire.runtime.openenv), not EnvSpec.make"
+                "(envwire.kinds.openenv_core.gymenv), not EnvSpec.make"
             )
         if self.entry_point.startswith("gym:"):
             try:
@@ -249,7 +249,7 @@ class EnvSpec:
         if isinstance(made, gymnasium.Env):
             env: gymnasium.Env[Any, Any] = made
         elif isinstance(made, dm_env.Environment):
-            from envwire.dmenv import DmEnvGym
+            from envwire.kinds.dm_env import DmEnvGym
 
             env = DmEnvGym(made, **view)
         else:
@@ -324,7 +324,7 @@ def parse_env_arg(arg: str) -> EnvSpec:
 
 
 def _manifest_spec(env_id: str | None, directory: str, isolation: Isolation) -> EnvSpec:
-    from envwire.typed.openenv_app import read_manifest
+    from envwire.kinds.openenv_core.app import read_manifest
 
     manifest = read_manifest(directory)
     settings = {"app": True, "paths": [manifest.path]}
@@ -346,7 +346,7 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
     """
     if spec.entry_point.startswith(("gym:", DM_CONTROL)):
         return spec
-    from envwire.typed import openenv_app
+    from envwire.kinds.openenv_core import app as openenv_app
 
     settings = spec.openenv if spec.openenv is not None else openenv_app.detect(spec.entry_point)
     if settings is None:
@@ -364,7 +364,7 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
 
 
 def _check_dm_control(name: str) -> None:
-    from envwire.dmenv import control
+    from envwire.kinds.dm_env import control
 
     control.split_name(name)
 

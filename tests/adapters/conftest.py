@@ -9,7 +9,7 @@ import pytest
 from envwire.testing import SERVER_ARGS, ServerProcess
 
 # The dm_env adapter's tests run against the dm_env_rpc tests' server.
-from tests.server.dmenvrpc.conftest import address, channel, grpc_server  # noqa: F401
+from tests.frontends.dmenvrpc.conftest import address, channel, grpc_server  # noqa: F401
 
 ENVS = ("CartPole-v1", "test/Ticker-v0=tests.adapters.helpers:ticker@inline")
 

@@ -13,8 +13,8 @@ import pytest
 import envwire.arena
 from envwire.arena.store import Store
 from envwire.cli import main
+from tests.arena.web.conftest import make_db
 from tests.observe.conftest import start, url
-from tests.server.arena.conftest import make_db
 
 
 def test_exported_runs_load_with_minari_and_replay_the_stored_runs(

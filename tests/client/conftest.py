@@ -1,3 +1,3 @@
 """The client tests run against the servers of the front-end tests."""
 
-from tests.server.openenv.conftest import base, server  # noqa: F401
+from tests.frontends.openenv.conftest import base, server  # noqa: F401

@@ -17,8 +17,8 @@ import envwire
 from envwire.client.openenv import TypedClient, base_url
 from envwire.envs.echo import EchoObservation
 from envwire.errors import InvalidActionError, InvalidArgumentError, StateError, TransportError
+from envwire.kinds.typed import State
 from envwire.launcher import launch
-from envwire.typed import State
 
 ROOT = Path(__file__).resolve().parents[2]
 FORK_BOMB = (
@@ -115,7 +115,7 @@ def free_port() -> int:
 def test_our_client_against_openenv_cores_own_server() -> None:
     port = free_port()
     code = (
-        "import uvicorn\nfrom tests.server.openenv.oe_server import app\n"
+        "import uvicorn\nfrom tests.frontends.openenv.oe_server import app\n"
         f"uvicorn.run(app, host='127.0.0.1', port={port}, log_level='warning')"
     )
     env_vars = dict(os.environ, ENABLE_WEB_INTERFACE="false")

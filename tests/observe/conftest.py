@@ -11,8 +11,8 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 import envwire
+from envwire.app import Server, ServerConfig
 from envwire.registry import Catalog, parse_env_arg
-from envwire.server.app import Server, ServerConfig
 
 ENVS = (
     "CartPole-v1",

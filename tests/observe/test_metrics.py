@@ -11,9 +11,9 @@ import pytest
 import requests
 
 import envwire
-from envwire.server.app import Server
+from envwire.app import Server
+from tests.arena.web.conftest import make_db
 from tests.observe.conftest import scrape, start, url, value
-from tests.server.arena.conftest import make_db
 
 CART = "CartPole-v1"
 

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import envwire
+from envwire.app import Server, ServerConfig
 from envwire.errors import ConfigError
 from envwire.observe.datasets import DatasetWriter, dataset_id, directory_size
 from envwire.observe.episodes import Episode
 from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
-from envwire.server.app import Server, ServerConfig
 from envwire.testing import ServerProcess
 from tests.observe.conftest import play_episode, scrape, start, url, value
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from envwire.errors import InvalidActionError, InvalidArgumentError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import DATA_TYPES, Layout
-from envwire.protocols.dmenvrpc.settings import SETTINGS, read_settings
+from envwire.protocols.dmenvrpc.worldsettings import SETTINGS, read_settings
 
 _NAMES = st.sampled_from([row.field for row in DATA_TYPES])
 _SCALARS = st.one_of(

@@ -29,6 +29,7 @@ from envwire.protocols.gymsocket import (
     Invalid,
     ServerConnection,
 )
+from envwire.protocols.gymsocket.packets import MAX_MONITOR_DIR
 from envwire.protocols.gymsocket.server import (
     DEFAULT_MAX_ACTION,
     MAX_ENV_NAME,
@@ -36,7 +37,6 @@ from envwire.protocols.gymsocket.server import (
     MAX_UPLOAD_FIELD,
     MAX_VECTOR_OPTIONS,
 )
-from envwire.protocols.gymsocket.wire import MAX_MONITOR_DIR
 
 CARTPOLE_OBS = spaces.Box(
     np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32),

@@ -2,7 +2,7 @@
 string: each answers in its own protocol's error, never ``RecursionError`` or ``TypeError``.
 
 Python's own decoder raises ``RecursionError`` near 1,000 levels (a 2 KB message); everything
-nested more than :data:`envwire.safejson.MAX_DEPTH` levels is refused the same way.
+nested more than :data:`envwire.jsonio.MAX_DEPTH` levels is refused the same way.
 """
 
 from __future__ import annotations
@@ -17,12 +17,13 @@ from gymnasium import spaces
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envwire import infojson, safejson
+from envwire import jsonio
 from envwire import messages as m
 from envwire.errors import ProtocolError
-from envwire.protocols import arena, godot
+from envwire.protocols import arena
+from envwire.protocols.godot import messages as godot
 from envwire.protocols.gymsocket import ClientConnection, Flags, Handshake, ServerConnection
-from envwire.protocols.http11 import json_response
+from envwire.protocols.http.http11 import json_response
 from envwire.protocols.openenv import (
     BodyError,
     ErrorCode,
@@ -37,7 +38,7 @@ from envwire.protocols.openenv import (
 )
 
 #: Just past the limit, and far past where Python's decoder gives up.
-DEPTHS = [safejson.MAX_DEPTH + 1, 5000]
+DEPTHS = [jsonio.MAX_DEPTH + 1, 5000]
 
 
 def nested(depth: int) -> str:
@@ -49,7 +50,7 @@ def test_openenv_websocket_messages(depth: int) -> None:
     for text in (nested(depth), '{"type":"step","data":{"action":' + nested(depth) + "}}"):
         event = parse_client_message(text)
         assert isinstance(event, WsInvalid) and event.code is ErrorCode.INVALID_JSON
-        assert f"nested deeper than {safejson.MAX_DEPTH} levels" in event.message
+        assert f"nested deeper than {jsonio.MAX_DEPTH} levels" in event.message
 
 
 @pytest.mark.parametrize("depth", DEPTHS)
@@ -159,7 +160,7 @@ def test_gym_socket_client_reads_deep_infos_as_protocol_errors(depth: int) -> No
     with pytest.raises(ProtocolError, match="nested deeper"):
         client.next_event()
     with pytest.raises(ValueError, match="nested deeper"):
-        infojson.loads(nested(depth))
+        jsonio.loads_info(nested(depth))
 
 
 def _field(data: bytes) -> bytes:
@@ -173,4 +174,4 @@ def test_a_lone_surrogate_is_written_back_as_its_escape() -> None:
     text = parse_client_message('{"type":"step","data":{"message":"a\\ud800b"}}')
     echoed = dumps({"echoed": text.data["message"]})  # type: ignore[union-attr]
     assert json.loads(json_response(200, echoed).body) == {"echoed": "a\ud800b"}
-    assert safejson.utf8('"\udfff"') == b'"\\udfff"'
+    assert jsonio.utf8('"\udfff"') == b'"\\udfff"'

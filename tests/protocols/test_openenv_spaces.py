@@ -12,8 +12,8 @@ from gymnasium import spaces
 
 from envwire import messages as m
 from envwire.client.openenv import GymTransport
+from envwire.frontends.openenv.bindings import GymBinding
 from envwire.protocols.openenv import message, parse_server_message
-from envwire.server.openenv.bindings import GymBinding
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
 

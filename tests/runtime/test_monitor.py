@@ -10,7 +10,7 @@ import pytest
 from envwire.envs.catch import CatchEnv
 from envwire.errors import EnvError, InvalidArgumentError
 from envwire.registry import EnvSpec
-from envwire.runtime.host import EnvHost
+from envwire.runtime.hosts import EnvHost
 from envwire.runtime.monitor import EpisodeMonitor, video_schedule
 
 

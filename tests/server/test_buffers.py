@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from envwire.server._buffers import BufferBudget
-from envwire.server._ratelog import RateLimitedLog
+from envwire.server.buffers import BufferBudget
+from envwire.server.ratelog import RateLimitedLog
 
 
 def test_allowance_is_free_and_the_rest_is_charged() -> None:

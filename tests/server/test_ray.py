@@ -160,7 +160,7 @@ def test_two_servers_serve_from_one_cluster(server: ServerProcess, cluster: str)
 
 
 def test_the_arena_plays_its_runs_in_ray_actors(cluster: str, tmp_path: Path) -> None:
-    from tests.server.arena.conftest import make_db
+    from tests.arena.web.conftest import make_db
 
     db = tmp_path / "arena.sqlite3"
     _, configs = make_db(db)

@@ -26,7 +26,7 @@ from dm_env_rpc.v1 import dm_env_adaptor
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
-from envwire.client.dmenvrpc import CHANNEL_OPTIONS
+from envwire.client.dmenvrpc.stream import CHANNEL_OPTIONS
 from envwire.testing import ServerProcess
 from tests.rawsock import exact
 

@@ -12,7 +12,7 @@ from urllib.parse import urlsplit
 
 import gymnasium
 
-from envwire.adapters.gym import RemoteEnv
+from envwire.adapters.gymenv import RemoteEnv
 from envwire.adapters.vector import RemoteVectorEnv
 from envwire.client.transport import Transport, VectorTransport
 from envwire.errors import InvalidArgumentError, ProtocolError
@@ -31,8 +31,8 @@ SCHEMES: dict[str, str] = {
     "wss": "envwire.client.openenv:open_url",
     "http": "envwire.client.openenv:open_url",
     "https": "envwire.client.openenv:open_url",
-    "grpc": "envwire.client.dmenvrpc:open_url",
-    "grpcs": "envwire.client.dmenvrpc:open_url",
+    "grpc": "envwire.client.dmenvrpc.stream:open_url",
+    "grpcs": "envwire.client.dmenvrpc.stream:open_url",
 }
 
 #: URL scheme -> "module:function" taking (url, num_envs=..., autoreset_mode=..., workers=...,
@@ -40,8 +40,8 @@ SCHEMES: dict[str, str] = {
 VECTOR_SCHEMES: dict[str, str] = {
     "gym-socket": "envwire.client.gymsocket:open_vector_url",
     "gym-sockets": "envwire.client.gymsocket:open_vector_url",
-    "grpc": "envwire.client.dmenvrpc_vector:open_vector_url",
-    "grpcs": "envwire.client.dmenvrpc_vector:open_vector_url",
+    "grpc": "envwire.client.dmenvrpc.vector:open_vector_url",
+    "grpcs": "envwire.client.dmenvrpc.vector:open_vector_url",
 }
 
 

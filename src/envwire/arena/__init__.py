@@ -14,7 +14,7 @@ The submodules are the arena itself: :mod:`~envwire.arena.rules` (scheduling and
 and :mod:`~envwire.arena.accounts` (envs, agents, passwords), :mod:`~envwire.arena.settings`
 and :mod:`~envwire.arena.options` (per-env settings, server options), :mod:`~envwire.arena.cli`
 (``envwire arena ...``). The act protocol's codec is :mod:`envwire.protocols.arena`; the HTTP
-endpoints, pages and ASGI app are :mod:`envwire.server.arena`. See ``docs/arena.md``.
+endpoints, pages and ASGI app are :mod:`envwire.arena.web`. See ``docs/arena.md``.
 """
 
 from envwire.client.arena import (

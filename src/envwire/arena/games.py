@@ -32,10 +32,10 @@ from envwire import messages as m
 from envwire import spacecodec
 from envwire.arena.settings import ArenaSettings
 from envwire.errors import EnvwireError, InvalidActionError, InvalidArgumentError
+from envwire.kinds.typed.models import wire_fields
 from envwire.protocols.arena import RawJSON, dumps
 from envwire.registry import EnvSpec
 from envwire.session import Session, SessionObserver, State, WorkerFactory
-from envwire.typed.models import wire_fields
 
 __all__ = ["Accepted", "ArenaGame", "Game", "Rejected", "Started", "jsonable"]
 

@@ -5,7 +5,7 @@ scheme             transport                                              opener
 =================  =====================================================  =====================
 ``gym-socket``     :class:`~envwire.client.gymsocket.GymSocketTransport`  ``gymsocket.open_url``,
                                                                           ``open_vector_url``
-``grpc``           :class:`~envwire.client.dmenvrpc.DmEnvRpcTransport`    ``dmenvrpc.open_url``,
+``grpc``           :class:`~envwire.client.dmenvrpc.stream.DmEnvRpcTransport`    ``dmenvrpc.open_url``,
                                                                           ``dmenvrpc_vector``
                                                                           ``.open_vector_url``
 ``ws``, ``http``   :class:`~envwire.client.openenv.GymTransport` (or a    ``openenv.open_url``

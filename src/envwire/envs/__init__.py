@@ -1,7 +1,7 @@
 """envwire's built-in environments, registered with Gymnasium under ``envwire/...`` ids.
 
 Echo, Connect4 and Coding are typed (OpenEnv-style) envs; their Gymnasium registrations make
-them hostable like any other env (see :mod:`envwire.typed.gym`).
+them hostable like any other env (see :mod:`envwire.kinds.typed.gymenv`).
 """
 
 from __future__ import annotations

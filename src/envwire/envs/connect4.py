@@ -14,8 +14,8 @@ from typing import Any
 from pydantic import Field
 
 from envwire.errors import InvalidActionError, StateError
-from envwire.typed import Action, EnvMetadata, Observation, State, TypedEnv
-from envwire.typed.gym import TypedGymEnv, as_gymnasium
+from envwire.kinds.typed import Action, EnvMetadata, Observation, State, TypedEnv
+from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium
 
 __all__ = ["COLUMNS", "ROWS", "Connect4Action", "Connect4Env", "Connect4Observation", "winner"]
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from pydantic import Field
 
-from envwire.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
-from envwire.typed.gym import TypedGymEnv, as_gymnasium
+from envwire.kinds.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
+from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium
 
 __all__ = ["EchoAction", "EchoEnv", "EchoObservation", "gymnasium_env"]
 

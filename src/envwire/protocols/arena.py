@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any, Literal
 
-from envwire import safejson
+from envwire import jsonio
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -174,7 +174,7 @@ def decode_body(body: bytes, content_type: str | None, limit: int) -> Any:
     if not body.strip():
         raise MalformedRequestError("body", "empty; expected a JSON object")
     try:
-        return safejson.loads(body)
+        return jsonio.loads(body)
     except (ValueError, RecursionError) as exc:  # JSONDecodeError, bad UTF-8, huge ints
         raise MalformedRequestError("body", f"not valid JSON ({exc})") from None
 

@@ -1,7 +1,7 @@
 """OpenEnv (seed 002, as openenv-core 0.3.0 speaks it): message shapes, codes and validation.
 
 Sans-IO: text and decoded JSON in, typed events and JSON-ready dicts out. The front end
-(``envwire.server.openenv``) and our client (``envwire.client.openenv``) do the I/O.
+(``envwire.frontends.openenv``) and our client (``envwire.client.openenv``) do the I/O.
 
 WebSocket ``/ws``, one JSON object per text frame, replies in order::
 
@@ -33,7 +33,7 @@ from typing import Any, Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from envwire import safejson, tensor
+from envwire import jsonio, tensor
 from envwire.errors import EnvwireError, ProtocolError
 
 __all__ = [
@@ -262,11 +262,11 @@ _BARE: dict[str, WsEvent] = {
 def parse_client_message(text: str | bytes) -> WsEvent:
     """Decode one client message; malformed ones become :class:`WsInvalid` (never raises).
 
-    JSON nested deeper than :data:`envwire.safejson.MAX_DEPTH` is ``INVALID_JSON``; a ``type``
+    JSON nested deeper than :data:`envwire.jsonio.MAX_DEPTH` is ``INVALID_JSON``; a ``type``
     that is not a string is ``UNKNOWN_TYPE``, as openenv-core answers both.
     """
     try:
-        obj = safejson.loads(text)
+        obj = jsonio.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         return WsInvalid(ErrorCode.INVALID_JSON, f"Invalid JSON: {exc}")
     if not isinstance(obj, dict):
@@ -347,7 +347,7 @@ def parse_server_message(text: str | bytes) -> ServerMessage:
         ProtocolError: not JSON, or not ``{"type": str, "data": object}``.
     """
     try:
-        obj = safejson.loads(text)
+        obj = jsonio.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the server sent invalid JSON: {exc}") from None
     if not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
@@ -400,8 +400,8 @@ def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) ->
             [{"type": "missing", "loc": ["body"], "msg": "Field required", "input": None}]
         )
     try:
-        obj = safejson.loads(raw)
-    except safejson.TooDeepError:
+        obj = jsonio.loads(raw)
+    except jsonio.TooDeepError:
         raise BodyError("There was an error parsing the body", 400) from None
     except json.JSONDecodeError as exc:
         raise BodyError(
@@ -492,7 +492,7 @@ def parse_rpc(raw: bytes | str | Any, *, decoded: bool = False) -> RpcRequest | 
     """A JSON-RPC request, or the error response that answers a malformed one."""
     if not decoded:
         try:
-            raw = safejson.loads(raw)
+            raw = jsonio.loads(raw)
         except (ValueError, UnicodeDecodeError, TypeError):
             return rpc_error(None, RpcCode.PARSE_ERROR)
     if not isinstance(raw, dict):

@@ -4,7 +4,7 @@
 sessions; each worker implements :class:`~envwire.session.Worker`.
 """
 
-from envwire.runtime.host import EnvHost
+from envwire.runtime.hosts import EnvHost
 from envwire.runtime.workers import InlineWorker, ProcessWorker, make_worker
 
 __all__ = ["EnvHost", "InlineWorker", "ProcessWorker", "make_worker"]

@@ -19,7 +19,7 @@ from gymnasium.vector.utils import batch_space, concatenate, create_empty_array,
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
 from envwire.messages import autoreset_mode
 from envwire.registry import EnvSpec
-from envwire.runtime.host import dispatch
+from envwire.runtime.hosts import dispatch
 
 __all__ = ["VectorGroup", "VectorHost", "split_sizes"]
 

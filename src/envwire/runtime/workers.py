@@ -25,7 +25,7 @@ from typing import Any
 
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
-from envwire.runtime.host import EnvHost
+from envwire.runtime.hosts import EnvHost
 from envwire.runtime.ray.cluster import RayRuntime
 from envwire.runtime.vector import VectorGroup, VectorHost, split_sizes
 from envwire.session import Worker

@@ -1,7 +1,7 @@
 """The ``http`` front end (``envwire serve --http PORT``): OpenEnv over HTTP and WebSocket, with
 the arena's routes in front when the server's options enable the arena (``--arena-db FILE``).
 
-See :mod:`envwire.server.openenv`, :mod:`envwire.server.arena`, ``docs/openenv.md`` and
+See :mod:`envwire.frontends.openenv`, :mod:`envwire.arena.web`, ``docs/openenv.md`` and
 ``docs/arena.md``.
 """
 
@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING
 
 from envwire.arena.core import Arena
 from envwire.arena.options import ArenaOptions, open_arena
-from envwire.server.arena import arena_web
-from envwire.server.dashboard import ObserveWeb
-from envwire.server.openenv import OpenEnvFrontEnd
+from envwire.arena.web import arena_web
+from envwire.frontends.openenv import OpenEnvFrontEnd
+from envwire.observe.dashboard import ObserveWeb
 
 if TYPE_CHECKING:
-    from envwire.server.app import Server
+    from envwire.app import Server
 
 __all__ = ["HttpFrontEnd"]
 
 
 class HttpFrontEnd(OpenEnvFrontEnd):
     """OpenEnv on ``host:port``, with ``/metrics`` and ``/dashboard`` in front
-    (:mod:`envwire.server.dashboard`); the arena too when ``server.config.options`` has
+    (:mod:`envwire.observe.dashboard`); the arena too when ``server.config.options`` has
     ``arena_db`` (and ``arena_sync``, ``arena_max_body``, ``arena_live_runs``, ``arena_url``).
 
     Raises:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from envwire.server.app import FRONT_ENDS
+from envwire.app import FRONT_ENDS
 
 __all__ = ["CONFORMANCE_ENVS", "ServerProcess", "wait_until"]
 

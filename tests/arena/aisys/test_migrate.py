@@ -72,7 +72,7 @@ def test_the_leaderboard_is_the_one_the_original_showed(
             "bob [2]": {"rating": 0.0, "fully-evaluated": False, "total-runs": 1},
             "dave": {"rating": 1.0, "fully-evaluated": True, "total-runs": 3},
         }
-        from envwire.server.arena.pages import ranked
+        from envwire.arena.web.pages import ranked
 
         board = ranked(arena.store.agents("cd"), "max")
         assert [a.name for a in board if a.fully_evaluated] == ["dave", "alice"]

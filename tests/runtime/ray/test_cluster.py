@@ -13,10 +13,10 @@ import pytest
 
 import envwire
 from envwire import cli
+from envwire.app import Server
 from envwire.errors import ConfigError
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.runtime.ray import RayRuntime
-from envwire.server.app import Server
 from envwire.testing import SERVER_ARGS, ServerProcess
 
 

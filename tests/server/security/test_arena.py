@@ -9,7 +9,7 @@ from pathlib import Path
 import httpx
 
 from envwire.testing import ServerProcess
-from tests.server.arena.conftest import SERVED, make_db
+from tests.arena.web.conftest import SERVED, make_db
 from tests.server.security.conftest import TOKEN, Secrets
 
 

@@ -73,7 +73,7 @@ def test_envwire_clients_take_the_token(token_server: ServerProcess) -> None:
     envs = envwire.make_vec(url, 4, token=TOKEN)
     envs.reset(seed=0)
     envs.close()
-    from envwire.adapters.dm import make_dm_env
+    from envwire.adapters.dmenv import make_dm_env
 
     dm = make_dm_env(url, token=TOKEN)
     dm.reset()

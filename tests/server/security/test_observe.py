@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 import requests
 
+from envwire.app import Server, ServerConfig
+from envwire.observe import scrape as metrics_listener
 from envwire.registry import Catalog, parse_env_arg
-from envwire.server import metrics as metrics_listener
-from envwire.server.app import Server, ServerConfig
 from tests.server.security.conftest import OTHER_TOKEN, TOKEN, Secrets
 
 BEARER = {"authorization": f"Bearer {TOKEN}"}

@@ -7,7 +7,7 @@
 - :mod:`.configs`: the course's agent config files ``{agent, pwd, env, url}``, imported with
   their passwords;
 - :mod:`.admin`: that server's admin operations over the arena's store (the HTTP routes are
-  :mod:`envwire.server.arena.aisys`).
+  :mod:`envwire.arena.web.aisys`).
 
 See ``docs/aisys.md``.
 """

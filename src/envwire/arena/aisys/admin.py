@@ -1,7 +1,7 @@
 """What the AISysProj server's admin API does, over an arena: the operations behind its routes.
 
 Each method is one request of that server's ``AdminClient``; the HTTP side
-(:mod:`envwire.server.arena.aisys`) parses requests, checks the admin password and reports
+(:mod:`envwire.arena.web.aisys`) parses requests, checks the admin password and reports
 errors. Differences from that server are deliberate and listed in ``docs/arena.md``.
 
 - :meth:`CourseAdmin.make_env`: ``env_class`` is a plugin env (``package.module:Class`` of the

@@ -21,8 +21,8 @@ from pydantic import Field
 
 from envwire.envs.coding.sandbox import Sandbox, SandboxLimits, SandboxResult
 from envwire.errors import InvalidActionError
-from envwire.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
-from envwire.typed.gym import TypedGymEnv, as_gymnasium
+from envwire.kinds.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
+from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium
 
 __all__ = ["CodeAction", "CodeObservation", "CodingEnv", "CodingState", "gymnasium_env"]
 

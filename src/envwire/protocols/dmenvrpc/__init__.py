@@ -1,7 +1,7 @@
 """dm_env_rpc (seed 004): the sans-IO pieces of the gRPC protocol.
 
 Nothing here touches a channel, a server or a thread; the front end
-(:mod:`envwire.server.dmenvrpc`) and the client (:mod:`envwire.client.dmenvrpc`) do the I/O.
+(:mod:`envwire.frontends.dmenvrpc`) and the client (:mod:`envwire.client.dmenvrpc.stream`) do the I/O.
 One module per job:
 
 - :mod:`.dtypes`, the dtype table: dm_env_rpc's ``DataType`` rows keyed by envwire's dtype
@@ -21,6 +21,7 @@ One module per job:
   envwire's error code) and back.
 """
 
+from envwire.protocols.dmenvrpc.dmspecs import NativeLayout, native_leaf
 from envwire.protocols.dmenvrpc.dtypes import (
     BOOL,
     BY_ENUM,
@@ -49,12 +50,6 @@ from envwire.protocols.dmenvrpc.machine import (
     parse_request,
     request_kind,
 )
-from envwire.protocols.dmenvrpc.native import NativeLayout, native_leaf
-from envwire.protocols.dmenvrpc.settings import (
-    SETTINGS,
-    Setting,
-    read_settings,
-)
 from envwire.protocols.dmenvrpc.status import (
     ERROR_DOMAIN,
     PropertyPermissionError,
@@ -74,6 +69,11 @@ from envwire.protocols.dmenvrpc.tensors import (
     resolve_shape,
     unpack,
     write,
+)
+from envwire.protocols.dmenvrpc.worldsettings import (
+    SETTINGS,
+    Setting,
+    read_settings,
 )
 
 __all__ = [

@@ -14,8 +14,9 @@ import numpy as np
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from gymnasium import spaces
 
-from envwire import safejson, spacecodec
+from envwire import jsonio, spacecodec
 from envwire.errors import ConfigError, InvalidActionError, InvalidArgumentError, ProtocolError
+from envwire.kinds.typed.gymenv import ModelSpace
 from envwire.protocols.dmenvrpc.dtypes import (
     BOOL,
     BY_ENUM,
@@ -25,7 +26,6 @@ from envwire.protocols.dmenvrpc.dtypes import (
     data_type_of,
 )
 from envwire.protocols.dmenvrpc.tensors import Array, flat, resolve_shape, unpack, write
-from envwire.typed.gym import ModelSpace
 
 __all__ = [
     "VECTOR_OBSERVATIONS",
@@ -185,7 +185,7 @@ class Leaf:
                     raise InvalidArgumentError(f"not a valid {model.__name__}: {exc}") from None
             case _:
                 try:
-                    value = safejson.loads(str(array.reshape(())[()]))
+                    value = jsonio.loads(str(array.reshape(())[()]))
                 except ValueError as exc:
                     raise InvalidArgumentError(f"not JSON: {exc}") from None
                 return spacecodec.from_json(self.space, value)

@@ -23,8 +23,7 @@ The shared wire format is in :mod:`.wire`, the server's end in :mod:`.server`, t
 """
 
 from envwire.protocols.gymsocket.client import ClientConnection
-from envwire.protocols.gymsocket.server import ServerConnection
-from envwire.protocols.gymsocket.wire import (
+from envwire.protocols.gymsocket.packets import (
     MAX_FIELD,
     MAX_MONITOR_DIR,
     MONITOR_LAYOUTS,
@@ -38,6 +37,7 @@ from envwire.protocols.gymsocket.wire import (
     json_default,
     monitor_has_video,
 )
+from envwire.protocols.gymsocket.server import ServerConnection
 
 __all__ = [
     "MAX_FIELD",

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from envwire import infojson, safejson, spacecodec
+from envwire import jsonio, spacecodec
 from envwire import messages as m
 from envwire.errors import (
     EnvwireError,
@@ -18,7 +18,7 @@ from envwire.errors import (
     UsageError,
     error_class_for_code,
 )
-from envwire.protocols.gymsocket.wire import (
+from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     CODE_BY_DTYPE,
     F64,
@@ -216,7 +216,7 @@ class ClientConnection(Side):
         end = tail + 14 + info_size
         if len(data) < end:
             return None
-        info = infojson.loads(bytes(data[tail + 14 : end]))
+        info = jsonio.loads_info(bytes(data[tail + 14 : end]))
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
     def _parse_reply(self, expect: Packet | str) -> tuple[Any, int] | None:
@@ -253,7 +253,7 @@ class ClientConnection(Side):
                 info = buf.field(obs[1]) if obs is not None else None
                 if obs is None or info is None:
                     return None
-                return m.ResetReply(obs[0], infojson.loads(info[0])), info[1]
+                return m.ResetReply(obs[0], jsonio.loads_info(info[0])), info[1]
             case Packet.STEP | Packet.STEP_EX:
                 obs = self._read_observation(pos)
                 if obs is None:
@@ -269,21 +269,21 @@ class ClientConnection(Side):
                     return None
                 terminated, truncated = bool(flags[0]), bool(flags[1]) if flag_count == 2 else False
                 return m.StepReply(
-                    obs[0], reward, terminated, truncated, infojson.loads(info[0])
+                    obs[0], reward, terminated, truncated, jsonio.loads_info(info[0])
                 ), info[1]
             case Packet.VECTOR_RESET:
                 obs = self._read_observation(pos)
                 info = buf.field(obs[1]) if obs is not None else None
                 if obs is None or info is None:
                     return None
-                return m.ResetReply(obs[0], infojson.loads(info[0])), info[1]
+                return m.ResetReply(obs[0], jsonio.loads_info(info[0])), info[1]
             case Packet.VECTOR_STEP:
                 return self._parse_vector_step(pos)
             case Packet.GET_SPACE:
                 got = buf.field(pos)
                 if got is None:
                     return None
-                return m.SpaceReply(spacecodec.from_description(safejson.loads(got[0]))), got[1]
+                return m.SpaceReply(spacecodec.from_description(jsonio.loads(got[0]))), got[1]
             case Packet.SAMPLE_ACTION:
                 kind = buf.u8(pos)
                 got = buf.field(pos + 1) if kind is not None else None
@@ -292,7 +292,7 @@ class ClientConnection(Side):
                 if kind != ACT_JSON:
                     raise ProtocolError(f"sampled action of unknown type {kind} (known: 0 JSON)")
                 return m.SampleReply(
-                    spacecodec.from_json(self.action_space, safejson.loads(got[0]))
+                    spacecodec.from_json(self.action_space, jsonio.loads(got[0]))
                 ), got[1]
             case Packet.MONITOR if self.flags & Flags.MONITOR_REPLY:
                 got = buf.field(pos)
@@ -326,7 +326,7 @@ class ClientConnection(Side):
         info = self._buf.field(end)
         if info is None:
             return None
-        infos = infojson.loads(info[0])
+        infos = jsonio.loads_info(info[0])
         return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), info[1]
 
     def _read_observation(self, pos: int) -> tuple[Any, int] | None:
@@ -338,7 +338,7 @@ class ClientConnection(Side):
             return None
         raw, end = got
         if kind == OBS_JSON:
-            return spacecodec.from_json(self.observation_space, safejson.loads(raw)), end
+            return spacecodec.from_json(self.observation_space, jsonio.loads(raw)), end
         raise ProtocolError(f"unknown observation type {kind}")
 
     def _read_array(self, kind: int, pos: int) -> tuple[Any, int] | None:

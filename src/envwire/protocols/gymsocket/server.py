@@ -3,7 +3,7 @@
 Every field a client sends has a size limit by kind, checked as soon as its length arrives
 (before its bytes are buffered); a field over its limit is a :class:`TooLargeError` that ends
 the connection (``docs/gym-socket.md``, "Limits"). JSON fields may nest at most
-:data:`envwire.safejson.MAX_DEPTH` levels.
+:data:`envwire.jsonio.MAX_DEPTH` levels.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from typing import Any, Final
 import numpy as np
 from gymnasium.spaces import Box
 
+from envwire import jsonio, spacecodec
 from envwire import messages as m
-from envwire import safejson, spacecodec
 from envwire.errors import EnvwireError, InvalidActionError, ProtocolError, UsageError
-from envwire.protocols.gymsocket.wire import (
+from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     ACT_TENSOR,
     CODE_BY_DTYPE,
@@ -182,7 +182,7 @@ class ServerConnection(Side):
                 return self._incomplete()
             end = options[1]
             try:
-                vector = safejson.loads(options[0])
+                vector = jsonio.loads(options[0])
             except ValueError as exc:
                 raise ProtocolError(f"vector options are not JSON: {exc}") from None
             if not isinstance(vector, dict):
@@ -233,7 +233,7 @@ class ServerConnection(Side):
             if self._int_actions and raw.isdigit() and len(raw) < 18:
                 return np.int64(int(raw))
             try:
-                value = safejson.loads(raw)
+                value = jsonio.loads(raw)
             except ValueError as exc:
                 raise InvalidActionError(f"action is not valid JSON: {exc}") from None
             return spacecodec.from_json(self.action_space, value)
@@ -257,7 +257,7 @@ class ServerConnection(Side):
             return None
         raw, end = body
         try:
-            opts = safejson.loads(raw) if raw else {}
+            opts = jsonio.loads(raw) if raw else {}
             if not isinstance(opts, dict):
                 raise TypeError("expected a JSON object")
             options = opts.get("options")

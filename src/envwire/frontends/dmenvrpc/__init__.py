@@ -1,0 +1,14 @@
+"""The dm_env_rpc front end (seed 004): gRPC's ``Environment.Process`` stream.
+
+- :mod:`.service`: the listener and the stream loop (one request at a time, errors in-band);
+- :mod:`.world`: a world (one session, its seats and turns); :mod:`.vector`: a vector world;
+- :mod:`.worlds`: every world by name, and their lifetimes;
+- :mod:`.properties`: the properties extension.
+
+The sans-IO side (tensors, specs, settings, the state machine, statuses) is
+:mod:`envwire.protocols.dmenvrpc`. See ``docs/dm_env_rpc.md``.
+"""
+
+from envwire.frontends.dmenvrpc.service import SERVICE, GrpcFrontEnd
+
+__all__ = ["SERVICE", "GrpcFrontEnd"]

@@ -1,0 +1,412 @@
+"""The gym-socket front end: one thread per connection, blocking sockets.
+
+Blocking sockets with a thread per connection are the fastest request/response path in CPython
+(no event-loop hop), and they confine an inline env that hangs to its own connection: the
+watchdog answers that client and drops the connection, while every other thread goes on.
+
+What a client can make the front end hold is bounded (``docs/gym-socket.md``, "Limits"): each
+field by its kind (the codec checks a length as soon as it arrives), and the bytes all
+connections buffer together by ``max_buffered``. A client that breaks the protocol hears why in
+its error channel when it has one, then the connection closes; every such close, and every
+refused handshake, is logged at INFO with the peer's address (rate-limited).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import socket
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from envwire import messages as m
+from envwire import spacecodec
+from envwire.errors import (
+    ConfigError,
+    EnvTimeoutError,
+    EnvwireError,
+    InvalidArgumentError,
+    ProtocolError,
+    TooLargeError,
+)
+from envwire.protocols.gymsocket import NEED_DATA, Flags, Handshake, Invalid, ServerConnection
+from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
+from envwire.server.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
+from envwire.server.listener import ThreadedListener
+from envwire.server.ratelog import RateLimitedLog
+from envwire.server.security import connection_limits, setting_seconds
+from envwire.server.security.admission import Ticket
+from envwire.server.sessions import SessionTable
+from envwire.session import Session
+from envwire.sockets import busy_poll, busy_poll_seconds, configure_stream
+
+if TYPE_CHECKING:
+    from envwire.app import Server
+
+__all__ = ["GymSocketFrontEnd"]
+
+log = logging.getLogger("envwire.gym-socket")
+#: Closes and refusals a client provokes: INFO (the peer's doing, not the server's trouble), and
+#: no more than 20 lines per 10 s, so that no client can flood the log.
+_peer_log = RateLimitedLog(log)
+_RECV = 256 * 1024
+
+
+class GymSocketFrontEnd(ThreadedListener):
+    """Serves the session table over gym-socket on ``host:port`` (port 0 picks one).
+
+    The server's config sets ``monitor_layout`` (how Monitor packets of clients without the
+    MONITOR_REPLY flag are read: ``auto``, ``seed`` or ``video``) and ``idle_timeout`` (seconds
+    a connection may stay silent between commands; None = forever). Its security settings
+    (:mod:`envwire.server.security`) set the tokens, TLS and connection bounds; the
+    ``handshake_timeout`` is a deadline for the whole handshake, and ``packet_timeout``
+    (default 60 s) one for each command packet once its first byte has arrived. Its options
+    (``ServerConfig.options``) ``max_action_size`` (bytes of one action, default 16 MiB) and
+    ``max_buffered`` (bytes all connections may buffer together beyond 256 KiB each, default
+    256 MiB; null = no limit) bound what clients can make it hold. ``busy_poll_us`` (default 0,
+    off) has a connection wait for its next request by polling its socket for up to that many
+    microseconds before it sleeps, as long as the client's requests keep coming within that
+    window (plain connections only; README, "Busy polling"); at most one connection fewer than
+    the machine has CPUs polls at once (:attr:`pollers`), the others sleep as usual.
+    """
+
+    name = "gym-socket"
+    thread_name = "envwire-gym-socket"
+
+    def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 5001) -> None:
+        self.sessions: SessionTable = server.sessions
+        self.observe = server.observe
+        self.host, self.port = host, port
+        self.monitor_layout = server.config.monitor_layout
+        self.idle_timeout = server.config.idle_timeout
+        self.security = server.security
+        options = server.config.options
+        self.packet_timeout = setting_seconds(options, "packet_timeout", 60.0)
+        self.max_action = int(options.get("max_action_size", DEFAULT_MAX_ACTION))
+        limit = options.get("max_buffered", DEFAULT_MAX_BUFFERED)
+        self.budget = BufferBudget(None if limit is None else int(limit))
+        try:
+            self.busy_poll = busy_poll_seconds(options.get("busy_poll_us", 0))
+        except InvalidArgumentError as exc:
+            raise ConfigError(str(exc)) from None
+        #: Places for connections polling at once: spinning threads beyond the CPUs left over
+        #: would only take turns with the GIL and the threads doing work.
+        self.pollers = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) - 1))
+        super().__init__(connection_limits(options), server.security.tls)
+
+    def start(self) -> tuple[str, int]:
+        """Bind, listen and start accepting; returns the bound address."""
+        return self.listen(512)
+
+    def connection(self, sock: Any, peer: Any, ticket: Ticket) -> _Connection:
+        return _Connection(self, sock, peer, ticket)
+
+    def refusal(self, error: EnvwireError) -> bytes:
+        """A refused connection's answer: the handshake error string."""
+        return ServerConnection().send_handshake_reply(str(error))
+
+    def stop(self) -> None:
+        """Stop accepting, drop every connection and free their sessions."""
+        for conn in self.stop_listening():
+            conn.drop()
+
+
+def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
+    """Session options from the VECTOR handshake's JSON.
+
+    Raises:
+        InvalidArgumentError: unknown keys or wrong types.
+    """
+    if options is None:
+        return {}
+    unknown = set(options) - {"num_envs", "autoreset_mode", "workers"}
+    if unknown:
+        raise InvalidArgumentError(f"unknown vector options {sorted(unknown)}")
+    num_envs = options.get("num_envs", 1)
+    workers = options.get("workers", 1)
+    if not isinstance(num_envs, int) or not isinstance(workers, int) or num_envs < 1:
+        raise InvalidArgumentError(
+            f"vector options need integer num_envs >= 1 and workers, got {options}"
+        )
+    return {
+        "num_envs": num_envs,
+        "autoreset_mode": options.get("autoreset_mode", "NextStep"),
+        "workers": workers,
+    }
+
+
+def is_typed_space(space: Any) -> bool:
+    """Whether a space is a typed env's (pydantic models, no tensor form)."""
+    return type(space).__name__ == "ModelSpace"
+
+
+class _Connection:
+    """One client: its socket, codec and session."""
+
+    def __init__(self, front: GymSocketFrontEnd, sock: Any, peer: Any, ticket: Ticket) -> None:
+        self.front = front
+        self.sock = sock
+        self.peer = peer
+        self.ticket = ticket
+        self.codec = ServerConnection(
+            monitor_layout=front.monitor_layout, max_action=front.max_action
+        )
+        self.hold = front.budget.hold()
+        self._render_failures = 0
+        self.session: Session | None = None
+        self._send_lock = threading.Lock()
+        self._dead = False
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+
+    def run(self) -> None:
+        try:
+            if self._greet():
+                self._serve()
+        except ProtocolError as exc:
+            self._fatal(exc)
+        except TimeoutError:
+            if not self._dead:
+                waited = self.front.idle_timeout
+                _peer_log("%s: closing the connection after %g s of silence", self.peer, waited)
+        except OSError as exc:
+            log.debug("connection %s ends: %s", self.peer, exc)
+        finally:
+            self.drop()
+            self.codec.discard()
+
+    def _fatal(self, error: ProtocolError) -> None:
+        """The client's bytes cannot be parsed further: say why where it can hear it, log it."""
+        if self._dead:
+            return
+        who = f"session {self.session.id[:8]}" if self.session else "handshake"
+        _peer_log("%s (%s): %s; closing the connection", self.peer, who, error)
+        reply = self.codec.send_fatal(error)
+        if reply is not None:
+            self._send(reply)
+
+    def _greet(self) -> bool:
+        """Read and answer the handshake, all of it within the ticket's deadline; True when a
+        session is open."""
+        codec = self.codec
+        event: Any = NEED_DATA
+        try:
+            while event is NEED_DATA:
+                remaining = self.ticket.remaining()
+                if remaining <= 0:
+                    raise TimeoutError
+                configure_stream(self.sock, remaining)
+                codec.receive_data(self.sock.recv(_RECV))
+                event = codec.next_event()
+        except (TimeoutError, BlockingIOError):  # ProtocolError goes to run()'s _fatal
+            seconds = self.front.admission.limits.handshake_timeout
+            self._refuse(f"no handshake within {seconds:g} s")
+            return False
+        reply = self._handshake(event)
+        self.ticket.passed()
+        if reply is None:
+            return False
+        configure_stream(self.sock, self.front.idle_timeout)
+        self._send(reply)
+        return True
+
+    def _serve(self) -> None:
+        codec = self.codec
+        idle = self.front.idle_timeout
+        in_packet = False  # the socket's timeout is a packet's deadline, not the idle timeout
+        started = 0.0  # when the partial packet in the buffer began to arrive
+        data = b"?"  # not EOF: the first round parses what came with the handshake
+        parse = codec.buffered > 0
+        window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
+        poll = window > 0  # polled while the client's requests come within the window
+        while not self._dead:
+            if not parse:
+                if codec.buffered:  # a packet has begun: it has packet_timeout to arrive whole
+                    if not in_packet:
+                        in_packet, started = True, time.monotonic()
+                    left = started + self.front.packet_timeout - time.monotonic()
+                    configure_stream(self.sock, max(left, 0.001))
+                elif in_packet:
+                    in_packet = False
+                    configure_stream(self.sock, idle)
+                if window:
+                    began = time.perf_counter()
+                    polled = None
+                    if poll and self.front.pollers.acquire(blocking=False):
+                        try:
+                            polled = busy_poll(self._receive, window)
+                        finally:
+                            self.front.pollers.release()
+                    data = self.sock.recv(_RECV) if polled is None else polled
+                    poll = time.perf_counter() - began <= window
+                else:
+                    data = self.sock.recv(_RECV)
+                codec.receive_data(data)
+                if not self.hold.update(codec.buffered):
+                    raise TooLargeError(
+                        f"the server's receive buffers are full ({self.front.budget.limit} "
+                        "bytes across all connections); try again later"
+                    )
+            parse = False
+            out: list[bytes] = []
+            while True:
+                event = codec.next_event()
+                if event is NEED_DATA:
+                    break
+                reply = self._handle(event)
+                if reply is None:
+                    self._flush(out)
+                    return
+                out.append(reply)
+                if not codec.buffered:
+                    break
+            self._flush(out)
+            self.hold.update(codec.buffered)
+            if not data:
+                return
+
+    def _receive(self, flags: int) -> bytes:
+        return self.sock.recv(_RECV, flags)  # type: ignore[no-any-return]
+
+    def _flush(self, out: list[bytes]) -> None:
+        if out and not self._dead:
+            with self._send_lock:
+                self.sock.sendall(b"".join(out))
+            out.clear()
+
+    def _handle(self, event: Any) -> bytes | None:
+        """The bytes answering one event; None means: close the connection now."""
+        codec = self.codec
+        if isinstance(event, Handshake):
+            return self._handshake(event)
+        assert self.session is not None
+        try:
+            if isinstance(event, Invalid):
+                raise event.error
+            return codec.send_reply(self.session.handle(event))
+        except EnvwireError as exc:
+            self.front.observe.error(self.front.name, exc, self.session.env_id)
+            if self._dead:
+                return None
+            if isinstance(event, m.Render) and not codec.flags & Flags.ERRORS:
+                self._render_failed(exc)
+            elif not exc.remote:
+                log.warning("session %s (%s): %s", self.session.id[:8], self.session.env_id, exc)
+            return codec.send_error(exc)
+        except Exception as exc:  # a bug of ours: say so, keep serving
+            log.exception("session %s: internal error", self.session.id[:8])
+            internal = EnvwireError(f"internal server error: {type(exc).__name__}: {exc}")
+            return None if self._dead else codec.send_error(internal)
+
+    def _render_failed(self, error: EnvwireError) -> None:
+        """Log a Render the client cannot hear of: once loudly, then quietly (clients that
+        render every step would flood the log)."""
+        assert self.session is not None
+        self._render_failures += 1
+        level = logging.WARNING if self._render_failures == 1 else logging.DEBUG
+        log.log(
+            level,
+            "session %s (%s): Render failed (%d so far); the client has no reply to hear it "
+            "in, so the session goes on (a monitor notes it as video_error): %s",
+            self.session.id[:8],
+            self.session.env_id,
+            self._render_failures,
+            error,
+        )
+
+    def _handshake(self, event: Handshake) -> bytes | None:
+        """The reply opening the session, or None after refusing it (the reason was sent)."""
+        unknown = self.codec.unknown_flags()
+        if unknown:
+            error = (
+                f"unknown handshake flags 0x{unknown:02x} (known: 0x01 errors, 0x02 monitor "
+                "reply, 0x04 extended, 0x08 vector, 0x10 auth)"
+            )
+            self._refuse(error)
+            return None
+        security = self.front.security
+        if security.tokens is not None:  # before the env id is even looked at
+            if not event.flags & Flags.AUTH:
+                error = "this server requires a token"
+            elif not security.authenticated(event.token):
+                error = "the token was not accepted"
+            else:
+                error = ""
+            if error:
+                self._refuse(error)
+                return None
+        try:
+            session = self.front.sessions.open(
+                event.env_name,
+                front_end=self.front.name,
+                peer=f"{self.peer[0]}:{self.peer[1]}" if isinstance(self.peer, tuple) else "",
+                **_vector_options(event.vector),
+            )
+        except EnvwireError as exc:
+            self.front.observe.error(self.front.name, exc)
+            self._refuse(str(exc))
+            return None
+        try:  # every space must have a gym-socket description (typed envs' have none)
+            if session.spec is not None:
+                spacecodec.describe(session.action_space)
+                spacecodec.describe(session.observation_space)
+        except EnvwireError as exc:
+            self.front.sessions.close(session)
+            error = f"{event.env_name} cannot be served over gym-socket: {exc}"
+            if is_typed_space(session.action_space):
+                error += " (a typed env: use its OpenEnv front end, http:// or ws://)"
+            self._refuse(error)
+            return None
+        self.session = session
+        session.set_on_hang(self._on_hang)
+        if session.autoreset_mode is None:
+            self.codec.set_spaces(session.action_space, session.observation_space)
+        else:  # JSON actions and observations of a vector session are batches
+            from gymnasium.vector.utils import batch_space
+
+            self.codec.set_spaces(
+                session.batch_action_space,
+                batch_space(session.observation_space, session.num_envs),
+            )
+        return self.codec.send_handshake_reply("")
+
+    def _refuse(self, error: str) -> None:
+        """Answer the handshake with ``error``; the connection then closes."""
+        _peer_log("%s: handshake refused: %s", self.peer, error)
+        self._send(self.codec.send_handshake_reply(error))
+
+    def _on_hang(self, error: EnvTimeoutError) -> None:
+        """Watchdog thread: the env is stuck in our thread; tell the client and hang up."""
+        log.warning("session %s: %s", self.session.id[:8] if self.session else "?", error)
+        reply = self.codec.send_error(error)
+        if reply is not None:
+            self._send(reply)
+        self.drop()
+
+    def _send(self, data: bytes) -> None:
+        try:
+            with self._send_lock:
+                self.sock.sendall(data)
+        except OSError:
+            pass
+
+    def drop(self) -> None:
+        """Free the session, then close the socket (idempotent, any thread).
+
+        In that order, so that a client that sees the connection close can open a new session
+        at once, even on a server at capacity.
+        """
+        if self._dead:
+            return
+        self._dead = True
+        self.hold.release()
+        if self.session is not None:
+            # The session's worker calls back into this connection if it hangs: forget that,
+            # or the cycle keeps the connection and its buffers until the cyclic collector runs.
+            self.session.set_on_hang(None)
+            self.front.sessions.close(self.session)
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.sock.close()
+        self.front.forget(self)

@@ -1,0 +1,79 @@
+"""What the HTTP front end checks before it routes a request (docs/security.md).
+
+- every request: its ``Host`` must name this server and its ``Origin``, if any, must be the
+  server's own or an allowed one (403 otherwise): a web page the operator visits cannot drive
+  the server through the browser (DNS rebinding, CSRF, cross-site WebSocket hijacking);
+- with tokens: every request but ``/health`` (and the arena's paths, which have their own
+  accounts) must carry one in ``Authorization`` (401 otherwise), WebSocket upgrades included.
+
+Refusals use the JSON error body every other error uses, and never echo more than a few dozen
+characters of what the client sent.
+"""
+
+from __future__ import annotations
+
+from envwire.errors import (
+    EnvwireError,
+    ForbiddenError,
+    ProtocolError,
+    UnauthenticatedError,
+    clip,
+)
+from envwire.frontends.openenv.routes import error_response
+from envwire.protocols.http.http11 import Request, Response
+from envwire.server.security import Security
+
+__all__ = ["Guard"]
+
+
+def _refusal(error: EnvwireError, headers: list[tuple[str, str]] | None = None) -> Response:
+    response = error_response(error)
+    response.headers.extend(headers or [])
+    return response
+
+
+class Guard:
+    """The checks of one HTTP front end bound to ``bound_host``."""
+
+    def __init__(self, security: Security, bound_host: str) -> None:
+        self.security = security
+        self.hosts = security.host_policy(bound_host)
+        self.scheme = "https" if security.tls is not None else "http"
+
+    def browser(self, request: Request) -> Response | None:
+        """403 when ``Host`` or ``Origin`` is foreign (400 when an HTTP/1.1 request has no
+        ``Host``; browsers always send one, so an HTTP/1.0 request without it passes);
+        None when both are fine."""
+        host = request.header("host")
+        if not host and request.version != "HTTP/1.0":
+            return _refusal(ProtocolError("an HTTP/1.1 request needs a Host header"))
+        if host and not self.hosts.host_allowed(host):
+            return _refusal(
+                ForbiddenError(
+                    f"host {clip(host, 60)} is not one this server answers to; add it with "
+                    "--allowed-host (or allowed_hosts in the config) if clients use that name"
+                )
+            )
+        origin = request.headers.get("origin")
+        if not self.hosts.origin_allowed(origin, host):
+            return _refusal(
+                ForbiddenError(
+                    f"requests from origin {clip(origin, 60)} are not allowed; add it with "
+                    "--allowed-origin (or allowed_origins in the config) to allow that site"
+                )
+            )
+        return None
+
+    def token(self, request: Request) -> Response | None:
+        """401 when the server has tokens and the request carries none of them."""
+        tokens = self.security.tokens
+        if tokens is None or tokens.check_header(request.header("authorization")):
+            return None
+        given = "no token" if not request.header("authorization") else "a token not accepted"
+        return _refusal(
+            UnauthenticatedError(
+                f"this server requires a token (Authorization: Bearer TOKEN); the request "
+                f"carried {given}"
+            ),
+            [("www-authenticate", 'Bearer realm="envwire"')],
+        )

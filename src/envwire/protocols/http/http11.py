@@ -1,0 +1,317 @@
+"""A small sans-IO HTTP/1.1 server parser, and the one request and response type of envwire's
+HTTP front ends (OpenEnv, the arena, the arena's ASGI app).
+
+Feed received bytes to :meth:`RequestParser.receive_data` (``b""`` means EOF) and take requests
+with :meth:`RequestParser.next_request`, which returns a :class:`Request`, ``NEED_DATA``, or
+raises :class:`HttpError` (with the status to answer: 400, 413, 431, 501, 505). Bodies are read
+by ``Content-Length`` or ``Transfer-Encoding: chunked``; pipelined requests queue in the
+buffer; after a WebSocket upgrade, :attr:`RequestParser.buffer` holds the bytes that followed the
+handshake. :func:`response_bytes` writes a :class:`Response`.
+
+It covers what HTTP clients of an API send (it is not a proxy): no ``obs-fold``, no trailers
+beyond skipping them, no request targets other than origin-form. It replaces h11 on this hot
+path, where h11 cost about 60 µs per request.
+"""
+
+from __future__ import annotations
+
+import http
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Final
+from urllib.parse import unquote
+
+from envwire import jsonio
+
+__all__ = [
+    "NEED_DATA",
+    "HttpError",
+    "Request",
+    "RequestParser",
+    "Response",
+    "json_response",
+    "parse_cookies",
+    "response_bytes",
+]
+
+
+class _NeedData:
+    def __repr__(self) -> str:
+        return "NEED_DATA"
+
+
+#: Returned by :meth:`RequestParser.next_request` when a request is incomplete.
+NEED_DATA: Final = _NeedData()
+
+_REASONS = {s.value: s.phrase for s in http.HTTPStatus}
+_TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+
+
+class HttpError(Exception):
+    """The peer sent something this parser refuses; ``status`` is the answer to send.
+    ``request`` is the refused request's head when it was read (a body too large)."""
+
+    def __init__(self, status: int, message: str, request: Request | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+        self.request = request
+
+
+@dataclass
+class Request:
+    """One HTTP request, read whole.
+
+    ``path`` is percent-decoded and has no query; ``headers`` has lower-case names (repeated
+    headers joined with ", "); ``cookies`` are the (name, value) pairs of every ``Cookie``
+    header; ``scheme`` is how the client reached the server (``http`` unless a front end
+    knows better); ``client`` is the client's address, when the front end knows it.
+    """
+
+    method: str
+    path: str
+    query: str = ""
+    headers: dict[str, str] = field(default_factory=dict)
+    body: bytes = b""
+    cookies: list[tuple[str, str]] = field(default_factory=list)
+    version: str = "HTTP/1.1"
+    keep_alive: bool = True
+    expects_continue: bool = False
+    scheme: str = "http"
+    client: str = ""
+
+    def header(self, name: str, default: str = "") -> str:
+        """The value of the (lower-case) header ``name``."""
+        return self.headers.get(name, default)
+
+    def cookie_values(self, name: str) -> list[str]:
+        """Every value sent for the cookie ``name``."""
+        return [value for key, value in self.cookies if key == name]
+
+    @property
+    def base_url(self) -> str:
+        """Where the client reached the server: ``scheme://host[:port]/``."""
+        return f"{self.scheme}://{self.header('host') or '127.0.0.1'}/"
+
+
+@dataclass
+class Response:
+    """One HTTP response (``Content-Length`` framed)."""
+
+    status: int
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: list[tuple[str, str]] = field(default_factory=list)
+
+
+def json_response(status: int, text: str, headers: list[tuple[str, str]] | None = None) -> Response:
+    """A JSON response from already-encoded JSON text (which may quote a lone surrogate a
+    client sent: :func:`envwire.jsonio.utf8` writes it back as its escape)."""
+    return Response(status, jsonio.utf8(text), "application/json", headers or [])
+
+
+def parse_cookies(values: list[str]) -> list[tuple[str, str]]:
+    """The (name, value) pairs of ``Cookie`` header values (quotes around values dropped)."""
+    out = []
+    for value in values:
+        for part in value.split(";"):
+            key, sep, val = part.strip().partition("=")
+            if sep and key:
+                out.append((key, val.strip().strip('"')))
+    return out
+
+
+class RequestParser:
+    """Incremental request parser for one connection.
+
+    Args:
+        max_header: largest request line plus headers, in bytes (431 beyond).
+        max_body: largest body, in bytes (413 beyond).
+        body_limit: a smaller limit for some requests, chosen from the request's head (None:
+            ``max_body``). A body over the limit is refused on its declared ``Content-Length``
+            before any of it is read, or as soon as a chunked body passes it; the
+            :class:`HttpError` carries the head, so the answer can be in the route's format.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_header: int = 64 * 1024,
+        max_body: int = 100 * 1024 * 1024,
+        body_limit: Callable[[Request], int | None] | None = None,
+    ) -> None:
+        self.max_header = max_header
+        self.max_body = max_body
+        self.body_limit = body_limit
+        self._limit = max_body
+        self.buffer = bytearray()
+        self.eof = False
+        self._pending: Request | None = None  # headers read, body not yet
+        self._chunked = False
+        self._length = 0
+
+    def receive_data(self, data: bytes) -> None:
+        """Add received bytes; ``b""`` marks the end of the stream."""
+        if data:
+            self.buffer += data
+        else:
+            self.eof = True
+
+    def next_request(self) -> Request | _NeedData | None:
+        """The next complete request; NEED_DATA; or None at a clean EOF between requests.
+
+        Raises:
+            HttpError: the request is malformed or too large (answer, then close).
+        """
+        if self._pending is None:
+            end = self.buffer.find(b"\r\n\r\n")
+            if end < 0:
+                if len(self.buffer) > self.max_header:
+                    raise HttpError(431, "request headers too large")
+                if self.eof:
+                    if self.buffer.strip():
+                        raise HttpError(400, "incomplete request")
+                    return None
+                return NEED_DATA
+            if end > self.max_header:
+                raise HttpError(431, "request headers too large")
+            head = bytes(self.buffer[:end])
+            del self.buffer[: end + 4]
+            self._pending = self._head(head)
+        request = self._pending
+        if self._chunked:
+            body = self._chunks()
+            if body is None:
+                return self._more()
+        else:
+            if len(self.buffer) < self._length:
+                return self._more()
+            body = bytes(self.buffer[: self._length])
+            del self.buffer[: self._length]
+        request.body = body
+        self._pending = None
+        return request
+
+    def needs_continue(self) -> bool:
+        """True when a request waits for ``100 Continue`` before sending its body."""
+        return self._pending is not None and self._pending.expects_continue and not self.buffer
+
+    def continue_sent(self) -> None:
+        """The front end answered ``100 Continue``: the body may come now."""
+        if self._pending is not None:
+            self._pending.expects_continue = False
+
+    def _more(self) -> _NeedData:
+        if self.eof:
+            raise HttpError(400, "the request body ended early")
+        return NEED_DATA
+
+    def _head(self, head: bytes) -> Request:
+        lines = head.split(b"\r\n")
+        while lines and not lines[0]:  # tolerate blank lines before a request (RFC 9112 2.2)
+            lines.pop(0)
+        if not lines:
+            raise HttpError(400, "empty request")
+        parts = lines[0].split(b" ")
+        if len(parts) != 3 or not parts[0] or not set(parts[0]) <= _TOKEN or not parts[1]:
+            raise HttpError(400, "malformed request line")
+        method, target, version = parts
+        if version not in (b"HTTP/1.1", b"HTTP/1.0"):
+            raise HttpError(505, "only HTTP/1.1 and HTTP/1.0 are supported")
+        if not target.startswith(b"/") and target != b"*":
+            raise HttpError(400, "the request target must be a path")
+        headers: dict[str, str] = {}
+        cookies: list[str] = []
+        for line in lines[1:]:
+            name, sep, value = line.partition(b":")
+            if not sep or not name or not set(name) <= _TOKEN:
+                raise HttpError(400, "malformed header line")
+            key = name.decode("ascii").lower()
+            text = value.strip(b" \t").decode("latin-1")
+            if key == "cookie":
+                cookies.append(text)
+            headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        path, _, query = target.decode("latin-1").partition("?")
+        request = Request(
+            method.decode("ascii"),
+            unquote(path),
+            query,
+            headers,
+            cookies=parse_cookies(cookies),
+            version=version.decode("ascii"),
+        )
+        tokens = {t.strip().lower() for t in headers.get("connection", "").split(",")}
+        request.keep_alive = "close" not in tokens and (
+            version == b"HTTP/1.1" or "keep-alive" in tokens
+        )
+        encoding = headers.get("transfer-encoding", "").strip().lower()
+        self._chunked = bool(encoding)
+        if encoding and encoding != "chunked":
+            raise HttpError(501, f"unsupported transfer encoding {encoding!r}")
+        if encoding and "content-length" in headers:
+            raise HttpError(400, "both Content-Length and Transfer-Encoding")
+        self._length = 0
+        chosen = self.body_limit(request) if self.body_limit is not None else None
+        self._limit = self.max_body if chosen is None else min(chosen, self.max_body)
+        if not self._chunked and "content-length" in headers:
+            raw = headers["content-length"]
+            if not raw.isdigit():
+                raise HttpError(400, f"bad Content-Length {raw!r}")
+            self._length = int(raw)
+            if self._length > self._limit:
+                raise HttpError(
+                    413,
+                    f"request body of {self._length} bytes is over the {self._limit}-byte limit",
+                    request,
+                )
+        request.expects_continue = headers.get("expect", "").lower() == "100-continue"
+        return request
+
+    def _chunks(self) -> bytes | None:
+        """The whole chunked body if it has arrived (the buffer is only consumed then)."""
+        body = bytearray()
+        at = 0
+        buffer = self.buffer
+        while True:
+            end = buffer.find(b"\r\n", at)
+            if end < 0:
+                return None
+            size_text = bytes(buffer[at:end]).split(b";")[0].strip()
+            try:
+                size = int(size_text, 16)
+            except ValueError:
+                raise HttpError(400, "malformed chunk size") from None
+            if size < 0:
+                raise HttpError(400, "malformed chunk size")
+            if len(body) + size > self._limit:  # refuse before the chunk arrives
+                raise HttpError(
+                    413, f"request body is over the {self._limit}-byte limit", self._pending
+                )
+            at = end + 2
+            if size == 0:
+                while True:  # skip trailers up to the empty line
+                    end = buffer.find(b"\r\n", at)
+                    if end < 0:
+                        return None
+                    if end == at:
+                        del buffer[: end + 2]
+                        return bytes(body)
+                    at = end + 2
+            if len(buffer) < at + size + 2:
+                return None
+            body += buffer[at : at + size]
+            if buffer[at + size : at + size + 2] != b"\r\n":
+                raise HttpError(400, "malformed chunk")
+            at += size + 2
+
+
+def response_bytes(response: Response, *, keep_alive: bool = True, head: bool = False) -> bytes:
+    """The bytes of a complete HTTP/1.1 response; ``head`` leaves the body out (HEAD)."""
+    lines = [f"HTTP/1.1 {response.status} {_REASONS.get(response.status, '')}"]
+    lines.append(f"content-type: {response.content_type}")
+    lines += [f"{name}: {value}" for name, value in response.headers]
+    lines.append(f"content-length: {len(response.body)}")
+    if not keep_alive:
+        lines.append("connection: close")
+    data = ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1")
+    return data if head else data + response.body

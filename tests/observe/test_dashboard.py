@@ -1,0 +1,122 @@
+"""``/dashboard`` and its JSON, in a real headless Chromium and over plain HTTP."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+import envwire
+from envwire.app import Server, ServerConfig
+from envwire.observe.hub import RecordSettings
+from envwire.registry import Catalog, EnvSpec, parse_env_arg
+from tests.observe.browser import CHROMIUM, Browser, artifacts
+from tests.observe.conftest import play_episode, url
+
+CATCH = "test/CatchFrames-v0"
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    """HTTP and gym-socket, recording episodes with frames."""
+    catalog = Catalog([
+        parse_env_arg("CartPole-v1"),
+        EnvSpec(CATCH, "envwire.envs.catch:CatchEnv", kwargs={"render_mode": "rgb_array"}),
+    ])  # fmt: skip
+    record = RecordSettings(root=str(tmp_path / "datasets"), frames=True)
+    running = Server(catalog, ServerConfig(ports={"gym-socket": 0, "http": 0, "grpc": None},
+                                           record=record))  # fmt: skip
+    running.start()
+    try:
+        yield running
+    finally:
+        running.shutdown()
+
+
+def _catch_episode(server: Server) -> int:
+    """Play one recorded Catch episode to its end; its length."""
+    steps = len(play_episode(url(server, "gym-socket", CATCH), lambda t, env: t % 3))
+    assert server.observe.recorder is not None
+    assert server.observe.recorder.writer.flush(30)
+    return steps
+
+
+def test_the_json_behind_the_page(server: Server) -> None:
+    steps = _catch_episode(server)
+    env = envwire.make(url(server, "gym-socket", "CartPole-v1"))
+    try:
+        env.reset(seed=0)
+        env.step(0)
+        live = requests.get(url(server, "http", "dashboard/api/live"), timeout=30).json()
+        (row,) = live["sessions"]
+        assert row["env"] == "CartPole-v1" and row["front_end"] == "gym-socket"
+        assert row["steps"] == 1 and row["peer"].startswith("127.0.0.1:")
+    finally:
+        env.close()
+    listing = requests.get(url(server, "http", "dashboard/api/episodes"), timeout=30).json()
+    assert listing["episodes"] == {CATCH: [{"id": 0, "steps": steps}]}
+    replay = requests.get(url(server, "http", f"dashboard/api/episode/{CATCH}/0"), timeout=30)
+    episode = replay.json()
+    assert episode["steps"] == steps and len(episode["rewards"]) == steps
+    assert len(episode["frames"]) == steps + 1
+    assert episode["frames"][0].startswith("data:image/png;base64,")
+    missing = requests.get(url(server, "http", f"dashboard/api/episode/{CATCH}/9"), timeout=30)
+    assert missing.status_code == 404
+    climbing = requests.get(url(server, "http", "dashboard/api/episode/../../etc/0"), timeout=30)
+    assert climbing.status_code == 404
+    page = requests.get(url(server, "http", "dashboard"), timeout=30)
+    assert page.headers["content-type"].startswith("text/html")
+    assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
+    posted = requests.post(url(server, "http", "metrics"), timeout=30)
+    assert posted.status_code == 405
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+def test_the_dashboard_in_a_real_browser(server: Server, tmp_path: Path) -> None:
+    shots = artifacts(tmp_path / "screenshots")
+    steps = _catch_episode(server)
+    env = envwire.make(url(server, "gym-socket", "CartPole-v1"))
+    stop = threading.Event()
+
+    def keep_stepping() -> None:
+        env.reset(seed=0)
+        while not stop.is_set():
+            _, _, terminated, truncated, _ = env.step(int(time.time() * 10) % 2)
+            if terminated or truncated:
+                env.reset()
+            time.sleep(0.005)
+
+    stepper = threading.Thread(target=keep_stepping, daemon=True)
+    stepper.start()
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.go(url(server, "http", "dashboard"))
+        sessions = browser.wait(
+            "document.querySelector('#sessions tbody').innerText.includes('CartPole-v1')"
+            " && document.querySelector('#sessions tbody').innerText"
+        )
+        assert "gym-socket" in sessions and "127.0.0.1:" in sessions
+        first = browser.wait("Number(document.getElementById('chart').dataset.samples || 0)")
+        browser.wait(f"Number(document.getElementById('chart').dataset.samples) > {first}")
+        assert browser.js("document.querySelectorAll('#chart polyline.series').length") >= 1
+        assert browser.js("document.getElementById('legend').innerText").count("CartPole") == 1
+        browser.screenshot(shots / "dashboard-live.png")
+        link = f"document.querySelector('a.episode[data-dataset=\"{CATCH}\"]')"
+        browser.wait(link + " !== null")
+        browser.js(link + ".click()")
+        browser.wait("document.getElementById('replay').dataset.done === '1'")
+        assert browser.js("document.getElementById('stepno').innerText") == str(steps)
+        assert browser.js("document.getElementById('frame').src").startswith("data:image/png")
+        assert browser.js("document.querySelectorAll('#steps tbody tr').length") == steps
+        assert browser.js("document.querySelectorAll('#curve polyline.series').length") == 1
+        data = browser.screenshot(shots / "dashboard-replay.png")
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    finally:
+        browser.close()
+        stop.set()
+        stepper.join(10)
+        env.close()
