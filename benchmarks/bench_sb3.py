@@ -2,7 +2,8 @@
 
 Run: ``python benchmarks/bench_sb3.py [--seconds S] [--runs R] [--quick]``. CartPole env steps/s
 through SB3's ``step()`` with fixed actions (no policy), for N = 8 and 64 copies: a local
-``DummyVecEnv`` (the baseline) and ``envwire.adapters.training.sb3.make_vec_env`` over gym-socket and
+``DummyVecEnv`` (the baseline) and
+``envwire.adapters.training.sb3.make_vec_env`` over gym-socket and
 dm_env_rpc against a real ``envwire serve`` process. Needs the ``sb3`` extra (skips without).
 """
 

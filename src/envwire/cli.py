@@ -352,7 +352,7 @@ def _parser() -> argparse.ArgumentParser:
         "--monitor-layout",
         choices=MONITOR_LAYOUTS,
         help="how gym-socket reads Monitor packets of clients without the MONITOR_REPLY flag: "
-        "auto (default) tells the seed's layout from the Go client's by their bytes; seed or "
+        "auto (default) tells the original layout from the Go client's by their bytes; seed or "
         "video forces one (video: a video byte after force, answered with an error string)",
     )
     serve.add_argument(  # the old name, kept working

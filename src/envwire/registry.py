@@ -85,7 +85,8 @@ class EnvSpec:
         id: the id clients name.
         entry_point: a Gymnasium id (``gym:CartPole-v1``) or ``module:attr`` naming a
             ``gymnasium.Env`` subclass or a factory returning one, or a typed env
-            (:mod:`envwire.kinds.typed`), which is hosted behind :class:`~envwire.kinds.typed.TypedGymEnv`.
+            (:mod:`envwire.kinds.typed`), which is hosted behind
+            :class:`~envwire.kinds.typed.TypedGymEnv`.
         kwargs: keyword arguments for the env's constructor.
         isolation: ``inline`` (in the server process), ``process`` (a worker process per
             session), ``ray`` (a Ray actor per session, anywhere on a Ray cluster), or ``auto``

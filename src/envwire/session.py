@@ -279,8 +279,8 @@ class Session:
             raise
 
     def native_specs(self) -> Any:
-        """The env's own specs when it is a dm_env env (:class:`~envwire.kinds.dm_env.DmSpecs`), else
-        None; always None for vector sessions."""
+        """The env's own specs when it is a dm_env env (:class:`~envwire.kinds.dm_env.DmSpecs`),
+        else None; always None for vector sessions."""
         if self.autoreset_mode is not None or self.worker is None:
             return None
         with self._lock:

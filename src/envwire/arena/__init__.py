@@ -1,4 +1,4 @@
-"""The arena (seed 003): an organizer hosts envs, participants' agents play many runs of them
+"""The arena: an organizer hosts envs, participants' agents play many runs of them
 over HTTP, and the server records every run and rates every agent.
 
 This package's top level re-exports the client, :mod:`envwire.client.arena` (it needs only

@@ -40,7 +40,7 @@ def _db_default() -> str:
 
 def add_serve_options(serve: argparse.ArgumentParser) -> None:
     """The arena's options of ``envwire serve`` (the arena lives on the HTTP front end)."""
-    group = serve.add_argument_group("arena (seed 003, on the HTTP front end)")
+    group = serve.add_argument_group("arena (on the HTTP front end)")
     group.add_argument(
         "--arena-db", metavar="FILE", help="serve the arena from this SQLite file (created if new)"
     )

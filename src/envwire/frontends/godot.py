@@ -1,6 +1,6 @@
 """The reverse bridge: serve any Gymnasium env to a GymGodot-style Python side.
 
-The bridge plays the game's part of the GymGodot protocol (seed 001): it connects as the
+The bridge plays the game's part of the GymGodot protocol: it connects as the
 WebSocket client to ``ws://<serverIP>:<serverPort>/``, answers ``reset``, ``step`` and
 ``render`` from the env, and exits on ``close``. It accepts the game's command-line contract, so
 an original GymGodot Python side can launch it as its game executable::

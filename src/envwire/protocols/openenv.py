@@ -1,4 +1,4 @@
-"""OpenEnv (seed 002, as openenv-core 0.3.0 speaks it): message shapes, codes and validation.
+"""OpenEnv (as openenv-core 0.3.0 speaks it): message shapes, codes and validation.
 
 Sans-IO: text and decoded JSON in, typed events and JSON-ready dicts out. The front end
 (``envwire.frontends.openenv``) and our client (``envwire.client.openenv``) do the I/O.

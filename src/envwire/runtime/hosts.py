@@ -116,7 +116,8 @@ class EnvHost:
         return target(name, *args)
 
     def dm_specs(self) -> Any:
-        """A dm_env env's own specs (:class:`~envwire.kinds.dm_env.DmSpecs`); None for other envs."""
+        """A dm_env env's own specs (:class:`~envwire.kinds.dm_env.DmSpecs`); None for other
+        envs."""
         own = getattr(self.env.unwrapped, "dm_specs", None)
         return own() if callable(own) else None
 

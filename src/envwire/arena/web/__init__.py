@@ -1,4 +1,4 @@
-"""The arena's HTTP side (seed 003): its endpoints, pages and ASGI app.
+"""The arena's HTTP side: its endpoints, pages and ASGI app.
 
 - :mod:`.web`: :class:`ArenaWeb`, the act endpoint, the pages, the public JSON and the admin API,
   as plain request-in, response-out handlers (any HTTP server can mount them: envwire's own

@@ -1,4 +1,4 @@
-"""The dm_env_rpc front end (seed 004): gRPC's ``Environment.Process`` stream.
+"""The dm_env_rpc front end: gRPC's ``Environment.Process`` stream.
 
 - :mod:`.service`: the listener and the stream loop (one request at a time, errors in-band);
 - :mod:`.world`: a world (one session, its seats and turns); :mod:`.vector`: a vector world;

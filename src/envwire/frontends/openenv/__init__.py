@@ -1,4 +1,4 @@
-"""The OpenEnv front end (seed 002): HTTP and WebSocket, as openenv-core 0.3.0 speaks them.
+"""The OpenEnv front end: HTTP and WebSocket, as openenv-core 0.3.0 speaks them.
 
 - :mod:`.wire`: HTTP/1.1 and WebSocket over a blocking socket (keep-alive, upgrades, pings),
   with the sans-IO codecs of :mod:`envwire.protocols.http.http11` and

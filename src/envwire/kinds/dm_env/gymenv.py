@@ -1,8 +1,8 @@
 """A ``dm_env.Environment`` as a ``gymnasium.Env``, the way Shimmy converts dm_control envs.
 
 :class:`DmEnvGym` is how a dm_env env lives in envwire's workers and sessions, so that every
-front end serves it: spaces from its specs (:mod:`envwire.kinds.dm_env.specs`), and time steps turned
-into Gymnasium's five values by Shimmy's rules:
+front end serves it: spaces from its specs (:mod:`envwire.kinds.dm_env.specs`), and time
+steps turned into Gymnasium's five values by Shimmy's rules:
 
 - ``reset`` returns the FIRST step's observation; ``step`` the next one's;
 - the reward is the time step's (0.0 when it has none, as on FIRST steps);

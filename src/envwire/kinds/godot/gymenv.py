@@ -1,6 +1,6 @@
 """``GodotEnv``: a Godot game (or any GymGodot-style client) as a ``gymnasium.Env``.
 
-The env is the WebSocket *server* of the GymGodot protocol (seed 001). It either launches the
+The env is the WebSocket *server* of the GymGodot protocol. It either launches the
 game itself, appending the protocol's command-line contract to ``exe_cmd``::
 
     <exe_cmd...> --fixed-fps 60 [--disable-render-loop] --serverIP=<ip> --serverPort=<port>

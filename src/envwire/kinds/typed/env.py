@@ -2,7 +2,8 @@
 
 A typed env is an OpenEnv-style environment: ``reset`` and ``step`` return a pydantic
 :class:`~envwire.kinds.typed.models.Observation`, ``step`` takes a pydantic
-:class:`~envwire.kinds.typed.models.Action`, and ``state`` is a :class:`~envwire.kinds.typed.models.State`.
+:class:`~envwire.kinds.typed.models.Action`, and ``state`` is a
+:class:`~envwire.kinds.typed.models.State`.
 Methods decorated with :func:`tool` are offered to agents as MCP tools (``tools/list``,
 ``tools/call``); a tool call does not count as a step.
 

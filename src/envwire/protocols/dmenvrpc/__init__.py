@@ -1,7 +1,8 @@
-"""dm_env_rpc (seed 004): the sans-IO pieces of the gRPC protocol.
+"""dm_env_rpc: the sans-IO pieces of the gRPC protocol.
 
 Nothing here touches a channel, a server or a thread; the front end
-(:mod:`envwire.frontends.dmenvrpc`) and the client (:mod:`envwire.client.dmenvrpc.stream`) do the I/O.
+(:mod:`envwire.frontends.dmenvrpc`) and the client (:mod:`envwire.client.dmenvrpc`) do the
+I/O.
 One module per job:
 
 - :mod:`.dtypes`, the dtype table: dm_env_rpc's ``DataType`` rows keyed by envwire's dtype

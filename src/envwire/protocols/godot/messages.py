@@ -1,4 +1,4 @@
-"""Sans-IO codec of the GymGodot protocol (seed 001): JSON text frames over a WebSocket.
+"""Sans-IO codec of the GymGodot protocol: JSON text frames over a WebSocket.
 
 Two roles, each with a small state machine:
 
@@ -87,7 +87,7 @@ def godot_error_name(code: int) -> str:
 
 @dataclass(frozen=True, slots=True)
 class ResetCommand:
-    """Start a new episode. ``seed`` is envwire's extension; None sends the seed's form."""
+    """Start a new episode. ``seed`` is envwire's extension; None sends the original form."""
 
     seed: int | None = None
 

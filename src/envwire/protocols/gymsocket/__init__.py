@@ -1,10 +1,10 @@
-"""gym-socket (seed 000): a sans-IO codec for both ends of the binary TCP protocol.
+"""gym-socket: a sans-IO codec for both ends of the binary TCP protocol.
 
 Feed received bytes with ``receive_data`` (``b""`` means EOF), take events with
 ``next_event`` (``NEED_DATA`` when a packet is incomplete), and turn replies or requests into
 bytes with ``send_*``. Nothing here touches a socket.
 
-The seed's wire format is kept byte for byte for clients that send handshake flags 0. The flag
+The original wire format is kept byte for byte for clients that send handshake flags 0. The flag
 bits are our extensions (documented in ``docs/gym-socket.md``):
 
 - ``ERRORS`` (0x01): every command gets a reply that starts with a status byte: 0 and the usual

@@ -1,4 +1,4 @@
-"""gym-socket (seed 000): the wire format both ends share.
+"""gym-socket: the wire format both ends share.
 
 Constants, framing (length-prefixed fields read from a growing buffer by absolute offsets),
 the handshake events, typed tensors and the base both connections build on. The server's end
@@ -83,7 +83,7 @@ NEED_DATA: Final = NeedData()
 
 
 class Flags(IntFlag):
-    """Handshake flag bits (the seed sends 0)."""
+    """Handshake flag bits (the original clients send 0)."""
 
     ERRORS = 0x01
     MONITOR_REPLY = 0x02
@@ -96,7 +96,7 @@ KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags
 
 
 class Packet(IntEnum):
-    """Command packet types: 0-6 are the seed's, 7-8 are the EXTENDED flag's."""
+    """Command packet types: 0-6 are the original protocol's, 7-8 are the EXTENDED flag's."""
 
     RESET = 0
     STEP = 1
@@ -150,7 +150,7 @@ json_default = jsonio.plain_default
 
 
 # One encoder for the process (it holds no per-call state): json.dumps with options builds a
-# new one per call, and the seed's JSON path encodes every observation.
+# new one per call, and the original JSON path encodes every observation.
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=json_default)
 
 
@@ -200,7 +200,7 @@ class Buffer:
 def monitor_has_video(data: bytes | bytearray, pos: int) -> bool | None:
     """Whether the Monitor packet whose body starts at ``pos`` has the later ``video`` byte.
 
-    The seed's body is ``resume, force, u32 length, dir``; the later one (the Go client's, sent
+    The original body is ``resume, force, u32 length, dir``; the later one (the Go client's, sent
     with flags 0) is ``resume, force, video, u32 length, dir``. Call the third byte ``v`` and
     the four after it ``n``: the body is the later layout exactly when ``v`` is 0 or 1 and ``n``
     is a plausible directory length, 1 to :data:`MAX_MONITOR_DIR` bytes. A seed packet can

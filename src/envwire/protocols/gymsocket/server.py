@@ -74,7 +74,7 @@ class ServerConnection(Side):
 
     Args:
         monitor_layout: how to read Monitor packets from clients without the MONITOR_REPLY
-            flag: ``auto`` (the default) tells the seed's layout from the later one by the
+            flag: ``auto`` (the default) tells the original layout from the later one by the
             bytes (:func:`~.wire.monitor_has_video`); ``seed`` or ``video`` forces one. A packet
             in the later layout carries a ``video`` byte and is answered with an error string.
 
@@ -291,7 +291,7 @@ class ServerConnection(Side):
         if later is None:
             return None
         resume, force = buf.u8(pos), buf.u8(pos + 1)
-        video = buf.u8(pos + 2) if later else 1  # the seed's Monitor always records video
+        video = buf.u8(pos + 2) if later else 1  # the original Monitor always records video
         directory = buf.field(pos + 3 if later else pos + 2, MAX_MONITOR_DIR, "the directory")
         if resume is None or force is None or video is None or directory is None:
             return None
@@ -430,7 +430,7 @@ class ServerConnection(Side):
                 return [b"\x02" + pack_field(pack_tensor(obs))]
             if self._json_box and obs.dtype == self.observation_space.dtype:
                 # What spacecodec.to_json writes for a Box sample of its own dtype, without
-                # the dispatch on the space: the seed's JSON path runs this every step.
+                # the dispatch on the space: the original JSON path runs this every step.
                 return [b"\x00" + pack_field(json_bytes(obs.tolist()))]
         return [b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))]
 
