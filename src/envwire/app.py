@@ -1,38 +1,50 @@
-"""The server: one catalog, one session table, and the front ends that share them."""
+"""The composition root: one catalog, one session table, and the front ends that share them.
+
+:class:`Server` builds every part from one :class:`~envwire.settings.Settings` and hands each
+front end what it uses (its own settings section, the session table, the security, the
+observer), never itself:
+
+- gym-socket (:mod:`envwire.frontends.gymsocket`) and dm_env_rpc
+  (:mod:`envwire.frontends.dmenvrpc`) on ports of their own;
+- one HTTP port (:mod:`envwire.server.http`) with its mounts, asked in this order: the metrics
+  and dashboard (:mod:`envwire.observe.dashboard`), the arena when ``arena_db`` is set
+  (:mod:`envwire.arena.web`), then OpenEnv (:mod:`envwire.frontends.openenv`);
+- a metrics-only listener when ``metrics`` has a port (:mod:`envwire.observe.scrape`).
+"""
 
 from __future__ import annotations
 
 import functools
-import importlib
 import logging
 import signal
 import sys
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from envwire.arena.web import arena_mount
+from envwire.frontends.dmenvrpc import GrpcFrontEnd
+from envwire.frontends.gymsocket import GymSocketFrontEnd
+from envwire.frontends.openenv import OpenEnvMount, error_response
 from envwire.observe import Observability
+from envwire.observe.dashboard import ObserveWeb
 from envwire.observe.hub import RecordSettings
+from envwire.observe.scrape import metrics_listener
 from envwire.registry import Catalog
+from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
 from envwire.runtime.workers import make_worker
-from envwire.server.security import Security
+from envwire.server.http import Guard, HttpFrontEnd, Mount
+from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
+from envwire.settings import Settings
 
-__all__ = [
-    "EXTRA_LISTENERS",
-    "FRONT_ENDS",
-    "FrontEnd",
-    "FrontEndSpec",
-    "Server",
-    "ServerConfig",
-]
+__all__ = ["FrontEnd", "Server", "print_line"]
 
 log = logging.getLogger("envwire")
 
 
 class FrontEnd(Protocol):
-    """A transport serving the session table."""
+    """A listener serving the session table."""
 
     name: str
 
@@ -45,62 +57,35 @@ class FrontEnd(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class FrontEndSpec:
-    """A front end the server can run: its name, default port and where its class lives."""
-
-    name: str
-    option: str
-    default_port: int
-    target: str  # "module:Class", constructed as Class(server, host, port)
-
-
-#: Every front end ``envwire serve`` knows, in the order they start.
-FRONT_ENDS: tuple[FrontEndSpec, ...] = (
-    FrontEndSpec("gym-socket", "gym_socket", 5001, "envwire.frontends.gymsocket:GymSocketFrontEnd"),
-    FrontEndSpec("http", "http", 8000, "envwire.server.http:HttpFrontEnd"),
-    FrontEndSpec("grpc", "grpc", 50051, "envwire.frontends.dmenvrpc:GrpcFrontEnd"),
-)
-
-#: Listeners that are off unless given a port: ``--metrics PORT`` serves ``/metrics`` alone
-#: (for servers whose HTTP front end is off; the HTTP front end serves it too).
-EXTRA_LISTENERS: tuple[FrontEndSpec, ...] = (
-    FrontEndSpec("metrics", "metrics", 0, "envwire.observe.scrape:MetricsListener"),
-)
-
-
-@dataclass
-class ServerConfig:
-    """Everything ``envwire serve`` can set, with its defaults."""
-
-    host: str = "127.0.0.1"
-    ports: dict[str, int | None] = field(default_factory=dict)  # None = front end off
-    capacity: int | None = None
-    monitor_root: str | None = "envwire-monitor"
-    monitor_layout: str = "auto"  # gym-socket Monitor packets without the flag: auto, seed, video
-    idle_timeout: float | None = 3600.0
-    ray_address: str | None = None  # the Ray cluster of envs with ray isolation
-    place_timeout: float = 30.0  # seconds a session waits to be placed on the Ray cluster
-    #: Front-end settings, and the security settings of :mod:`envwire.server.security`
-    #: (``token_file``, ``tls_cert``, ``tls_key``, ``insecure``, limits).
-    options: dict[str, Any] = field(default_factory=dict)
-    record: RecordSettings | None = None  # recording episodes as Minari datasets: off
-
-
 class Server:
-    """Runs the configured front ends over one session table until stopped."""
+    """Runs the front ends the settings turn on, over one session table, until stopped.
 
-    def __init__(self, catalog: Catalog, config: ServerConfig | None = None) -> None:
+    Args:
+        catalog: the envs served.
+        settings: everything else (the defaults when None).
+        health: extra fields of OpenEnv's ``/health`` (the code sandbox's enforcement).
+
+    Raises:
+        ConfigError: a token or TLS file cannot be used, or Ray is needed and missing.
+    """
+
+    def __init__(
+        self,
+        catalog: Catalog,
+        settings: Settings | None = None,
+        *,
+        health: Callable[[], dict[str, Any]] = dict,
+    ) -> None:
         self.catalog = catalog
-        self.config = config or ServerConfig()
-        #: Tokens, TLS and allowed names, shared by every front end (raises ConfigError).
-        self.security = Security.from_options(self.config.options)
-        self.ray = _ray_runtime(catalog, self.config)
-        self.observe = Observability(self.config.record)
+        self.settings = settings = settings or Settings()
+        self.health = health
+        self.security = Security.from_settings(settings.security)
+        self.ray = _ray_runtime(catalog, settings)
+        self.observe = Observability(_record(settings, catalog))
         self.sessions = SessionTable(
             catalog,
-            capacity=self.config.capacity,
-            monitor_root=self.config.monitor_root,
+            capacity=settings.server.capacity,
+            monitor_root=settings.server.monitor_root,
             worker_factory=functools.partial(make_worker, ray=self.ray),
             observer=self.observe,
         )
@@ -108,17 +93,94 @@ class Server:
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 
+    def _front_ends(self) -> list[FrontEnd]:
+        """The listeners the settings turn on, in the order they start."""
+        settings, host = self.settings, self.settings.server.host
+        security, idle = settings.security, settings.server.idle_timeout
+        found: list[FrontEnd] = []
+        if settings.gym_socket.port is not None:
+            limits = connection_limits(security, security.max_connections)
+            found.append(
+                GymSocketFrontEnd(
+                    settings.gym_socket,
+                    host=host,
+                    sessions=self.sessions,
+                    security=self.security,
+                    limits=limits,
+                    observe=self.observe,
+                    idle_timeout=idle,
+                )
+            )
+        if settings.http.port is not None:
+            found.append(self._http())
+        if settings.grpc.port is not None:
+            grpc = settings.grpc
+            limits = connection_limits(security, grpc.grpc_max_connections)
+            found.append(
+                GrpcFrontEnd(
+                    grpc,
+                    host=host,
+                    sessions=self.sessions,
+                    catalog=self.catalog,
+                    security=self.security,
+                    per_address=limits.per_address,
+                    observe=self.observe,
+                    idle_timeout=idle,
+                )
+            )
+        if settings.observe.metrics is not None:
+            found.append(
+                metrics_listener(
+                    settings.observe.metrics,
+                    host=host,
+                    observe=self.observe,
+                    security=self.security,
+                )
+            )
+        return found
+
+    def _http(self) -> HttpFrontEnd:
+        """The HTTP port: the dashboard, the arena (when on), then OpenEnv."""
+        settings, host = self.settings, self.settings.server.host
+        security = self.security
+        guard = Guard(security, host, error_response)
+        mounts: list[Mount] = [ObserveWeb(self.observe, security.tokens, security.public_metrics)]
+        if settings.arena.arena_db is not None:
+            mounts.append(
+                arena_mount(
+                    settings.arena,
+                    self.catalog,
+                    # arena envs with ray isolation go to the server's Ray cluster
+                    worker_factory=self.sessions.worker_factory,
+                    observer=self.observe,
+                    on_actions=self.observe.arena_acted,
+                )
+            )
+        mounts.append(
+            OpenEnvMount(
+                settings.openenv,
+                sessions=self.sessions,
+                catalog=self.catalog,
+                observe=self.observe,
+                guard=guard,
+                idle_timeout=settings.server.idle_timeout,
+                health=self.health,
+            )
+        )
+        limits = connection_limits(settings.security, settings.security.max_connections)
+        return HttpFrontEnd(settings.http, host=host, guard=guard, limits=limits, mounts=mounts)
+
     def start(self, announce: Callable[[str], None] | None = None) -> None:
-        """Start every front end whose port is not None; announce each listening address.
+        """Start every front end the settings turn on; announce each listening address.
 
         On the main thread, SIGINT and SIGTERM from now on make :meth:`serve_forever` return,
         and SIGHUP re-reads the token file.
 
         Raises:
             ConfigError: the host is not loopback, and neither tokens nor ``insecure`` are set.
-            OSError: a front end cannot listen.
+            OSError: a front end cannot listen (``OSError.front_end`` names it).
         """
-        self.security.check_exposure(self.config.host)
+        self.security.check_exposure(self.settings.server.host)
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGINT, signal.SIGTERM):
                 signal.signal(sig, lambda *_: self._stopped.set())
@@ -128,24 +190,17 @@ class Server:
         if self.ray is not None:
             self.ray.connect()
         self.observe.start()
-        ports = self.config.ports
-        listeners = [(s, ports.get(s.name, s.default_port)) for s in FRONT_ENDS]
-        listeners += [(s, ports.get(s.name)) for s in EXTRA_LISTENERS]
-        for spec, port in listeners:
-            if port is None:
-                continue
-            module_name, _, class_name = spec.target.partition(":")
+        tls = " (TLS)" if self.security.tls is not None else ""
+        for front in self._front_ends():
             try:
-                cls = getattr(importlib.import_module(module_name), class_name)
-            except ImportError as exc:  # an optional dependency is missing: serve the rest
-                sys.stderr.write(f"envwire: {spec.name} front end unavailable: {exc}\n")
-                continue
-            front = cls(self, self.config.host, port)
-            host, bound = front.start()
+                host, bound = front.start()
+            except OSError as exc:
+                exc.front_end = front.name  # type: ignore[attr-defined]
+                raise
             self.front_ends.append(front)
-            self.addresses[spec.name] = (host, bound)
+            self.addresses[front.name] = (host, bound)
             if announce is not None:
-                announce(f"envwire: {spec.name} listening on {host}:{bound}")
+                announce(f"envwire: {front.name} listening on {host}:{bound}{tls}")
 
     def serve_forever(self) -> None:
         """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly."""
@@ -176,7 +231,24 @@ class Server:
         self.shutdown()
 
 
-def _ray_runtime(catalog: Catalog, config: ServerConfig) -> Any:
+def _record(settings: Settings, catalog: Catalog) -> RecordSettings | None:
+    """What to record: every env with ``record`` set, else the envs whose ``[[env]]`` table
+    says ``record = true``, into ``record_dir``."""
+    observe = settings.observe
+    chosen = frozenset(env_id for env_id, spec in catalog.items() if spec.record)
+    if not observe.record and not chosen:
+        return None
+    return RecordSettings(
+        root=observe.record or observe.record_dir,
+        everything=bool(observe.record),
+        envs=chosen,
+        fraction=observe.record_fraction,
+        frames=observe.record_frames,
+        max_bytes=observe.record_max_bytes,
+    )
+
+
+def _ray_runtime(catalog: Catalog, settings: Settings) -> RayRuntime | None:
     """The Ray runtime, if any env of the catalog runs on Ray (its options checked now).
 
     Raises:
@@ -185,12 +257,10 @@ def _ray_runtime(catalog: Catalog, config: ServerConfig) -> Any:
     on_ray = [spec for spec in catalog.values() if spec.resolved_isolation == "ray"]
     if not on_ray:
         return None
-    from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
-
     require_ray()
     for spec in on_ray:
         RayOptions.from_table(spec.id, spec.ray)
-    return RayRuntime(config.ray_address, config.place_timeout)
+    return RayRuntime(settings.server.ray_address, settings.server.place_timeout)
 
 
 def print_line(line: str) -> None:

@@ -36,8 +36,8 @@ from urllib.parse import quote
 import gymnasium
 
 from envwire.adapters.connect import make
-from envwire.app import FRONT_ENDS
 from envwire.errors import ConfigError, TransportError
+from envwire.settings import FRONT_ENDS
 
 if TYPE_CHECKING:
     from envwire.client.openenv import TypedClient
@@ -46,7 +46,7 @@ __all__ = ["Launched", "docker_available", "launch"]
 
 log = logging.getLogger("envwire.launcher")
 
-_LISTENING = re.compile(r"^envwire: http listening on (?P<host>\S+):(?P<port>\d+)$")
+_LISTENING = re.compile(r"^envwire: http listening on (?P<host>\S+):(?P<port>\d+)( \(TLS\))?$")
 
 
 def docker_available(timeout: float = 10.0) -> bool:
@@ -179,9 +179,9 @@ def _launch_local(
     connect_kwargs: dict[str, Any],
 ) -> Launched:
     command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, "--http", "0"]
-    for spec in FRONT_ENDS:
-        if spec.name != "http":
-            command += [f"--{spec.name}", "off"]
+    for name in FRONT_ENDS:
+        if name != "http":
+            command += [f"--{name}", "off"]
     token_dir = None
     if connect_kwargs.get("token"):
         token_dir = tempfile.TemporaryDirectory(prefix="envwire-launch-")

@@ -1,4 +1,5 @@
-"""``envwire arena ...``: the admin commands, and the arena's options of ``envwire serve``.
+"""``envwire arena ...``: the admin commands (the arena's ``envwire serve`` settings are
+:class:`~envwire.settings.ArenaSettings`).
 
 Admin commands work on the database file directly (the server may be running: SQLite's WAL
 mode lets them write beside it)::
@@ -29,59 +30,13 @@ from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
 from envwire.runtime import make_worker
 
-__all__ = ["add_parser", "add_serve_options", "serve_options"]
+__all__ = ["add_parser"]
 
 DEFAULT_DB = "envwire-arena.sqlite3"
 
 
 def _db_default() -> str:
     return os.environ.get("ENVWIRE_ARENA_DB", DEFAULT_DB)
-
-
-def add_serve_options(serve: argparse.ArgumentParser) -> None:
-    """The arena's options of ``envwire serve`` (the arena lives on the HTTP front end)."""
-    group = serve.add_argument_group("arena (on the HTTP front end)")
-    group.add_argument(
-        "--arena-db", metavar="FILE", help="serve the arena from this SQLite file (created if new)"
-    )
-    group.add_argument(
-        "--arena-url", metavar="URL", help="the server URL written into agent config files"
-    )
-    group.add_argument(
-        "--arena-sync",
-        choices=["full", "normal"],
-        help="full: an acknowledged action survives power loss (default); normal: it survives "
-        "a killed server",
-    )
-    group.add_argument(
-        "--arena-max-body", type=int, metavar="BYTES", help="largest act request (default 1 MiB)"
-    )
-    group.add_argument(
-        "--arena-live-runs",
-        type=int,
-        metavar="N",
-        help="live envs kept per arena env; others are rebuilt by replay (default 1024)",
-    )
-    group.add_argument(
-        "--arena-plugins",
-        metavar="DIR",
-        help="a plugins folder of envs written for the AISysProj server's plugin interface",
-    )
-    group.add_argument(
-        "--arena-plugin-upload",
-        action="store_true",
-        help="let admins upload plugins (code the server runs) with PUT /uploadplugin",
-    )
-
-
-def serve_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The arena options given on the ``envwire serve`` command line, as server options."""
-    names = ("arena_db", "arena_url", "arena_sync", "arena_max_body", "arena_live_runs",
-             "arena_plugins")  # fmt: skip
-    options = {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
-    if getattr(args, "arena_plugin_upload", False):
-        options["arena_plugin_upload"] = True
-    return options
 
 
 def _value(text: str) -> Any:

@@ -19,31 +19,28 @@ import os
 import socket
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import (
-    ConfigError,
     EnvTimeoutError,
     EnvwireError,
     InvalidArgumentError,
     ProtocolError,
     TooLargeError,
 )
+from envwire.observe import Observability
 from envwire.protocols.gymsocket import NEED_DATA, Flags, Handshake, Invalid, ServerConnection
-from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
-from envwire.server.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
+from envwire.server.buffers import BufferBudget
 from envwire.server.listener import ThreadedListener
 from envwire.server.ratelog import RateLimitedLog
-from envwire.server.security import connection_limits, setting_seconds
-from envwire.server.security.admission import Ticket
+from envwire.server.security import Security
+from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
-from envwire.sockets import busy_poll, busy_poll_seconds, configure_stream
-
-if TYPE_CHECKING:
-    from envwire.app import Server
+from envwire.settings import GymSocketSettings
+from envwire.sockets import busy_poll, configure_stream
 
 __all__ = ["GymSocketFrontEnd"]
 
@@ -57,44 +54,51 @@ _RECV = 256 * 1024
 class GymSocketFrontEnd(ThreadedListener):
     """Serves the session table over gym-socket on ``host:port`` (port 0 picks one).
 
-    The server's config sets ``monitor_layout`` (how Monitor packets of clients without the
-    MONITOR_REPLY flag are read: ``auto``, ``seed`` or ``video``) and ``idle_timeout`` (seconds
-    a connection may stay silent between commands; None = forever). Its security settings
-    (:mod:`envwire.server.security`) set the tokens, TLS and connection bounds; the
-    ``handshake_timeout`` is a deadline for the whole handshake, and ``packet_timeout``
-    (default 60 s) one for each command packet once its first byte has arrived. Its options
-    (``ServerConfig.options``) ``max_action_size`` (bytes of one action, default 16 MiB) and
-    ``max_buffered`` (bytes all connections may buffer together beyond 256 KiB each, default
-    256 MiB; null = no limit) bound what clients can make it hold. ``busy_poll_us`` (default 0,
-    off) has a connection wait for its next request by polling its socket for up to that many
-    microseconds before it sleeps, as long as the client's requests keep coming within that
-    window (plain connections only; README, "Busy polling"); at most one connection fewer than
-    the machine has CPUs polls at once (:attr:`pollers`), the others sleep as usual.
+    Args:
+        settings: the port, ``monitor_layout`` (how Monitor packets of clients without the
+            MONITOR_REPLY flag are read), ``packet_timeout`` (a deadline for each command packet
+            once its first byte has arrived), ``max_action_size`` and ``max_buffered`` (bytes of
+            one action, and bytes all connections may buffer together beyond 256 KiB each),
+            and ``busy_poll_us``: a connection waits for its next request by polling its socket
+            for up to that many microseconds before it sleeps, as long as the client's requests
+            keep coming within that window (plain connections only); at most one connection
+            fewer than the machine has CPUs polls at once (:attr:`pollers`).
+        host: the address to bind.
+        sessions: the server's session table.
+        security: tokens and TLS; ``limits`` the connection bounds (the ``handshake_timeout``
+            is a deadline for the whole handshake).
+        observe: where errors answered to clients are counted.
+        idle_timeout: seconds a connection may stay silent between commands (None: forever).
     """
 
     name = "gym-socket"
     thread_name = "envwire-gym-socket"
 
-    def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 5001) -> None:
-        self.sessions: SessionTable = server.sessions
-        self.observe = server.observe
-        self.host, self.port = host, port
-        self.monitor_layout = server.config.monitor_layout
-        self.idle_timeout = server.config.idle_timeout
-        self.security = server.security
-        options = server.config.options
-        self.packet_timeout = setting_seconds(options, "packet_timeout", 60.0)
-        self.max_action = int(options.get("max_action_size", DEFAULT_MAX_ACTION))
-        limit = options.get("max_buffered", DEFAULT_MAX_BUFFERED)
-        self.budget = BufferBudget(None if limit is None else int(limit))
-        try:
-            self.busy_poll = busy_poll_seconds(options.get("busy_poll_us", 0))
-        except InvalidArgumentError as exc:
-            raise ConfigError(str(exc)) from None
+    def __init__(
+        self,
+        settings: GymSocketSettings,
+        *,
+        host: str,
+        sessions: SessionTable,
+        security: Security,
+        limits: ConnectionLimits,
+        observe: Observability,
+        idle_timeout: float | None,
+    ) -> None:
+        self.sessions = sessions
+        self.observe = observe
+        self.host, self.port = host, settings.port or 0
+        self.monitor_layout = settings.monitor_layout
+        self.idle_timeout = idle_timeout
+        self.security = security
+        self.packet_timeout = settings.packet_timeout
+        self.max_action = settings.max_action_size
+        self.budget = BufferBudget(settings.max_buffered)
+        self.busy_poll = settings.busy_poll_us / 1e6
         #: Places for connections polling at once: spinning threads beyond the CPUs left over
         #: would only take turns with the GIL and the threads doing work.
         self.pollers = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) - 1))
-        super().__init__(connection_limits(options), server.security.tls)
+        super().__init__(limits, security.tls)
 
     def start(self) -> tuple[str, int]:
         """Bind, listen and start accepting; returns the bound address."""

@@ -31,6 +31,7 @@ from PIL import Image
 
 from envwire.observe import CONTENT_TYPE, Observability
 from envwire.protocols.http.http11 import Request, Response, json_response
+from envwire.server.http import OnHang, PlainMount
 from envwire.server.security.tokens import TokenSet
 
 __all__ = ["MAX_REPLAY_STEPS", "PAGE", "ObserveWeb", "token_refusal"]
@@ -98,13 +99,15 @@ def _items(values: Any, n: int) -> list[Any]:
     return [values[i] for i in range(n)]
 
 
-class ObserveWeb:
-    """Answers ``/metrics`` and ``/dashboard...`` from a server's :class:`Observability`.
+class ObserveWeb(PlainMount):
+    """Answers ``/metrics`` and ``/dashboard...`` from a server's :class:`Observability` (a
+    mount of the HTTP front end).
 
     Args:
         observe: the server's metrics, live activity and recorder.
         tokens: the server's tokens (None: no authentication).
         public_metrics: ``/metrics`` answers without a token even when ``tokens`` are set.
+        dashboard: serve the dashboard too (off: ``/metrics`` alone).
     """
 
     def __init__(
@@ -112,15 +115,21 @@ class ObserveWeb:
         observe: Observability,
         tokens: TokenSet | None = None,
         public_metrics: bool = False,
+        *,
+        dashboard: bool = True,
     ) -> None:
         self.observe = observe
         self.tokens = tokens
         self.public_metrics = public_metrics
+        self.dashboard = dashboard
 
-    def handle(self, request: Request) -> Response | None:
+    def respond(self, request: Request, on_hang: OnHang | None = None) -> Response | None:
         """The response, or None when the path is not ours. Never raises."""
         path = request.path
-        if path not in ("/metrics", "/dashboard") and not path.startswith("/dashboard/"):
+        ours = path == "/metrics" or (
+            self.dashboard and (path == "/dashboard" or path.startswith("/dashboard/"))
+        )
+        if not ours:
             return None
         if not (self.public_metrics and path == "/metrics"):
             refused = token_refusal(self.tokens, request.header("authorization"), path)

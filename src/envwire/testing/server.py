@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from envwire.app import FRONT_ENDS
+from envwire.settings import FRONT_ENDS
 
 __all__ = ["CONFORMANCE_ENVS", "ServerProcess", "wait_until"]
 
@@ -28,7 +28,7 @@ CONFORMANCE_ENVS = (
     "test/Raise-v0=envwire.testing.envs:RaiseEnv",
 )
 
-_LINE = re.compile(r"^envwire: (?P<name>\S+) listening on (?P<host>\S+):(?P<port>\d+)$")
+_LINE = re.compile(r"^envwire: (?P<name>\S+) listening on (?P<host>\S+):(?P<port>\d+)( \(TLS\))?$")
 
 
 class ServerProcess:
@@ -53,9 +53,9 @@ class ServerProcess:
     ) -> None:
         self.command = [sys.executable, "-m", "envwire", "serve", *envs, *args]
         self.env_ids = [env.partition("=")[0].partition("@")[0] for env in envs]
-        for spec in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
-            if f"--{spec.name}" not in args:
-                self.command += [f"--{spec.name}", "0" if spec.name in front_ends else "off"]
+        for name in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
+            if f"--{name}" not in args:
+                self.command += [f"--{name}", "0" if name in front_ends else "off"]
         self.front_ends = tuple(front_ends)
         self.start_timeout = start_timeout
         self.cwd = cwd

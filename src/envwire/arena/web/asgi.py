@@ -20,12 +20,13 @@ from typing import Any
 
 from envwire.arena.core import Arena
 from envwire.arena.errors import BodyTooLargeError, NotFoundError
-from envwire.arena.options import ArenaOptions, open_arena
+from envwire.arena.options import open_arena
 from envwire.arena.web import arena_web
 from envwire.protocols.arena import error_reply
 from envwire.protocols.http.http11 import Request, Response
 from envwire.registry import Catalog
 from envwire.runtime import make_worker
+from envwire.settings import ArenaSettings
 
 __all__ = ["create_app"]
 
@@ -46,7 +47,8 @@ def create_app(
 ) -> ASGIApp:
     """An ASGI app serving ``arena`` (an :class:`Arena`, or the path of its database)."""
     if not isinstance(arena, Arena):
-        arena = open_arena(ArenaOptions(str(arena)), catalog, worker_factory=make_worker)
+        settings = ArenaSettings(arena_db=str(arena))
+        arena = open_arena(settings, catalog, worker_factory=make_worker)
     web = arena_web(arena, public_url=public_url)
     limit = arena.max_body
 

@@ -10,13 +10,12 @@ Worlds and seats are in :mod:`.world` (vector worlds in :mod:`.vector`), their t
 lifetimes in :mod:`.worlds`, the properties extension in :mod:`.properties`, the tensors, specs
 and state table in :mod:`envwire.protocols.dmenvrpc`.
 
-Server settings (``[server]`` table of the config file): ``grpc_max_connections`` (streams at
-once, default 512; each holds a thread while open, and a thread left idle
-for 10 s exits), ``max_connections_per_address`` (of those,
-from one client address; default half of them), ``grpc_max_message_size`` (the largest request
-message, default 16 MiB; gRPC refuses a larger one with ``RESOURCE_EXHAUSTED`` before it is
-parsed), ``grpc_max_num_envs`` (the most copies a vector world may have, default 4096). The
-server's ``idle_timeout`` drops streams that sent nothing for that long.
+Settings (:class:`~envwire.settings.GrpcSettings`): ``grpc_max_connections`` (streams at once;
+each holds a thread while open, and a thread left idle for 10 s exits), the security settings'
+``max_connections_per_address`` (of those, from one client address; ``auto``: half of them),
+``grpc_max_message_size`` (the largest request message; gRPC refuses a larger one with
+``RESOURCE_EXHAUSTED`` before it is parsed), ``grpc_max_num_envs`` (the most copies a vector
+world may have). The server's ``idle_timeout`` drops streams that sent nothing for that long.
 
 Security (:mod:`envwire.server.security`): with a certificate the port serves TLS only; with
 tokens, a stream's ``authorization: Bearer TOKEN`` metadata is checked once, before its first
@@ -32,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import grpc
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
@@ -41,13 +40,14 @@ from envwire.errors import CapacityError, EnvError, EnvwireError
 from envwire.frontends.dmenvrpc.properties import Properties
 from envwire.frontends.dmenvrpc.world import Connection
 from envwire.frontends.dmenvrpc.worlds import WorldTable
+from envwire.observe import Observability
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
-from envwire.server.security import setting
+from envwire.registry import Catalog
+from envwire.server.security import Security
 from envwire.server.security.limits import AddressLimiter, address_of
-
-if TYPE_CHECKING:
-    from envwire.app import Server
+from envwire.server.sessions import SessionTable
+from envwire.settings import GrpcSettings
 
 __all__ = ["SERVICE", "GrpcFrontEnd"]
 
@@ -56,8 +56,6 @@ log = logging.getLogger("envwire.grpc")
 #: The gRPC service name, from dm-env-rpc's generated descriptors.
 SERVICE: str = pb.DESCRIPTOR.services_by_name["Environment"].full_name
 
-#: The largest request message by default: a 50 MB env id once cost 2.1 GiB to look up.
-MAX_MESSAGE = 16 * 1024 * 1024
 
 _OPTIONS = (
     ("grpc.max_send_message_length", -1),
@@ -150,22 +148,33 @@ class _DaemonPool(futures.Executor):
 
 
 class GrpcFrontEnd:
-    """Serves the session table over dm_env_rpc on ``host:port`` (port 0 picks one)."""
+    """Serves the session table over dm_env_rpc on ``host:port`` (port 0 picks one); the
+    arguments are as :class:`~envwire.frontends.gymsocket.GymSocketFrontEnd`'s, and
+    ``per_address`` bounds the streams of one client address."""
 
     name = "grpc"
 
-    def __init__(self, server: Server, host: str = "127.0.0.1", port: int = 50051) -> None:
-        self.host, self.port = host, port
-        self.observe = server.observe
-        options = server.config.options
-        self.worlds = WorldTable(server.sessions, int(options.get("grpc_max_num_envs", 4096)))
-        self.properties = Properties(server.catalog, self.worlds)
-        self.max_connections = setting(options, "grpc_max_connections", 512) or 512
-        per_address = setting(options, "max_connections_per_address", self.max_connections // 2)
+    def __init__(
+        self,
+        settings: GrpcSettings,
+        *,
+        host: str,
+        sessions: SessionTable,
+        catalog: Catalog,
+        security: Security,
+        per_address: int | None,
+        observe: Observability,
+        idle_timeout: float | None,
+    ) -> None:
+        self.host, self.port = host, settings.port or 0
+        self.observe = observe
+        self.worlds = WorldTable(sessions, settings.grpc_max_num_envs)
+        self.properties = Properties(catalog, self.worlds)
+        self.max_connections = settings.grpc_max_connections
         self.streams = AddressLimiter(self.max_connections, per_address, "streams")
-        self.max_message = setting(options, "grpc_max_message_size", MAX_MESSAGE)
-        self.security = server.security
-        self.idle_timeout = server.config.idle_timeout
+        self.max_message = settings.grpc_max_message_size
+        self.security = security
+        self.idle_timeout = idle_timeout
         self._server: Any = None
         self._pool: _DaemonPool | None = None
         self._streams: set[_Stream] = set()

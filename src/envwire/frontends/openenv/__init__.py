@@ -1,14 +1,16 @@
-"""The OpenEnv front end: HTTP and WebSocket, as openenv-core 0.3.0 speaks them.
+"""The OpenEnv front end: OpenEnv's HTTP routes and WebSocket sessions, as openenv-core 0.3.0
+speaks them, mounted on the server's HTTP front end (:mod:`envwire.server.http`).
 
-- :mod:`.wire`: HTTP/1.1 and WebSocket over a blocking socket (keep-alive, upgrades, pings),
-  with the sans-IO codecs of :mod:`envwire.protocols.http.http11` and
-  :mod:`envwire.protocols.http.websocket`;
-- :mod:`.service`: OpenEnv sessions over the shared session table, and MCP;
-- :mod:`.bindings`: typed envs and Gymnasium envs on the wire;
+- :mod:`.service`: OpenEnv sessions over the shared session table;
+- :mod:`.bindings` and :mod:`.corebinding`: typed envs, Gymnasium envs and openenv-core's own
+  envs on the wire;
+- :mod:`.mcp`: MCP (JSON-RPC 2.0), over the service;
 - :mod:`.routes`: the HTTP endpoints; :mod:`.openapi`: their OpenAPI document;
-- :mod:`.frontend`: the listener, the connection threads, the reaper and keepalive timers.
+- :mod:`.mount`: the mount: routes, WebSocket sessions, the reaper;
+- :mod:`.compat`: ``--openenv-compat strict``.
 """
 
-from envwire.frontends.openenv.frontend import Mount, OpenEnvFrontEnd
+from envwire.frontends.openenv.mount import OpenEnvMount
+from envwire.frontends.openenv.routes import error_response
 
-__all__ = ["Mount", "OpenEnvFrontEnd"]
+__all__ = ["OpenEnvMount", "error_response"]

@@ -28,7 +28,6 @@ from pydantic import BaseModel, ValidationError
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
-from envwire.kinds.openenv_core.gymenv import OpenEnvSpace
 from envwire.kinds.typed.gymenv import ModelSpace
 from envwire.kinds.typed.models import EnvMetadata, State, wire_json
 from envwire.protocols.openenv import (
@@ -39,7 +38,7 @@ from envwire.protocols.openenv import (
     validation_detail,
 )
 
-__all__ = ["ActionRejected", "Binding", "GymBinding", "TypedBinding", "make_binding"]
+__all__ = ["ActionRejected", "Arrays", "Binding", "GymBinding", "TypedBinding"]
 
 Arrays = Literal["list", "base64"]
 
@@ -373,15 +372,3 @@ def _scalar(value: Any) -> str:
     if type(value) is int:
         return str(value)
     return dumps(value)
-
-
-def make_binding(env_id: str, action_space: Any, observation_space: Any, arrays: Arrays) -> Binding:
-    """The binding for an env with these spaces."""
-    if isinstance(action_space, OpenEnvSpace):
-        # Imported here: the OpenEnv binding builds on this module's typed binding.
-        from envwire.frontends.openenv.corebinding import OpenEnvBinding
-
-        return OpenEnvBinding(env_id, action_space, observation_space)
-    if isinstance(action_space, ModelSpace) and isinstance(observation_space, ModelSpace):
-        return TypedBinding(env_id, action_space, observation_space)
-    return GymBinding(env_id, action_space, observation_space, arrays)

@@ -8,11 +8,7 @@ clears them all, for users whose code depends on openenv-core's behaviour.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
-
-from envwire.errors import InvalidArgumentError
 
 __all__ = ["MODES", "Compat"]
 
@@ -57,15 +53,8 @@ class Compat:
         return self == STRICT
 
     @classmethod
-    def from_options(cls, options: Mapping[str, Any]) -> Compat:
-        """The mode the server option ``openenv_compat`` names.
-
-        Raises:
-            InvalidArgumentError: an unknown mode.
-        """
-        mode = options.get("openenv_compat") or "default"
-        if mode not in MODES:
-            raise InvalidArgumentError(f"openenv_compat must be one of {MODES}, got {mode!r}")
+    def of(cls, mode: str) -> Compat:
+        """The mode the ``openenv_compat`` setting names (``default`` or ``strict``)."""
         return STRICT if mode == "strict" else cls()
 
 

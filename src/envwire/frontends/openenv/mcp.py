@@ -16,7 +16,7 @@ its ``session_id`` names); without one, in a session opened for that request alo
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envwire._version import __version__
 from envwire.errors import (
@@ -26,12 +26,10 @@ from envwire.errors import (
     InvalidArgumentError,
     UnknownEnvError,
 )
+from envwire.frontends.openenv.service import Hang, OpenEnvService, Record
 from envwire.protocols.openenv import RpcCode, RpcRequest, dumps, jsonable, rpc_error, rpc_result
 
-if TYPE_CHECKING:
-    from envwire.frontends.openenv.service import OpenEnvService, Record
-
-__all__ = ["UnknownToolError", "answer", "tool_step"]
+__all__ = ["UnknownToolError", "answer", "step", "tool_step"]
 
 _NO_MCP = "Environment does not support MCP"
 
@@ -215,6 +213,26 @@ def tool_step(service: OpenEnvService, record: Record, data: dict[str, Any]) -> 
             observation["error"] = {"error_type": "execution_error", "message": str(exc)}
     observation["metadata"] = {}
     return dumps({"observation": observation, "reward": None, "done": False})
+
+
+def step(
+    service: OpenEnvService,
+    record: Record,
+    data: dict[str, Any],
+    prefix: tuple[str, ...] = (),
+    *,
+    on_hang: Hang = None,
+    kwargs: dict[str, Any] | None = None,
+    http: bool = False,
+) -> str:
+    """:meth:`OpenEnvService.step <envwire.frontends.openenv.service.OpenEnvService.step>`,
+    where an envwire typed env with tools also takes openenv-core's MCP actions
+    (:func:`tool_step`)."""
+    if isinstance(data, dict) and "type" in data and not record.binding.native:
+        answered = tool_step(service, record, data)
+        if answered is not None:
+            return answered
+    return service.step(record, data, prefix, on_hang=on_hang, kwargs=kwargs, http=http)
 
 
 class UnknownToolError(InvalidArgumentError):

@@ -30,9 +30,10 @@ from typing import Any
 from urllib.parse import quote, unquote
 
 from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError, InvalidArgumentError
-from envwire.frontends.openenv import openapi
+from envwire.frontends.openenv import mcp, openapi
 from envwire.frontends.openenv.bindings import ActionRejected
 from envwire.frontends.openenv.service import FRONT_END, OpenEnvService, Record
+from envwire.observe import Observability
 from envwire.protocols.http.http11 import Request, Response, json_response
 from envwire.protocols.openenv import (
     BodyError,
@@ -103,10 +104,12 @@ class Router:
     def __init__(
         self,
         service: OpenEnvService,
+        observe: Observability,
         status: Callable[[], dict[str, Any]],
         health: Callable[[], dict[str, Any]] = dict,
     ) -> None:
         self.service = service
+        self.observe = observe
         self.status = status
         self.health = health  # extra /health fields (the code sandbox's enforcement)
 
@@ -146,10 +149,10 @@ class Router:
                 return self._stateless(request, env_id, endpoint, on_hang)
             return self._dispatch(request, env_id, endpoint, prefix, on_hang)
         except BodyError as exc:
-            service.server.observe.error(FRONT_END, InvalidArgumentError(str(exc.detail)), env_id)
+            self.observe.error(FRONT_END, InvalidArgumentError(str(exc.detail)), env_id)
             return json_response(exc.status, dumps({"detail": exc.detail}))
         except EnvwireError as exc:
-            service.server.observe.error(FRONT_END, exc, env_id)
+            self.observe.error(FRONT_END, exc, env_id)
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
 
     def _dispatch(
@@ -186,7 +189,9 @@ class Router:
                 if rpc.notification and rpc.method.startswith("notifications/"):
                     return Response(202)
                 mine = self._find_session(request, env_id)
-                return json_response(200, dumps(service.mcp(rpc, env_id, mine, request.client)))
+                return json_response(
+                    200, dumps(mcp.answer(service, rpc, env_id, mine, request.client))
+                )
             case "reset", _:
                 data = _reset_body(request.body)
                 found = self._find_session(request, env_id)
@@ -206,8 +211,13 @@ class Router:
             case "step", _:
                 step = parse_step_body(request.body)
                 record = self._session(request, env_id)
-                payload = service.step(
-                    record, step.action, on_hang=on_hang, kwargs=_step_kwargs(step), http=True
+                payload = mcp.step(
+                    service,
+                    record,
+                    step.action,
+                    on_hang=on_hang,
+                    kwargs=_step_kwargs(step),
+                    http=True,
                 )
                 return json_response(200, payload)
             case "state", _:
@@ -270,8 +280,13 @@ class Router:
                 step = parse_step_body(request.body)
                 record = service.open(env_id, "http", transient=True)
                 try:
-                    payload = service.step(
-                        record, step.action, on_hang=on_hang, kwargs=_step_kwargs(step), http=True
+                    payload = mcp.step(
+                        service,
+                        record,
+                        step.action,
+                        on_hang=on_hang,
+                        kwargs=_step_kwargs(step),
+                        http=True,
                     )
                     return json_response(200, payload)
                 finally:

@@ -17,27 +17,29 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 
 from envwire import messages as m
-from envwire.errors import EnvCapacityError, EnvTimeoutError, InvalidArgumentError, StateError
-from envwire.frontends.openenv import mcp
+from envwire.errors import EnvCapacityError, EnvTimeoutError, StateError
 from envwire.frontends.openenv.bindings import (
     Arrays,
     Binding,
-    make_binding,
+    GymBinding,
+    TypedBinding,
     reset_arguments,
 )
 from envwire.frontends.openenv.compat import Compat
-from envwire.protocols.openenv import ResetRequest, RpcRequest, jsonable
-from envwire.server.security import setting
+from envwire.frontends.openenv.corebinding import OpenEnvBinding
+from envwire.kinds.openenv_core.gymenv import OpenEnvSpace
+from envwire.kinds.typed.gymenv import ModelSpace
+from envwire.protocols.openenv import ResetRequest, jsonable
+from envwire.registry import Catalog
 from envwire.server.security.limits import AddressLimiter
+from envwire.server.sessions import SessionTable
 from envwire.session import Session
+from envwire.settings import OpenEnvSettings
 
-if TYPE_CHECKING:
-    from envwire.app import Server
-
-__all__ = ["FRONT_END", "OpenEnvService", "Record"]
+__all__ = ["FRONT_END", "Hang", "OpenEnvService", "Record"]
 
 #: The ``front_end`` label of the sessions this front end opens.
 FRONT_END = "openenv"
@@ -93,32 +95,27 @@ class Record:
 class OpenEnvService:
     """OpenEnv operations over the server's session table.
 
-    Server options read (``ServerConfig.options``): ``openenv_arrays`` ("base64" or "list"),
-    ``openenv_compat`` ("default" or "strict": :class:`~.compat.Compat`);
-    ``http_max_sessions`` (default 1024) and ``http_sessions_per_address`` (256): HTTP and MCP
-    sessions at once, in all and opened from one client address (WebSocket sessions live with
-    their connection, which the front end bounds; transient records serve one request).
+    Args:
+        settings: ``openenv_arrays`` ("base64" or "list"), ``openenv_compat`` ("default" or
+            "strict": :class:`~.compat.Compat`), ``http_max_sessions`` and
+            ``http_sessions_per_address`` (HTTP and MCP sessions at once, in all and opened
+            from one client address; WebSocket sessions live with their connection, which the
+            HTTP front end bounds, and transient records serve one request).
+        sessions: the server's session table; ``catalog`` its envs.
     """
 
-    def __init__(self, server: Server) -> None:
-        self.server = server
-        self.table = server.sessions
-        self.catalog = server.catalog
-        arrays = server.config.options.get("openenv_arrays", "base64")
-        if arrays not in ("base64", "list"):
-            raise InvalidArgumentError(f"openenv_arrays must be 'base64' or 'list', got {arrays!r}")
-        self.arrays: Arrays = arrays
-        self.compat = Compat.from_options(server.config.options)
+    def __init__(self, settings: OpenEnvSettings, sessions: SessionTable, catalog: Catalog) -> None:
+        self.table = sessions
+        self.catalog = catalog
+        self.arrays: Arrays = "list" if settings.openenv_arrays == "list" else "base64"
+        self.compat = Compat.of(settings.openenv_compat)
         self.default_env = next(iter(self.catalog), "")
         self._bindings: dict[str, Binding] = {}
         self._tokens: dict[str, Record] = {}
         self._records: set[Record] = set()
         self._lock = threading.Lock()
-        options = server.config.options
         self.http_sessions = AddressLimiter(
-            setting(options, "http_max_sessions", 1024),
-            setting(options, "http_sessions_per_address", 256),
-            "http sessions",
+            settings.http_max_sessions, settings.http_sessions_per_address, "http sessions"
         )
 
     # -- records --------------------------------------------------------------------------
@@ -230,9 +227,7 @@ class OpenEnvService:
         env_id = session.env_id
         binding = self._bindings.get(env_id)
         if binding is None:
-            binding = make_binding(
-                env_id, session.action_space, session.observation_space, self.arrays
-            )
+            binding = _binding(env_id, session.action_space, session.observation_space, self.arrays)
             self._bindings[env_id] = binding
         return binding
 
@@ -316,12 +311,8 @@ class OpenEnvService:
         http: bool = False,
     ) -> str:
         """Take a step with the action ``data`` describes (``kwargs``: the HTTP body's other
-        keys); the payload as JSON text. An envwire typed env with tools also takes
-        openenv-core's MCP actions (:func:`.mcp.tool_step`)."""
-        if isinstance(data, dict) and "type" in data and not record.binding.native:
-            answered = mcp.tool_step(self, record, data)
-            if answered is not None:
-                return answered
+        keys); the payload as JSON text. (openenv-core's MCP actions, which envwire's typed
+        envs with tools also take, are :func:`.mcp.step`'s.)"""
         action = record.binding.step_call(record.binding.action(data, prefix), kwargs or {})
 
         def work() -> str:
@@ -354,15 +345,6 @@ class OpenEnvService:
             return {"action": record.binding.sample(reply.action)}
 
         return self._call(record, work, on_hang)
-
-    # -- MCP ------------------------------------------------------------------------------
-
-    def mcp(
-        self, request: RpcRequest, env_id: str, record: Record | None = None, peer: str = ""
-    ) -> dict[str, Any]:
-        """Answer one JSON-RPC request (see :mod:`envwire.frontends.openenv.mcp`); sessions it
-        opens count against ``peer``."""
-        return mcp.answer(self, request, env_id, record, peer)
 
     def extension(self, record: Record, name: str, *args: Any) -> Any:
         """An out-of-band operation (``state``, ``call_tool``, ``mcp``) on the record's env,
@@ -401,3 +383,12 @@ def _extension(session: Session, name: str, *args: Any) -> Any:
         return method(name, *args)
     assert session.spec is not None and session.worker is not None
     return session.worker.call("extension", name, *args, timeout=session.spec.step_timeout)
+
+
+def _binding(env_id: str, action_space: Any, observation_space: Any, arrays: Arrays) -> Binding:
+    """The binding for an env with these spaces."""
+    if isinstance(action_space, OpenEnvSpace):
+        return OpenEnvBinding(env_id, action_space, observation_space)
+    if isinstance(action_space, ModelSpace) and isinstance(observation_space, ModelSpace):
+        return TypedBinding(env_id, action_space, observation_space)
+    return GymBinding(env_id, action_space, observation_space, arrays)

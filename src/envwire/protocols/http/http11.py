@@ -65,7 +65,8 @@ class Request:
     ``path`` is percent-decoded and has no query; ``headers`` has lower-case names (repeated
     headers joined with ", "); ``cookies`` are the (name, value) pairs of every ``Cookie``
     header; ``scheme`` is how the client reached the server (``http`` unless a front end
-    knows better); ``client`` is the client's address, when the front end knows it.
+    knows better); ``client`` is the client's address, and ``peer`` its address and port, when
+    the front end knows them.
     """
 
     method: str
@@ -79,6 +80,7 @@ class Request:
     expects_continue: bool = False
     scheme: str = "http"
     client: str = ""
+    peer: str = ""
 
     def header(self, name: str, default: str = "") -> str:
         """The value of the (lower-case) header ``name``."""

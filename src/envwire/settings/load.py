@@ -1,0 +1,239 @@
+"""Settings from the config file and the command line, checked once, before anything listens.
+
+:func:`load` takes the sources in order of precedence (the file's ``[server]`` table, then the
+flags given) and returns one frozen :class:`Settings`. Every mistake is one
+:class:`~envwire.errors.ConfigError` naming where it came from, the key and what the key
+expects; an unknown key names the nearest valid one. :func:`add_arguments` makes the flags of
+``envwire serve`` from the same fields, and :func:`markdown` the docs' settings table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from envwire.errors import ConfigError, clip
+from envwire.settings.kinds import Choice, Flag, Kind, Names, Value
+from envwire.settings.sections import (
+    SECTIONS,
+    ArenaSettings,
+    GrpcSettings,
+    GymSocketSettings,
+    HttpSettings,
+    Meta,
+    ObserveSettings,
+    OpenEnvSettings,
+    SecuritySettings,
+    ServerSettings,
+    metas,
+)
+
+__all__ = [
+    "FRONT_ENDS",
+    "Settings",
+    "Source",
+    "add_arguments",
+    "given",
+    "keys",
+    "load",
+    "markdown",
+]
+
+#: Old keys kept working: the key, and the (key, value) it stands for when true.
+_ALIASES: dict[str, tuple[str, str]] = {"legacy_monitor_reply": ("monitor_layout", "video")}
+
+#: The front ends ``envwire serve`` starts unless they are off, by name (each name is its
+#: port's flag: ``--gym-socket``, ``--http``, ``--grpc``).
+FRONT_ENDS = ("gym-socket", "http", "grpc")
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """Everything ``envwire serve`` can set, section by section."""
+
+    server: ServerSettings = field(default_factory=ServerSettings)
+    security: SecuritySettings = field(default_factory=SecuritySettings)
+    gym_socket: GymSocketSettings = field(default_factory=GymSocketSettings)
+    http: HttpSettings = field(default_factory=HttpSettings)
+    openenv: OpenEnvSettings = field(default_factory=OpenEnvSettings)
+    grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    observe: ObserveSettings = field(default_factory=ObserveSettings)
+    arena: ArenaSettings = field(default_factory=ArenaSettings)
+
+    def ports(self) -> dict[str, int | None]:
+        """Each front end's port by its listener's name (None: off)."""
+        return {
+            "gym-socket": self.gym_socket.port,
+            "http": self.http.port,
+            "grpc": self.grpc.port,
+            "metrics": self.observe.metrics,
+        }
+
+    def replace(self, **given: Value) -> Settings:
+        """These settings with some keys changed, checked as :func:`load` checks them.
+
+        Raises:
+            ConfigError: an unknown key or a bad value.
+        """
+        return load([Source("the caller", given)], base=self)
+
+
+@dataclass(frozen=True, slots=True)
+class Source:
+    """Settings from one place: its name in error messages, and its keys and values."""
+
+    where: str
+    values: Mapping[str, object]
+
+
+def _index() -> dict[str, tuple[str, str, Meta]]:
+    """key -> (section attribute of :class:`Settings`, field, meta)."""
+    sections = {f.type: f.name for f in dataclasses.fields(Settings)}
+    index: dict[str, tuple[str, str, Meta]] = {}
+    for section in SECTIONS:
+        for name, meta in metas(section):
+            index[meta.key] = (sections[section.__name__], name, meta)
+    return index
+
+
+def keys() -> list[str]:
+    """Every key the ``[server]`` table takes, in the docs' order."""
+    return list(_index())
+
+
+def _nearest(key: str) -> str:
+    close = difflib.get_close_matches(key, [*_index(), *_ALIASES], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+def load(sources: Iterable[Source], *, base: Settings | None = None) -> Settings:
+    """The settings of ``base`` (the defaults) with each source's values laid over it, later
+    sources winning.
+
+    Raises:
+        ConfigError: an unknown key, a value of the wrong kind, or settings that cannot go
+            together (TLS without its key, every front end off, ...).
+    """
+    index = _index()
+    chosen: dict[str, dict[str, Any]] = {}
+    for source in sources:
+        for key, value in source.values.items():
+            if key in _ALIASES:
+                if value is True:
+                    key, value = _ALIASES[key]  # noqa: PLW2901
+                elif value is False:
+                    continue
+            if key not in index:
+                raise ConfigError(f"{source.where}: unknown key {key!r}{_nearest(key)}")
+            section, name, meta = index[key]
+            chosen.setdefault(section, {})[name] = _checked(source.where, key, meta.kind, value)
+    settings = base or Settings()
+    changes = {s: dataclasses.replace(getattr(settings, s), **v) for s, v in chosen.items()}
+    settings = dataclasses.replace(settings, **changes)
+    _check_together(settings)
+    return settings
+
+
+def _checked(where: str, key: str, kind: Kind, value: object) -> Value:
+    try:
+        return kind.check(value)
+    except (TypeError, ValueError, OverflowError):
+        shown = clip(value) if isinstance(value, str) else clip(repr(value))[1:-1]
+        hint = ""
+        if isinstance(kind, Choice) and isinstance(value, str):
+            close = difflib.get_close_matches(value, kind.choices, n=1, cutoff=0.6)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{where}: {key} must be {kind.expects}, got {shown}{hint}") from None
+
+
+def _check_together(settings: Settings) -> None:
+    security, arena = settings.security, settings.arena
+    if bool(security.tls_cert) != bool(security.tls_key):
+        raise ConfigError("TLS needs both a certificate and its key (tls_cert and tls_key)")
+    if arena.arena_plugin_upload and arena.arena_plugins is None:
+        raise ConfigError("arena_plugin_upload needs arena_plugins (the plugins folder)")
+    if all(settings.ports()[name] is None for name in FRONT_ENDS):
+        raise ConfigError(
+            "every front end is off (gym_socket, http and grpc): nothing would be served; "
+            "give at least one a port (0 picks a free one)"
+        )
+
+
+# -- the command line ---------------------------------------------------------------------
+
+
+def _argument_type(kind: Kind) -> Any:
+    def parse(text: str) -> Value:
+        try:
+            return kind.parse(text)
+        except (TypeError, ValueError, OverflowError):
+            raise argparse.ArgumentTypeError(f"expected {kind.expects}, got {text!r}") from None
+
+    parse.__name__ = type(kind).__name__.lower()  # argparse names the type in its messages
+    return parse
+
+
+def add_arguments(parser: argparse.ArgumentParser, only: Iterable[str] | None = None) -> None:
+    """A flag for every setting (or for the keys ``only`` names), in a group per section; a
+    flag not given leaves its key out of the parsed namespace (:func:`given` picks the ones
+    that were)."""
+    chosen = None if only is None else set(only)
+    for section in SECTIONS:
+        fields = [(n, m) for n, m in metas(section) if chosen is None or m.key in chosen]
+        if not fields:
+            continue
+        group = parser.add_argument_group(f"{section.title} settings")
+        for name, meta in fields:
+            default = getattr(section(), name)
+            shown = meta.shown or meta.kind.show(default)
+            text = f"{meta.help} (default {shown})"
+            options: dict[str, Any] = {"dest": meta.key, "default": argparse.SUPPRESS}
+            if isinstance(meta.kind, Flag):
+                group.add_argument(meta.flag, action="store_true", help=text, **options)
+            elif isinstance(meta.kind, Names):
+                group.add_argument(
+                    meta.flag, action="append", metavar=meta.kind.metavar, help=text, **options
+                )
+            else:
+                kind = meta.kind
+                group.add_argument(
+                    meta.flag, type=_argument_type(kind), metavar=kind.metavar, help=text, **options
+                )
+    if chosen is not None:
+        return
+    # The old flag of monitor_layout video, kept working.
+    parser.add_argument(
+        "--legacy-monitor-reply",
+        dest="monitor_layout",
+        action="store_const",
+        const="video",
+        default=argparse.SUPPRESS,
+        help=argparse.SUPPRESS,
+    )
+
+
+def given(namespace: argparse.Namespace) -> dict[str, object]:
+    """The settings among parsed flags (only those given on the command line)."""
+    known = _index()
+    return {key: value for key, value in vars(namespace).items() if key in known}
+
+
+# -- the docs ------------------------------------------------------------------------------
+
+
+def markdown() -> str:
+    """The settings table of ``docs/guides/serving.md``: a table per section."""
+    lines: list[str] = []
+    for section in SECTIONS:
+        lines += [f"#### {section.title.capitalize()}", ""]
+        lines += ["| key | flag | default | what |", "|---|---|---|---|"]
+        for name, meta in metas(section):
+            default = meta.shown or meta.kind.show(getattr(section(), name))
+            what = f"{meta.help}; {meta.kind.expects}"
+            lines.append(f"| `{meta.key}` | `{meta.flag}` | {default} | {what} |")
+        lines.append("")
+    return "\n".join(lines)
