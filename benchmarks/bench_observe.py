@@ -29,7 +29,7 @@ from typing import Any
 
 import envwire
 from envwire import messages as m
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.observe import Observability
 from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog, parse_env_arg
@@ -67,10 +67,11 @@ def _core_step(observer: Any) -> Callable[[], None]:
     return one
 
 
-def _server(observed: bool, record: RecordSettings | None) -> Server:
+def _server(observed: bool, record: str | None) -> Server:
+    keys = {} if record is None else {"record": record}
     server = Server(
         Catalog([parse_env_arg(CART)]),
-        ServerConfig(ports={"gym-socket": 0, "http": None, "grpc": None}, record=record),
+        envwire.settings.Settings.of(gym_socket=0, http=None, grpc=None, **keys),
     )
     if not observed:  # the baseline: a session table that tells no one
         server.sessions.observer = None
@@ -121,7 +122,7 @@ def main() -> None:
     args = parser.parse_args()
     settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
     with tempfile.TemporaryDirectory() as scratch:
-        record = RecordSettings(root=scratch)
+        record = RecordSettings(root=scratch)  # the observer alone, no server
         hubs: dict[str, Any] = {"off": None, "metrics": Observability()}
         if RECORDING:
             hubs["metrics + recording"] = Observability(record)
@@ -134,7 +135,7 @@ def main() -> None:
         )
         servers = {"off": _server(False, None), "metrics": _server(True, None)}
         if RECORDING:
-            servers["metrics + recording"] = _server(True, RecordSettings(root=scratch + "/w"))
+            servers["metrics + recording"] = _server(True, scratch + "/w")
         try:
             measures = {
                 name: (lambda s=s: _wire_rate(s, settings.seconds)) for name, s in servers.items()

@@ -40,9 +40,9 @@ from typing import Any
 
 import httpx
 
-from envwire.app import FRONT_ENDS
 from envwire.protocols.http.http11 import Request, RequestParser
 from envwire.protocols.http.websocket import FrameReader, accept_bytes, text_frame
+from envwire.settings import FRONT_ENDS
 from harness import Result, Settings
 
 __all__ = ["bench_openenv_cases", "main"]
@@ -146,9 +146,9 @@ def start_ceiling() -> tuple[str, subprocess.Popen[bytes]]:
 def start_envwire() -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     command = [sys.executable, "-m", "envwire", "serve", "envwire/Echo-v0", "--http", str(port)]
-    for spec in FRONT_ENDS:
-        if spec.name != "http":
-            command += [f"--{spec.name}", "off"]
+    for name in FRONT_ENDS:
+        if name != "http":
+            command += [f"--{name}", "off"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, process)

@@ -95,7 +95,7 @@ class LiveTestClient(httpx.Client):
 
     def __init__(self, app: Any, base_url: str = "http://testserver", **kwargs: Any) -> None:
         _used["server"] = True
-        from envwire.app import Server, ServerConfig
+        from envwire.app import Server
         from envwire.kinds.openenv_core.app import find_server, from_server
         from envwire.registry import Catalog, EnvSpec
 
@@ -104,10 +104,9 @@ class LiveTestClient(httpx.Client):
         spec = EnvSpec(
             "openenv/test", "openenv:test", isolation="inline", openenv={"target": target}
         )
-        config = ServerConfig(
-            ports={"http": 0, "gym-socket": None, "grpc": None},
-            options={"openenv_compat": COMPAT},
-        )
+        from envwire.settings import Settings
+
+        config = Settings.of(http=0, gym_socket=None, grpc=None, openenv_compat=COMPAT)
         self.server = Server(Catalog([spec]), config)
         self.server.start()
         _servers.append(self.server)

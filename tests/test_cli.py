@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import logging
 from pathlib import Path
 from typing import Any
@@ -10,9 +9,11 @@ from typing import Any
 import pytest
 
 import envwire
-from envwire.cli import _monitor_layout, build_catalog, main
+from envwire.cli import build_catalog, main
 from envwire.errors import ConfigError
 from envwire.registry import EnvSpec
+from envwire.settings import ServerSettings, Settings, Source, load
+from envwire.settings.config import env_spec
 
 
 def _exit(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -54,12 +55,11 @@ def test_step_timeout_must_be_positive_seconds(
 def test_idle_timeout_zero_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     # 0 would make every connection's socket non-blocking: dropped at its first silence.
     code, _, err = _exit(["serve", "--idle-timeout", "0"], capsys)
-    assert code == 2 and "--idle-timeout: must be a positive number of seconds" in err
+    assert code == 2 and "--idle-timeout: expected a number of seconds > 0, or none" in err
 
 
 def test_step_timeout_reaches_every_spec() -> None:
-    args = argparse.Namespace(envs=["CartPole-v1"], isolation=None, step_timeout=0.5)
-    (spec,) = build_catalog(args, {}).values()
+    (spec,) = build_catalog(["CartPole-v1"], (), ServerSettings(step_timeout=0.5)).values()
     assert spec.step_timeout == 0.5
 
 
@@ -76,7 +76,7 @@ def test_config_file_with_a_zero_step_timeout_is_refused(
     config = tmp_path / "envwire.toml"
     config.write_text('[[env]]\nid = "a/B-v0"\nentry_point = "gym:CartPole-v1"\nstep_timeout = 0\n')
     assert main(["list", "--config", str(config)]) == 2
-    assert "step_timeout must be a positive number of seconds" in capsys.readouterr().err
+    assert "step_timeout must be a number of seconds > 0, got 0" in capsys.readouterr().err
 
 
 def test_list_keeps_deprecation_warnings_out_of_the_catalog(
@@ -92,7 +92,7 @@ def test_list_keeps_deprecation_warnings_out_of_the_catalog(
 
 
 @pytest.mark.parametrize(
-    ("option", "settings", "layout"),
+    ("option", "table", "layout"),
     [
         (None, {}, "auto"),
         ("seed", {"monitor_layout": "video"}, "seed"),
@@ -101,19 +101,21 @@ def test_list_keeps_deprecation_warnings_out_of_the_catalog(
     ],
 )
 def test_monitor_layout_from_flags_and_config(
-    option: str | None, settings: dict[str, Any], layout: str
+    option: str | None, table: dict[str, Any], layout: str
 ) -> None:
-    assert _monitor_layout(argparse.Namespace(monitor_layout=option), settings) == layout
+    flags = {} if option is None else {"monitor_layout": option}
+    chosen = load([Source("envwire.toml [server]", table), Source("the command line", flags)])
+    assert chosen.gym_socket.monitor_layout == layout
 
 
 def test_a_bad_monitor_layout_in_the_config_is_refused() -> None:
     with pytest.raises(ConfigError, match="monitor_layout must be one of"):
-        _monitor_layout(argparse.Namespace(monitor_layout=None), {"monitor_layout": "go"})
+        Settings.of(monitor_layout="go")
 
 
 def test_monitor_layout_flag_choices(capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _exit(["serve", "--monitor-layout", "legacy"], capsys)
-    assert code == 2 and "invalid choice: 'legacy'" in err
+    assert code == 2 and "expected one of 'auto', 'seed' or 'video', got 'legacy'" in err
 
 
 def test_an_openenv_class_and_its_models_from_the_config() -> None:
@@ -126,28 +128,20 @@ def test_an_openenv_class_and_its_models_from_the_config() -> None:
             "observation": f"{guess}.models:GuessObservation",
         },
     }
-    args = argparse.Namespace(envs=[], isolation=None, step_timeout=None)
-    (spec,) = build_catalog(args, {"env": [table]}).values()
+    (spec,) = build_catalog([], [env_spec(table, "test")], ServerSettings()).values()
     # Not marked SUPPORTS_CONCURRENT_SESSIONS: one session, as openenv-core allows.
     assert (
         spec.openenv is not None and spec.max_sessions == 1 and spec.resolved_isolation == "inline"
     )
     table["openenv"] = {**table["openenv"], "max_concurrent_envs": 2}
     with pytest.raises(ConfigError, match="SUPPORTS_CONCURRENT_SESSIONS"):
-        build_catalog(args, {"env": [table]})
-    (walk,) = build_catalog(
-        argparse.Namespace(
-            envs=["oe/Walk-v0=tests.openenv_envs.walk:WalkEnvironment"],
-            isolation=None,
-            step_timeout=None,
-        ),
-        {},
-    ).values()
+        build_catalog([], [env_spec(table, "test")], ServerSettings())
+    walk_id = "oe/Walk-v0=tests.openenv_envs.walk:WalkEnvironment"
+    (walk,) = build_catalog([walk_id], (), ServerSettings()).values()
     assert walk.openenv == {"class": True} and walk.max_sessions is None
 
 
 def test_busy_poll_out_of_range_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
     argv = ["serve", "--busy-poll-us", "20000", "--gym-socket", "0", "--http", "off"]
-    code = main([*argv, "--grpc", "off", "CartPole-v1"])
-    _, err = capsys.readouterr()
-    assert code == 2 and "busy_poll_us must be a number of microseconds from 0 (off)" in err
+    code, _, err = _exit([*argv, "--grpc", "off", "CartPole-v1"], capsys)
+    assert code == 2 and "--busy-poll-us: expected a number of microseconds from 0 to 10000" in err

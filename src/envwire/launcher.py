@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import gymnasium
+import httpx
 
 from envwire.adapters.connect import make
 from envwire.errors import ConfigError, TransportError
@@ -247,8 +248,6 @@ def _launch_docker(
     start_timeout: float,
     connect_kwargs: dict[str, Any],
 ) -> Launched:
-    import httpx
-
     docker = shutil.which("docker") or "docker"
     started = subprocess.run(
         [docker, "run", "-d", "--rm", "-p", "127.0.0.1::8000", image],

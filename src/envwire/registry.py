@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import importlib
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -26,6 +25,9 @@ import gymnasium
 
 from envwire.entrypoints import import_attr
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError, clip
+from envwire.kinds.dm_env import DmEnvGym, control
+from envwire.kinds.openenv_core import app as openenv_app
+from envwire.kinds.openenv_core.app import read_manifest
 from envwire.kinds.typed.gymenv import as_gymnasium, is_typed_env
 
 __all__ = [
@@ -187,8 +189,6 @@ class EnvSpec:
             ConfigError: the entry point cannot be loaded.
         """
         if self.entry_point.startswith(DM_CONTROL):
-            from envwire.kinds.dm_env import control
-
             return functools.partial(control.load, self.entry_point)
         if not self.entry_point.startswith("gym:"):
             return load_entry_point(self.entry_point)
@@ -250,8 +250,6 @@ class EnvSpec:
         if isinstance(made, gymnasium.Env):
             env: gymnasium.Env[Any, Any] = made
         elif isinstance(made, dm_env.Environment):
-            from envwire.kinds.dm_env import DmEnvGym
-
             env = DmEnvGym(made, **view)
         else:
             if not is_typed_env(made):
@@ -317,7 +315,6 @@ def parse_env_arg(arg: str) -> EnvSpec:
     if text.startswith(DM_CONTROL):
         _check_dm_control(text)
         return EnvSpec(text, text, isolation=iso)
-    _import_builtins()
     if text not in gymnasium.registry:
         hint = _did_you_mean(text, gymnasium.registry.keys())
         raise ConfigError(f"unknown env id {text!r}{hint}")
@@ -325,8 +322,6 @@ def parse_env_arg(arg: str) -> EnvSpec:
 
 
 def _manifest_spec(env_id: str | None, directory: str, isolation: Isolation) -> EnvSpec:
-    from envwire.kinds.openenv_core.app import read_manifest
-
     manifest = read_manifest(directory)
     settings = {"app": True, "paths": [manifest.path]}
     return EnvSpec(env_id or manifest.name, manifest.app, isolation=isolation, openenv=settings)
@@ -347,8 +342,6 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
     """
     if spec.entry_point.startswith(("gym:", DM_CONTROL)):
         return spec
-    from envwire.kinds.openenv_core import app as openenv_app
-
     settings = spec.openenv if spec.openenv is not None else openenv_app.detect(spec.entry_point)
     if settings is None:
         return spec
@@ -365,13 +358,7 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
 
 
 def _check_dm_control(name: str) -> None:
-    from envwire.kinds.dm_env import control
-
     control.split_name(name)
-
-
-def _import_builtins() -> None:
-    importlib.import_module("envwire.envs")
 
 
 def _did_you_mean(name: str, candidates: Iterable[str]) -> str:
@@ -434,5 +421,4 @@ class Catalog(Mapping[str, EnvSpec]):
 
 def default_catalog() -> Catalog:
     """Gymnasium's classic-control envs and envwire's built-ins."""
-    _import_builtins()
     return Catalog(EnvSpec(env_id, f"gym:{env_id}") for env_id in DEFAULT_IDS)

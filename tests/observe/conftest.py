@@ -11,8 +11,9 @@ import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 import envwire
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.registry import Catalog, parse_env_arg
+from envwire.settings import Settings
 
 ENVS = (
     "CartPole-v1",
@@ -20,13 +21,15 @@ ENVS = (
     "test/Raise-v0=envwire.testing.envs:RaiseEnv",
     "test/Crash-v0=envwire.testing.envs:CrashEnv@process",
 )
-ALL_FRONT_ENDS = {"gym-socket": 0, "http": 0, "grpc": 0}
+ALL_FRONT_ENDS = {"gym_socket": 0, "http": 0, "grpc": 0}
 
 
 def start(**config: Any) -> Server:
-    """A started in-process server over :data:`ENVS` (every front end on a free port)."""
-    config.setdefault("ports", dict(ALL_FRONT_ENDS))
-    server = Server(Catalog([parse_env_arg(e) for e in ENVS]), ServerConfig(**config))
+    """A started in-process server over :data:`ENVS` (every front end on a free port unless
+    ``config`` says otherwise; ``config`` holds settings keys)."""
+    server = Server(
+        Catalog([parse_env_arg(e) for e in ENVS]), Settings.of(**{**ALL_FRONT_ENDS, **config})
+    )
     server.start()
     return server
 

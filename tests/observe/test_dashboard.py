@@ -11,9 +11,9 @@ import pytest
 import requests
 
 import envwire
-from envwire.app import Server, ServerConfig
-from envwire.observe.hub import RecordSettings
+from envwire.app import Server
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
+from envwire.settings import Settings
 from tests.observe.browser import CHROMIUM, Browser, artifacts
 from tests.observe.conftest import play_episode, url
 
@@ -27,9 +27,8 @@ def server(tmp_path: Path) -> Iterator[Server]:
         parse_env_arg("CartPole-v1"),
         EnvSpec(CATCH, "envwire.envs.catch:CatchEnv", kwargs={"render_mode": "rgb_array"}),
     ])  # fmt: skip
-    record = RecordSettings(root=str(tmp_path / "datasets"), frames=True)
-    running = Server(catalog, ServerConfig(ports={"gym-socket": 0, "http": 0, "grpc": None},
-                                           record=record))  # fmt: skip
+    record = {"record": str(tmp_path / "datasets"), "record_frames": True}
+    running = Server(catalog, Settings.of(gym_socket=0, http=0, grpc=None, **record))
     running.start()
     try:
         yield running

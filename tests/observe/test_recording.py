@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 import envwire
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.errors import ConfigError
 from envwire.observe.datasets import DatasetWriter, dataset_id, directory_size
 from envwire.observe.episodes import Episode
-from envwire.observe.hub import RecordSettings
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
+from envwire.settings import Settings
 from envwire.testing import ServerProcess
 from tests.observe.conftest import play_episode, scrape, start, url, value
 
@@ -73,7 +73,7 @@ def _assert_same(dataset: Any, seen: list[dict[str, list[Any]]]) -> None:
 def test_recorded_episodes_load_with_minari_and_equal_what_the_client_saw(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, front_end: str, path: str
 ) -> None:
-    server = start(record=RecordSettings(root=str(tmp_path / "datasets")))
+    server = start(record=str(tmp_path / "datasets"))
     try:
         where = "http" if front_end == "ws" else front_end
         address = url(server, where, path)
@@ -99,8 +99,7 @@ def test_dict_observations_and_infos_are_recorded(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     catalog = Catalog([parse_env_arg("test/Dict-v0=envwire.testing.envs:DictEnv")])
-    server = Server(catalog, ServerConfig(ports={"gym-socket": 0, "http": None, "grpc": None},
-                                          record=RecordSettings(root=str(tmp_path))))  # fmt: skip
+    server = Server(catalog, Settings.of(gym_socket=0, http=None, grpc=None, record=str(tmp_path)))
     server.start()
     try:
         address = url(server, "gym-socket", "test/Dict-v0")
@@ -123,7 +122,7 @@ def test_dict_observations_and_infos_are_recorded(
 def test_vector_sessions_record_each_copy_separately(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    server = start(record=RecordSettings(root=str(tmp_path)))
+    server = start(record=str(tmp_path))
     try:
         vec = envwire.make_vec(url(server, "gym-socket", CART), 2, autoreset_mode="NextStep")
         try:
@@ -161,10 +160,10 @@ def test_vector_sessions_record_each_copy_separately(
 def test_frames_are_recorded_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     spec = EnvSpec("test/CatchFrames-v0", "envwire.envs.catch:CatchEnv",
                    kwargs={"render_mode": "rgb_array"})  # fmt: skip
-    server = Server(Catalog([spec]), ServerConfig(
-        ports={"gym-socket": 0, "http": None, "grpc": None},
-        record=RecordSettings(root=str(tmp_path), frames=True),
-    ))  # fmt: skip
+    settings = Settings.of(
+        gym_socket=0, http=None, grpc=None, record=str(tmp_path), record_frames=True
+    )
+    server = Server(Catalog([spec]), settings)
     server.start()
     try:
         steps = len(play_episode(url(server, "gym-socket", spec.id), lambda t, env: 1))
@@ -184,7 +183,7 @@ def test_frames_are_recorded_when_asked(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def test_record_fraction_zero_records_nothing(tmp_path: Path) -> None:
-    server = start(record=RecordSettings(root=str(tmp_path), fraction=0.0))
+    server = start(record=str(tmp_path), record_fraction=0.0)
     try:
         env = envwire.make(url(server, "gym-socket", CART))
         try:
@@ -264,6 +263,5 @@ def test_episodes_finished_before_a_sigkill_are_on_disk(
 
 
 def test_recording_settings_are_checked(tmp_path: Path) -> None:
-    with pytest.raises(ConfigError):
-        start(ports={"gym-socket": None, "http": None, "grpc": None},
-              record=RecordSettings(root=str(tmp_path), fraction=2.0))  # fmt: skip
+    with pytest.raises(ConfigError, match="record_fraction must be a number from 0 to 1"):
+        start(record=str(tmp_path), record_fraction=2.0)

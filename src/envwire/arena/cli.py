@@ -25,6 +25,10 @@ from pathlib import Path
 from typing import Any
 
 from envwire.arena.admin import ArenaAdmin
+from envwire.arena.aisys.configs import import_configs
+from envwire.arena.aisys.database import read_database
+from envwire.arena.aisys.migrate import migrate
+from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.export import export_runs
 from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
@@ -79,8 +83,6 @@ def _run(args: argparse.Namespace) -> int:
         match args.arena_command:
             case "create-env":
                 if args.plugins is not None:
-                    from envwire.arena.aisys.plugins import PluginFolder
-
                     PluginFolder(args.plugins)
                 row = admin.create_env(
                     args.name,
@@ -109,8 +111,6 @@ def _run(args: argparse.Namespace) -> int:
                 else:
                     print(admin.new_admin_token())
             case "import-agents":
-                from envwire.arena.aisys.configs import import_configs
-
                 done = import_configs(admin.store, args.env, args.files, replace=args.replace,
                                       any_env=args.any_env)  # fmt: skip
                 urls = sorted({c.url for c in done})
@@ -133,10 +133,6 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _migrate(args: argparse.Namespace, admin: ArenaAdmin) -> Any:
-    from envwire.arena.aisys.database import read_database
-    from envwire.arena.aisys.migrate import migrate
-    from envwire.arena.aisys.plugins import PluginFolder
-
     source = Path(args.original_db)
     folder = args.plugins or source.parent / "plugins"
     if args.plugins is not None or folder.is_dir():

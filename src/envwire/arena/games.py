@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from envwire import messages as m
 from envwire import spacecodec
@@ -133,10 +134,6 @@ def jsonable(value: Any) -> Any:
 def _model_space(space: Any) -> Any:
     """The pydantic model of a typed env's space, or None for Gymnasium spaces."""
     model = getattr(space, "model", None)
-    try:
-        from pydantic import BaseModel
-    except ImportError:  # pragma: no cover - pydantic ships with envwire's typed envs
-        return None
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
 
 
@@ -278,8 +275,6 @@ class Game:
         """
         model = self._action_model
         if model is not None:
-            from pydantic import ValidationError
-
             try:
                 return model.model_validate(value)
             except ValidationError as exc:

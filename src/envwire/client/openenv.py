@@ -23,7 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 from urllib.parse import quote, urlsplit, urlunsplit
 
+import httpx
 from pydantic import BaseModel
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+from websockets.sync.client import connect as ws_connect
 
 from envwire import messages as m
 from envwire import spacecodec
@@ -130,9 +133,6 @@ class WebSocketConnection:
         max_size: int = 100 * 1024 * 1024,
         credentials: Credentials | None = None,
     ) -> None:
-        from websockets.exceptions import InvalidStatus
-        from websockets.sync.client import connect as ws_connect
-
         self.url = _ws_base(base)
         self.timeout = timeout
         self._rpc_id = 0
@@ -168,8 +168,6 @@ class WebSocketConnection:
 
     def send(self, kind: str, data: dict[str, Any] | None = None) -> None:
         """Send one message without waiting (pipelining: replies come back in order)."""
-        from websockets.exceptions import ConnectionClosed
-
         payload = {"type": kind} if data is None else {"type": kind, "data": data}
         # If the send fails, an error the server sent before closing may still be waiting.
         with contextlib.suppress(ConnectionClosed):
@@ -177,8 +175,6 @@ class WebSocketConnection:
 
     def receive(self, kind: str) -> dict[str, Any]:
         """The reply to the oldest message still unanswered (``kind`` names it in errors)."""
-        from websockets.exceptions import ConnectionClosed
-
         try:
             text = self._ws.recv(timeout=self.timeout)
         except TimeoutError:
@@ -241,8 +237,6 @@ class HttpConnection:
     def __init__(
         self, base: str, *, timeout: float = 30.0, credentials: Credentials | None = None
     ) -> None:
-        import httpx
-
         self.url = _http_base(base)
         self.timeout = timeout
         self._rpc_id = 0
@@ -266,8 +260,6 @@ class HttpConnection:
             self._described = opened.get("describe")
 
     def _request(self, method: str, path: str, body: Any = None) -> Any:
-        import httpx
-
         try:
             response = self._http.request(
                 method,

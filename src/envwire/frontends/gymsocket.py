@@ -21,6 +21,8 @@ import threading
 import time
 from typing import Any
 
+from gymnasium.vector.utils import batch_space
+
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import (
@@ -367,8 +369,6 @@ class _Connection:
         if session.autoreset_mode is None:
             self.codec.set_spaces(session.action_space, session.observation_space)
         else:  # JSON actions and observations of a vector session are batches
-            from gymnasium.vector.utils import batch_space
-
             self.codec.set_spaces(
                 session.batch_action_space,
                 batch_space(session.observation_space, session.num_envs),

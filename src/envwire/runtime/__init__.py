@@ -1,10 +1,13 @@
-"""Where env instances live: in the server process (inline) or in worker processes.
+"""Where env instances live: in the server process (:mod:`.inline`), in worker processes
+(:mod:`.process`), or in Ray actors (:mod:`.ray`), each holding an env host (:mod:`.hosts`).
 
-:func:`make_worker` is the :class:`~envwire.session.WorkerFactory` the server gives its
-sessions; each worker implements :class:`~envwire.session.Worker`.
+:func:`make_worker` (:mod:`.workers`) is the :class:`~envwire.session.WorkerFactory` the server
+gives its sessions; each worker implements :class:`~envwire.session.Worker`.
 """
 
 from envwire.runtime.hosts import EnvHost
-from envwire.runtime.workers import InlineWorker, ProcessWorker, make_worker
+from envwire.runtime.inline import InlineWorker
+from envwire.runtime.process import ProcessWorker
+from envwire.runtime.workers import make_worker
 
 __all__ = ["EnvHost", "InlineWorker", "ProcessWorker", "make_worker"]

@@ -3,18 +3,23 @@
 A host lives wherever the env lives (the server process for inline envs, a worker process
 otherwise) and is driven through :meth:`EnvHost.call` with a method name and arguments, so that
 every worker kind forwards the same calls. It holds one env; a session that steps N copies at
-once uses a ``VectorHost`` (``envwire.runtime.vector``) instead.
+once uses a :class:`VectorHost` instead (:func:`make_host` picks).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
 import numpy as np
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError, UnsupportedError
+from envwire.kinds.openenv_core.app import resolve
+from envwire.kinds.openenv_core.gymenv import OpenEnvGymEnv
+from envwire.messages import autoreset_mode
 from envwire.registry import EnvSpec
 from envwire.runtime.monitor import EpisodeMonitor
 
@@ -141,9 +146,6 @@ def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:
     """Make the env in the render mode its spec decides (``EnvSpec.render_mode``); an OpenEnv
     env (``spec.openenv``) as openenv-core would host it."""
     if spec.openenv is not None:
-        from envwire.kinds.openenv_core.app import resolve
-        from envwire.kinds.openenv_core.gymenv import OpenEnvGymEnv
-
         env: gymnasium.Env[Any, Any] = OpenEnvGymEnv(
             resolve(spec.openenv, spec.entry_point), spec.id
         )
@@ -154,3 +156,54 @@ def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:
     if mode is not None and "render_mode" not in spec.kwargs:
         return spec.make(render_mode=mode)
     return spec.make()
+
+
+class VectorHost:
+    """``num_envs`` copies in one ``SyncVectorEnv``; driven through :meth:`call` like EnvHost."""
+
+    METHODS = frozenset({"spaces", "reset", "step", "close"})
+
+    def __init__(self, spec: EnvSpec, num_envs: int, mode: str | AutoresetMode) -> None:
+        if num_envs < 1:
+            raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
+        self.spec = spec
+        try:
+            self.vector = SyncVectorEnv(
+                [spec.make for _ in range(num_envs)], autoreset_mode=autoreset_mode(mode)
+            )
+        except EnvwireError:
+            raise
+        except Exception as exc:
+            raise EnvError(f"{spec.id}: making {num_envs} copies raised {exc!r}") from exc
+
+    def call(self, method: str, args: tuple[Any, ...]) -> Any:
+        """Run ``method(*args)``; env exceptions become :class:`EnvError` naming the env."""
+        return dispatch(self, self.METHODS, self.spec.id, method, args)
+
+    def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
+        """The single (per-copy) action and observation spaces."""
+        return self.vector.single_action_space, self.vector.single_observation_space
+
+    def reset(
+        self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset every copy (copy ``i`` gets ``seed + i`` for an int seed)."""
+        if options and isinstance(options.get("reset_mask"), list):
+            # JSON transports carry the mask as a list; Gymnasium takes only a bool array
+            options = {**options, "reset_mask": np.asarray(options["reset_mask"], np.bool_)}
+        return self.vector.reset(seed=seed, options=options)  # type: ignore[arg-type]
+
+    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """Step every copy; arrays of rewards, terminations and truncations."""
+        return self.vector.step(actions)
+
+    def close(self) -> None:
+        """Close every copy."""
+        self.vector.close()
+
+
+def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> EnvHost | VectorHost:
+    """An :class:`EnvHost` (one env) or, with an autoreset ``mode``, a :class:`VectorHost`."""
+    if mode is None:
+        return EnvHost(spec, num_envs)
+    return VectorHost(spec, num_envs, mode)

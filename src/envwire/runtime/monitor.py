@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from PIL import Image
 
 from envwire.errors import InvalidArgumentError
 
@@ -155,8 +156,6 @@ class EpisodeMonitor:
         tmp.replace(self.stats_path)
 
     def _write_video(self) -> None:
-        from PIL import Image
-
         path = self.directory / f"{self._video_stem}.episode{self._episode:06d}.gif"
         images = [Image.fromarray(f) for f in self._frames]
         images[0].save(path, save_all=True, append_images=images[1:], duration=100, loop=0)

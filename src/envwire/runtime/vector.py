@@ -1,71 +1,20 @@
-"""Vector hosts: N copies of one env stepped together, as Gymnasium's ``SyncVectorEnv`` does.
-
-A :class:`VectorHost` *is* a ``SyncVectorEnv`` behind the host interface, so autoreset modes,
-seeding (copy ``i`` gets ``seed + i``) and vector infos are exactly Gymnasium's. A
-:class:`VectorGroup` splits the N copies over several worker processes (one slice each, stepped
-concurrently) and joins the slices back, so one session can use every core.
+"""A vector session over several workers: :class:`VectorGroup` splits its N copies into
+slices, one per worker (each a :class:`~envwire.runtime.hosts.VectorHost` of its slice, stepped
+concurrently), and joins the slices back, so one session can use every core; seeds are offset
+so the group equals one ``SyncVectorEnv``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
-from envwire.messages import autoreset_mode
-from envwire.registry import EnvSpec
-from envwire.runtime.hosts import dispatch
 
-__all__ = ["VectorGroup", "VectorHost", "split_sizes"]
-
-
-class VectorHost:
-    """``num_envs`` copies in one ``SyncVectorEnv``; driven through :meth:`call` like EnvHost."""
-
-    METHODS = frozenset({"spaces", "reset", "step", "close"})
-
-    def __init__(self, spec: EnvSpec, num_envs: int, mode: str | AutoresetMode) -> None:
-        if num_envs < 1:
-            raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
-        self.spec = spec
-        try:
-            self.vector = SyncVectorEnv(
-                [spec.make for _ in range(num_envs)], autoreset_mode=autoreset_mode(mode)
-            )
-        except EnvwireError:
-            raise
-        except Exception as exc:
-            raise EnvError(f"{spec.id}: making {num_envs} copies raised {exc!r}") from exc
-
-    def call(self, method: str, args: tuple[Any, ...]) -> Any:
-        """Run ``method(*args)``; env exceptions become :class:`EnvError` naming the env."""
-        return dispatch(self, self.METHODS, self.spec.id, method, args)
-
-    def spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
-        """The single (per-copy) action and observation spaces."""
-        return self.vector.single_action_space, self.vector.single_observation_space
-
-    def reset(
-        self, seed: int | Sequence[int | None] | None, options: dict[str, Any] | None
-    ) -> tuple[Any, dict[str, Any]]:
-        """Reset every copy (copy ``i`` gets ``seed + i`` for an int seed)."""
-        if options and isinstance(options.get("reset_mask"), list):
-            # JSON transports carry the mask as a list; Gymnasium takes only a bool array
-            options = {**options, "reset_mask": np.asarray(options["reset_mask"], np.bool_)}
-        return self.vector.reset(seed=seed, options=options)  # type: ignore[arg-type]
-
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """Step every copy; arrays of rewards, terminations and truncations."""
-        return self.vector.step(actions)
-
-    def close(self) -> None:
-        """Close every copy."""
-        self.vector.close()
+__all__ = ["VectorGroup", "split_sizes"]
 
 
 def split_sizes(total: int, parts: int) -> list[int]:

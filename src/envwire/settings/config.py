@@ -31,7 +31,7 @@ from typing import Any
 from envwire.errors import ConfigError, clip
 from envwire.registry import EnvSpec, parse_env_arg
 from envwire.settings.kinds import Choice, Count, Flag, Kind, Names, Seconds, Text
-from envwire.settings.load import Source
+from envwire.settings.load import Source, load
 
 __all__ = ["ConfigFile", "ENV_KEYS", "env_spec", "read"]
 
@@ -92,8 +92,10 @@ def read(path: str | Path) -> ConfigFile:
     tables = document.get("env", [])
     if not isinstance(tables, list):
         raise ConfigError(f"{name}: env must be an array of tables ([[env]]), got one table")
+    source = Source(f"{name} [server]", server)
+    load([source])  # every key and value checked now, before the flags are laid over it
     envs = tuple(env_spec(table, f"{name} [[env]] #{n}") for n, table in enumerate(tables, 1))
-    return ConfigFile(name, Source(f"{name} [server]", server), envs)
+    return ConfigFile(name, source, envs)
 
 
 def env_spec(table: Mapping[str, Any], where: str) -> EnvSpec:

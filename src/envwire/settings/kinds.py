@@ -11,6 +11,7 @@ then checks it the same way, so a flag and a key can never disagree on what is v
 from __future__ import annotations
 
 import math
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -40,14 +41,21 @@ def _is_off(value: object) -> bool:
 
 
 def _number(value: object) -> float:
-    """A TOML number, or a command-line word holding one (bools are not numbers)."""
-    if isinstance(value, bool):
+    """A number (bools are not numbers, nor is text: a flag's word is read by ``parse``)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise ValueError
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        return float(value.strip())
-    raise ValueError
+    return float(value)
+
+
+def _word(text: str) -> object:
+    """A command-line word as the value a config file would hold: a number when it reads as
+    one, else the word."""
+    for kind in (int, float):
+        try:
+            return kind(text.strip())
+        except ValueError:
+            continue
+    return text
 
 
 class Kind:
@@ -72,12 +80,13 @@ class Kind:
         raise NotImplementedError
 
     def parse(self, text: str) -> Value:
-        """A command-line word, checked as :meth:`check` checks a file's value.
+        """A command-line word, checked as :meth:`check` checks a file's value (words that
+        read as numbers are numbers).
 
         Raises:
             ValueError: as :meth:`check`.
         """
-        return self.check(text)
+        return self.check(_word(text))
 
     def show(self, value: Value) -> str:
         """A value as the settings table and ``--help`` show it."""
@@ -140,11 +149,9 @@ class Count(Kind):
             return None
         if self.auto and isinstance(value, str) and value.strip().lower() == "auto":
             return "auto"
-        if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError
-        if isinstance(value, str):
-            value = int(value.strip())
-        if not isinstance(value, int | float):
+        if isinstance(value, float) and not value.is_integer():
             raise ValueError
         number = int(value)
         if number < self.minimum:
@@ -234,6 +241,9 @@ class Choice(Kind):
     def metavar(self) -> str | None:
         return "{" + ",".join(self.choices) + "}"
 
+    def parse(self, text: str) -> Value:
+        return self.check(text)  # a word, even one that reads as a number
+
     def check(self, value: object) -> Value:
         if self.optional and value is None:
             return None
@@ -275,10 +285,17 @@ class Text(Kind):
     def metavar(self) -> str | None:
         return self.what.removeprefix("a ").removeprefix("an ").upper().replace(" ", "_")
 
+    def parse(self, text: str) -> Value:
+        return self.check(text)  # a word, even one that reads as a number
+
     def check(self, value: object) -> Value:
         if value is None and self.optional:
             return None
-        if not isinstance(value, str) or not value.strip():
+        if isinstance(value, os.PathLike):  # a path given in code
+            value = os.fspath(value)
+        if not isinstance(value, str) or not value.strip() or len(value) > 4096:
+            raise ValueError
+        if any(ord(c) < 32 or ord(c) == 127 for c in value):  # no control characters
             raise ValueError
         return value
 
@@ -297,6 +314,9 @@ class Names(Kind):
     @property
     def metavar(self) -> str | None:
         return "NAME"
+
+    def parse(self, text: str) -> Value:
+        return self.check(text)  # a word, even one that reads as a number
 
     def check(self, value: object) -> Value:
         if isinstance(value, str):

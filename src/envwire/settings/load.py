@@ -73,7 +73,17 @@ class Settings:
             "metrics": self.observe.metrics,
         }
 
-    def replace(self, **given: Value) -> Settings:
+    @classmethod
+    def of(cls, **given: object) -> Settings:
+        """The defaults with some keys changed (``Settings.of(http=0, grpc="off")``), checked as
+        :func:`load` checks them.
+
+        Raises:
+            ConfigError: an unknown key or a bad value.
+        """
+        return load([Source("the caller", given)])
+
+    def replace(self, **given: object) -> Settings:
         """These settings with some keys changed, checked as :func:`load` checks them.
 
         Raises:
@@ -153,9 +163,14 @@ def _checked(where: str, key: str, kind: Kind, value: object) -> Value:
 def _check_together(settings: Settings) -> None:
     security, arena = settings.security, settings.arena
     if bool(security.tls_cert) != bool(security.tls_key):
-        raise ConfigError("TLS needs both a certificate and its key (tls_cert and tls_key)")
+        raise ConfigError(
+            "TLS needs both a certificate and its key (--tls-cert and --tls-key, or tls_cert and "
+            "tls_key in the config file)"
+        )
     if arena.arena_plugin_upload and arena.arena_plugins is None:
-        raise ConfigError("arena_plugin_upload needs arena_plugins (the plugins folder)")
+        raise ConfigError(
+            "arena_plugin_upload needs arena_plugins, the plugins folder (--arena-plugins DIR)"
+        )
     if all(settings.ports()[name] is None for name in FRONT_ENDS):
         raise ConfigError(
             "every front end is off (gym_socket, http and grpc): nothing would be served; "

@@ -12,11 +12,12 @@ from dm_env_rpc.v1 import connection as dm_connection
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from dm_env_rpc.v1.error import DmEnvRpcError
 
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.client.dmenvrpc.stream import CHANNEL_OPTIONS
 from envwire.frontends.dmenvrpc import service
 from envwire.frontends.dmenvrpc.service import GrpcFrontEnd, _DaemonPool
 from envwire.registry import Catalog, EnvSpec
+from envwire.settings import Settings
 from envwire.testing import wait_until
 
 
@@ -58,7 +59,7 @@ def test_no_work_is_lost_while_threads_retire() -> None:
 def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[GrpcFrontEnd]:
     monkeypatch.setattr(service, "IDLE_THREAD_SECONDS", 0.5)
     catalog = Catalog([EnvSpec("CartPole-v1", "gym:CartPole-v1")])
-    config = ServerConfig(ports={"gym-socket": None, "http": None, "grpc": 0}, monitor_root=None)
+    config = Settings.of(gym_socket=None, http=None, grpc=0, monitor_root=None)
     with Server(catalog, config) as server:
         [grpc_front] = server.front_ends
         assert isinstance(grpc_front, GrpcFrontEnd)

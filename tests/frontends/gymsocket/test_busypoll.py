@@ -14,19 +14,18 @@ import numpy as np
 import pytest
 
 import envwire
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.client.gymsocket import GymSocketTransport
 from envwire.errors import ConfigError, InvalidArgumentError
 from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.registry import Catalog, EnvSpec
+from envwire.settings import Settings
 from envwire.sockets import MAX_BUSY_POLL_US, busy_poll, busy_poll_seconds
 
 
 def serve(options: dict[str, Any]) -> Server:
     catalog = Catalog([EnvSpec("CartPole-v1", "gym:CartPole-v1")])
-    config = ServerConfig(
-        ports={"gym-socket": 0, "http": None, "grpc": None}, monitor_root=None, options=options
-    )
+    config = Settings.of(gym_socket=0, http=None, grpc=None, monitor_root=None, **options)
     return Server(catalog, config)
 
 

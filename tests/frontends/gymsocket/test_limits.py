@@ -15,9 +15,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.registry import Catalog, EnvSpec
+from envwire.settings import Settings
 from envwire.testing import wait_until
 from tests.rawsock import exact
 
@@ -33,10 +34,13 @@ def field(data: bytes) -> bytes:
 @pytest.fixture
 def front() -> Iterator[GymSocketFrontEnd]:
     catalog = Catalog([EnvSpec("CartPole-v1", "gym:CartPole-v1")])
-    config = ServerConfig(
-        ports={"gym-socket": 0, "http": None, "grpc": None},
+    config = Settings.of(
+        gym_socket=0,
+        http=None,
+        grpc=None,
         monitor_root=None,
-        options={"max_buffered": MAX_BUFFERED, "max_action_size": MAX_ACTION},
+        max_buffered=MAX_BUFFERED,
+        max_action_size=MAX_ACTION,
     )
     with Server(catalog, config) as server:
         [gym] = server.front_ends

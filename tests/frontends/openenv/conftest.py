@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envwire.app import FRONT_ENDS
+from envwire.settings import FRONT_ENDS
 from envwire.testing import CONFORMANCE_ENVS, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,9 +25,9 @@ TYPED_ENVS = (
 def only_http() -> tuple[str, ...]:
     """Arguments that switch every other front end off."""
     args: list[str] = []
-    for spec in FRONT_ENDS:
-        if spec.name != "http":
-            args += [f"--{spec.name}", "off"]
+    for name in FRONT_ENDS:
+        if name != "http":
+            args += [f"--{name}", "off"]
     return tuple(args)
 
 

@@ -14,11 +14,12 @@ from openenv.core.env_server.types import ConcurrencyConfig
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect
 
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.errors import ConfigError
 from envwire.kinds.openenv_core import app as openenv_app
 from envwire.kinds.openenv_core.app import find_server
 from envwire.registry import Catalog, EnvSpec, with_openenv
+from envwire.settings import Settings
 from envwire.testing import wait_until
 from tests.openenv_envs.walk import MoveAction, PositionObservation, WalkEnvironment
 
@@ -37,11 +38,7 @@ def walk_spec(env_id: str, session_timeout: float | None) -> EnvSpec:
 @pytest.fixture(scope="module")
 def base() -> Iterator[str]:
     catalog = Catalog([walk_spec("oe/Brief-v0", TIMEOUT), walk_spec("oe/Patient-v0", None)])
-    config = ServerConfig(
-        ports={"gym-socket": None, "http": 0, "grpc": None},
-        monitor_root=None,
-        options={"reap_interval": 0.1},
-    )
+    config = Settings.of(gym_socket=None, http=0, grpc=None, monitor_root=None, reap_interval=0.1)
     with Server(catalog, config) as server:
         [front] = server.front_ends
         yield f"http://{front.host}:{front.port}"

@@ -14,9 +14,10 @@ from typing import Any
 import pytest
 import requests
 
-from envwire.app import Server, ServerConfig
+from envwire.app import Server
 from envwire.observe import scrape as metrics_listener
 from envwire.registry import Catalog, parse_env_arg
+from envwire.settings import Settings
 from tests.server.security.conftest import OTHER_TOKEN, TOKEN, Secrets
 
 BEARER = {"authorization": f"Bearer {TOKEN}"}
@@ -27,9 +28,8 @@ def _basic(password: str) -> dict[str, str]:
 
 
 def _start(ports: dict[str, int | None], **options: Any) -> Server:
-    server = Server(
-        Catalog([parse_env_arg("CartPole-v1")]), ServerConfig(ports=ports, options=options)
-    )
+    keys = {name.replace("-", "_"): port for name, port in ports.items()}
+    server = Server(Catalog([parse_env_arg("CartPole-v1")]), Settings.of(**keys, **options))
     server.start()
     return server
 
@@ -159,11 +159,12 @@ def test_standalone_listener_speaks_tls_and_bounds_its_scrapers(
 
 def test_serve_flag_public_metrics(tmp_path: Path, secrets: Secrets) -> None:
     """``--public-metrics`` reaches the server's settings from the command line."""
-    from envwire.cli import _parser, _security_options
+    from envwire.cli import _parser
+    from envwire.settings import given
 
     args = _parser().parse_args(
         ["serve", "--token-file", str(secrets.token_file), "--public-metrics"]
     )
-    assert _security_options(args)["public_metrics"] is True
+    assert given(args)["public_metrics"] is True
     args = _parser().parse_args(["serve"])
-    assert "public_metrics" not in _security_options(args)
+    assert "public_metrics" not in given(args)

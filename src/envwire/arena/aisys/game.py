@@ -34,6 +34,7 @@ from envwire.arena.aisys.plugins import load_env_class, make_plugin, run_data
 from envwire.arena.games import Accepted, Rejected, Started
 from envwire.arena.rows import EnvRow
 from envwire.arena.settings import ArenaSettings
+from envwire.errors import EnvError
 from envwire.protocols.arena import RawJSON, dumps
 
 __all__ = ["PluginGame", "StoredRun", "plugin_game"]
@@ -123,8 +124,6 @@ class PluginGame:
         Raises:
             EnvError: the plugin failed; the run was not started.
         """
-        from envwire.errors import EnvError
-
         with self._lock:
             try:
                 live = _Live(0, dumps(self.env.new_run()), [])

@@ -32,6 +32,7 @@ import grpc
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from dm_env_rpc.v1 import dm_env_rpc_pb2_grpc
 from dm_env_rpc.v1.extensions import properties_pb2
+from google.protobuf import any_pb2
 
 from envwire import jsonio, spacecodec
 from envwire import messages as m
@@ -440,8 +441,6 @@ def _tensors(settings: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _property_read(key: str) -> Any:
-    from google.protobuf import any_pb2
-
     packed = any_pb2.Any()
     packed.Pack(
         properties_pb2.PropertyRequest(read_property=properties_pb2.ReadPropertyRequest(key=key))

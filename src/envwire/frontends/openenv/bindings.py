@@ -28,7 +28,6 @@ from pydantic import BaseModel, ValidationError
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
-from envwire.kinds.typed.gymenv import ModelSpace
 from envwire.kinds.typed.models import EnvMetadata, State, wire_json
 from envwire.protocols.openenv import (
     ResetRequest,
@@ -37,6 +36,7 @@ from envwire.protocols.openenv import (
     step_result,
     validation_detail,
 )
+from envwire.spacecodec.models import ModelSpace
 
 __all__ = ["ActionRejected", "Arrays", "Binding", "GymBinding", "TypedBinding"]
 

@@ -31,13 +31,13 @@ from envwire.frontends.openenv.bindings import (
 from envwire.frontends.openenv.compat import Compat
 from envwire.frontends.openenv.corebinding import OpenEnvBinding
 from envwire.kinds.openenv_core.gymenv import OpenEnvSpace
-from envwire.kinds.typed.gymenv import ModelSpace
 from envwire.protocols.openenv import ResetRequest, jsonable
 from envwire.registry import Catalog
 from envwire.server.security.limits import AddressLimiter
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 from envwire.settings import OpenEnvSettings
+from envwire.spacecodec.models import ModelSpace
 
 __all__ = ["FRONT_END", "Hang", "OpenEnvService", "Record"]
 

@@ -37,6 +37,7 @@ from pydantic import BaseModel
 
 from envwire.entrypoints import import_attr
 from envwire.errors import ConfigError
+from envwire.kinds.typed.gymenv import generic_models
 
 __all__ = [
     "MANIFEST",
@@ -255,8 +256,6 @@ def from_class(cls: type) -> OpenEnvTarget:
     Raises:
         ConfigError: the class has no model type arguments.
     """
-    from envwire.kinds.typed.gymenv import generic_models
-
     models = generic_models(cls)
     if models is None:
         raise ConfigError(

@@ -35,7 +35,8 @@ from pydantic import BaseModel
 
 from envwire.errors import EnvError, InvalidArgumentError, UnsupportedError
 from envwire.kinds.openenv_core.app import OpenEnvTarget, StepCall
-from envwire.kinds.typed.gymenv import ModelSpace, about, step_result
+from envwire.kinds.typed.gymenv import about, step_result
+from envwire.spacecodec.models import ModelSpace
 
 __all__ = ["OpenEnvGymEnv", "OpenEnvSpace", "RpcFailure", "openenv_jsonable"]
 

@@ -31,13 +31,12 @@ from envwire.errors import (
     EnvError,
     InvalidActionError,
     InvalidArgumentError,
-    UnsupportedError,
 )
 from envwire.kinds.typed.env import Tool, TypedEnv
 from envwire.kinds.typed.models import EnvMetadata, State
+from envwire.spacecodec.models import ModelSpace
 
 __all__ = [
-    "ModelSpace",
     "TypedGymEnv",
     "about",
     "as_gymnasium",
@@ -46,52 +45,6 @@ __all__ = [
     "model_types",
     "step_result",
 ]
-
-
-class ModelSpace(gymnasium.Space[Any]):
-    """The space of instances of one pydantic model.
-
-    Attributes:
-        model: the pydantic model class.
-        state_model: (observation spaces) the env's State model.
-        about: (observation spaces) the env's :class:`EnvMetadata`.
-        tools: (action spaces) the MCP tool specs the env offers.
-    """
-
-    def __init__(
-        self,
-        model: type[BaseModel],
-        *,
-        state_model: type[BaseModel] | None = None,
-        about: EnvMetadata | None = None,
-        tools: tuple[dict[str, Any], ...] = (),
-    ) -> None:
-        super().__init__()
-        self.model = model
-        self.state_model = state_model
-        self.about = about
-        self.tools = tools
-
-    def contains(self, x: Any) -> bool:
-        return isinstance(x, self.model)
-
-    def sample(self, mask: Any = None, probability: Any = None) -> Any:
-        raise UnsupportedError(
-            f"{self.model.__name__} actions cannot be sampled; see the env's /schema"
-        )
-
-    @property
-    def is_np_flattenable(self) -> bool:
-        return False
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, ModelSpace) and other.model is self.model
-
-    def __hash__(self) -> int:
-        return hash(self.model)
-
-    def __repr__(self) -> str:
-        return f"ModelSpace({self.model.__name__})"
 
 
 def _is_model(value: Any) -> bool:

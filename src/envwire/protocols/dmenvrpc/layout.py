@@ -16,7 +16,6 @@ from gymnasium import spaces
 
 from envwire import jsonio, spacecodec
 from envwire.errors import ConfigError, InvalidActionError, InvalidArgumentError, ProtocolError
-from envwire.kinds.typed.gymenv import ModelSpace
 from envwire.protocols.dmenvrpc.dtypes import (
     BOOL,
     BY_ENUM,
@@ -26,6 +25,7 @@ from envwire.protocols.dmenvrpc.dtypes import (
     data_type_of,
 )
 from envwire.protocols.dmenvrpc.tensors import Array, flat, resolve_shape, unpack, write
+from envwire.spacecodec.models import ModelSpace
 
 __all__ = [
     "VECTOR_OBSERVATIONS",

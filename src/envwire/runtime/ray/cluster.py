@@ -17,6 +17,8 @@ from typing import Any
 
 from envwire.errors import ConfigError
 from envwire.registry import EnvSpec
+from envwire.runtime.ray.options import RayOptions
+from envwire.runtime.vector import split_sizes
 from envwire.session import Worker
 
 __all__ = [
@@ -118,9 +120,8 @@ class RayRuntime:
             EnvwireError: making the env failed, as for any worker.
         """
         self.connect()
-        from envwire.runtime.ray.options import RayOptions
+        # The worker module imports Ray itself: only once a session is placed on it.
         from envwire.runtime.ray.worker import RayGroup, RayWorker, release, reserve, unreserve
-        from envwire.runtime.vector import split_sizes
 
         options = RayOptions.from_table(spec.id, spec.ray)
         sizes = split_sizes(num_envs, min(workers, self.max_workers())) if mode else [1]

@@ -48,9 +48,9 @@ from envwire.errors import (
     EnvwireError,
 )
 from envwire.registry import EnvSpec
+from envwire.runtime.hosts import make_host
 from envwire.runtime.ray.options import RayOptions
 from envwire.runtime.vector import VectorGroup
-from envwire.runtime.workers import make_host
 
 __all__ = ["CLOSE_TIMEOUT", "EnvActor", "RayGroup", "RayWorker", "release", "reserve", "unreserve"]
 

@@ -1,0 +1,154 @@
+"""Process workers: the env host in a child process of its own, over a pipe.
+
+A call that overruns its timeout kills the child (:class:`~envwire.errors.EnvTimeoutError`); a
+child that dies (segfault, ``os._exit``) is reported as
+:class:`~envwire.errors.EnvCrashedError`. The server goes on either way, and a Reset makes a
+fresh worker.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import multiprocessing.connection
+import signal
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
+from envwire.registry import EnvSpec
+from envwire.runtime.hosts import make_host
+
+__all__ = ["ProcessWorker"]
+
+
+def _child_main(
+    conn: multiprocessing.connection.Connection, spec: EnvSpec, num_envs: int, mode: str | None
+) -> None:
+    """The worker process: make the host, then answer calls until told to stop or EOF."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
+    try:
+        host = make_host(spec, num_envs, mode)
+    except BaseException as exc:
+        conn.send(("err", _portable(exc)))
+        return
+    conn.send(("ok", None))
+    while True:
+        try:
+            method, args = conn.recv()
+        except (EOFError, OSError):
+            host.close()
+            return
+        try:
+            conn.send(("ok", host.call(method, args)))
+        except BaseException as exc:
+            conn.send(("err", _portable(exc)))
+        if method == "close":
+            return
+
+
+def _portable(exc: BaseException) -> EnvwireError:
+    """An exception that survives pickling across the pipe (envwire errors pickle as is)."""
+    if isinstance(exc, EnvwireError):
+        return exc
+    return EnvError(f"{type(exc).__name__}: {exc}")
+
+
+def _context() -> multiprocessing.context.BaseContext:
+    # forkserver: a clean parent (no threads) forks each worker, with the heavy imports done.
+    if "forkserver" in multiprocessing.get_all_start_methods():
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["envwire.runtime.process", "gymnasium", "numpy"])
+        return ctx
+    return multiprocessing.get_context("spawn")
+
+
+class ProcessWorker:
+    """The host in a child process; crashes and hangs cost only this worker.
+
+    Raises (from the constructor): what making the env raised, or :class:`EnvTimeoutError` /
+    :class:`EnvCrashedError` when the child does not come up.
+    """
+
+    def __init__(self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> None:
+        self.spec = spec
+        self.on_hang: Callable[[EnvTimeoutError], None] | None = None
+        ctx = _context()
+        self._conn, child_conn = ctx.Pipe()
+        self._process: Any = ctx.Process(  # type: ignore[attr-defined]
+            target=_child_main,
+            args=(child_conn, spec, num_envs, mode),
+            daemon=True,
+            name=f"envwire-worker[{spec.id}]",
+        )
+        self._process.start()
+        child_conn.close()
+        self._lock = threading.Lock()
+        try:
+            self._receive("make", spec.make_timeout)
+        except BaseException:
+            self._kill()
+            raise
+
+    def call(self, method: str, *args: Any, timeout: float) -> Any:
+        with self._lock:
+            self.send(method, *args)
+            return self._receive(method, timeout)
+
+    def send(self, method: str, *args: Any) -> None:
+        """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
+        if self._conn.closed:
+            raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        try:
+            self._conn.send((method, args))
+        except (OSError, ValueError):
+            raise self._crashed(method) from None
+
+    def finish(self, method: str, timeout: float) -> Any:
+        """The result of the call :meth:`send` started."""
+        return self._receive(method, timeout)
+
+    def _receive(self, method: str, timeout: float) -> Any:
+        if not self._conn.poll(timeout):
+            self._kill()
+            raise EnvTimeoutError(
+                f"{self.spec.id}: {method} did not return within {timeout:g} s; "
+                "its worker process was killed"
+            )
+        try:
+            status, value = self._conn.recv()
+        except (EOFError, OSError):
+            raise self._crashed(method) from None
+        if status == "err":
+            raise value
+        return value
+
+    def _crashed(self, method: str) -> EnvCrashedError:
+        self._process.join(timeout=5)
+        code = self._process.exitcode
+        self._kill()
+        if code is not None and code < 0:
+            try:
+                how = f"was killed by {signal.Signals(-code).name}"
+            except ValueError:
+                how = f"was killed by signal {-code}"
+        else:
+            how = f"exited with code {code}"
+        return EnvCrashedError(f"{self.spec.id}: the env's worker process {how} during {method}")
+
+    def _kill(self) -> None:
+        self._conn.close()
+        if self._process.is_alive():
+            self._process.kill()
+        self._process.join(timeout=5)
+
+    def close(self) -> None:
+        if self._conn.closed:
+            return
+        try:
+            with self._lock:
+                self._conn.send(("close", ()))
+                self._conn.poll(2.0)
+        except (OSError, ValueError):
+            pass
+        self._kill()
