@@ -6,8 +6,9 @@ drive it in-process with Starlette's ``TestClient``; some start ``uvicorn`` on a
 (``run_server`` in ``tests/envs/test_websockets.py``). With this plugin:
 
 - ``TestClient(app)`` starts an envwire server in this process, on a free port, serving what
-  the app was built from (read back with ``envwire.kinds.openenv_core.app.find_server``), and sends
-  every request and WebSocket message over real sockets to it;
+  the app was built from (read back with
+  ``envwire.kinds.openenv_core.appmodule.find_server``), and sends every request and
+  WebSocket message over real sockets to it;
 - ``run_server(module, port, ...)`` runs ``envwire serve oe/test=<module>:app --http <port>``.
 
 openenv-core's server never runs. ``ENVWIRE_OPENENV_COMPAT`` (``default`` or ``strict``)
@@ -96,7 +97,7 @@ class LiveTestClient(httpx.Client):
     def __init__(self, app: Any, base_url: str = "http://testserver", **kwargs: Any) -> None:
         _used["server"] = True
         from envwire.app import Server
-        from envwire.kinds.openenv_core.app import find_server, from_server
+        from envwire.kinds.openenv_core.appmodule import find_server, from_server
         from envwire.registry import Catalog, EnvSpec
 
         server_obj = find_server(app)

@@ -26,8 +26,8 @@ import gymnasium
 from envwire.entrypoints import import_attr
 from envwire.errors import ConfigError, EnvError, InvalidArgumentError, UnknownEnvError, clip
 from envwire.kinds.dm_env import DmEnvGym, control
-from envwire.kinds.openenv_core import app as openenv_app
-from envwire.kinds.openenv_core.app import read_manifest
+from envwire.kinds.openenv_core import appmodule as openenv_app
+from envwire.kinds.openenv_core.appmodule import read_manifest
 from envwire.kinds.typed.gymenv import as_gymnasium, is_typed_env
 
 __all__ = [
@@ -106,9 +106,9 @@ class EnvSpec:
         record: record this env's episodes as a Minari dataset (``record = true`` in an
             ``[[env]]`` table; see ``docs/observability.md``).
         openenv: set for OpenEnv's own envs (openenv-core ``Environment`` classes), which
-            ``envwire.kinds.openenv_core.gymenv`` hosts as openenv-core does: how to load the env
-            (:func:`envwire.kinds.openenv_core.app.resolve`). :func:`with_openenv` fills it in for
-            entry points that name an OpenEnv app or class.
+            ``envwire.kinds.openenv_core.gymenv`` hosts as openenv-core does: how to load the
+            env (:func:`envwire.kinds.openenv_core.appmodule.resolve`). :func:`with_openenv`
+            fills it in for entry points that name an OpenEnv app or class.
         max_sessions: most sessions of this env at once (None: no limit of its own); for an
             OpenEnv env, the ``max_concurrent_envs`` its app chose.
         session_timeout: seconds one of this env's sessions on the OpenEnv front end (HTTP,

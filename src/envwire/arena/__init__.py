@@ -12,7 +12,7 @@ The submodules are the arena itself: :mod:`~envwire.arena.rules` (scheduling and
 :mod:`~envwire.arena.core` (requests over the store and the games), :mod:`~envwire.arena.store`
 (SQLite), :mod:`~envwire.arena.games` (any env as run-based game), :mod:`~envwire.arena.admin`
 and :mod:`~envwire.arena.accounts` (envs, agents, passwords), :mod:`~envwire.arena.settings`
-and :mod:`~envwire.arena.options` (per-env settings, server options), :mod:`~envwire.arena.cli`
+and :mod:`~envwire.arena.opening` (per-env settings, server options), :mod:`~envwire.arena.cli`
 (``envwire arena ...``). The act protocol's codec is :mod:`envwire.protocols.arena`; the HTTP
 endpoints, pages and ASGI app are :mod:`envwire.arena.web`. See ``docs/arena.md``.
 """

@@ -17,7 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError, UnsupportedError
-from envwire.kinds.openenv_core.app import resolve
+from envwire.kinds.openenv_core.appmodule import resolve
 from envwire.kinds.openenv_core.gymenv import OpenEnvGymEnv
 from envwire.messages import autoreset_mode
 from envwire.registry import EnvSpec

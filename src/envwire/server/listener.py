@@ -15,8 +15,8 @@ import threading
 from typing import Any
 
 from envwire.errors import EnvwireError
+from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import Admission, ConnectionLimits, Ticket
-from envwire.server.security.limits import address_of
 from envwire.sockets.tls import TlsSocket
 
 __all__ = ["ThreadedListener"]

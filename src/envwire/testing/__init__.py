@@ -13,7 +13,7 @@ from envwire.testing.conformance import (
     ConformanceTests,
     assert_same_sample,
 )
-from envwire.testing.server import CONFORMANCE_ENVS, ServerProcess, wait_until
+from envwire.testing.serving import CONFORMANCE_ENVS, ServerProcess, wait_until
 
 __all__ = [
     "CAPACITY",

@@ -1,7 +1,7 @@
 """The conformance kit: the checks every envwire front end (and any compatible server) passes.
 
 Subclass :class:`ConformanceTests` in a pytest module and provide :meth:`connect`; run the
-server under test with :data:`~envwire.testing.server.CONFORMANCE_ENVS`, ``--step-timeout``
+server under test with :data:`~envwire.testing.serving.CONFORMANCE_ENVS`, ``--step-timeout``
 :data:`STEP_TIMEOUT` and ``--capacity`` :data:`CAPACITY` (see :data:`SERVER_ARGS`)::
 
     class TestGymSocket(ConformanceTests):
@@ -34,7 +34,7 @@ from envwire.errors import (
     TransportError,
 )
 from envwire.registry import parse_env_arg
-from envwire.testing.server import CONFORMANCE_ENVS
+from envwire.testing.serving import CONFORMANCE_ENVS
 
 __all__ = ["CAPACITY", "SERVER_ARGS", "STEP_TIMEOUT", "ConformanceTests", "assert_same_sample"]
 

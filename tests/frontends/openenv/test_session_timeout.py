@@ -16,8 +16,8 @@ from websockets.sync.client import connect
 
 from envwire.app import Server
 from envwire.errors import ConfigError
-from envwire.kinds.openenv_core import app as openenv_app
-from envwire.kinds.openenv_core.app import find_server
+from envwire.kinds.openenv_core import appmodule as openenv_app
+from envwire.kinds.openenv_core.appmodule import find_server
 from envwire.registry import Catalog, EnvSpec, with_openenv
 from envwire.settings import Settings
 from envwire.testing import wait_until

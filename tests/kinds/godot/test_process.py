@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from envwire.errors import ConfigError
-from envwire.kinds.godot.process import split_command
+from envwire.kinds.godot.launch import split_command
 
 
 def test_a_list_is_taken_as_it_is() -> None:

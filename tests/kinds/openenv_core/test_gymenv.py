@@ -12,7 +12,7 @@ from openenv.core.env_server.mcp_types import CallToolAction, ListToolsAction
 from openenv.core.env_server.types import Observation, State
 
 from envwire.errors import EnvError, InvalidArgumentError
-from envwire.kinds.openenv_core.app import OpenEnvTarget, StepCall, load_app
+from envwire.kinds.openenv_core.appmodule import OpenEnvTarget, StepCall, load_app
 from envwire.kinds.openenv_core.gymenv import OpenEnvGymEnv, OpenEnvSpace, openenv_jsonable
 from tests.openenv_envs.walk import MoveAction, PositionObservation, WalkEnvironment
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from envwire.arena.aisys.admin import CourseAdmin
 from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.core import Arena
-from envwire.arena.options import open_arena, plugin_folder
+from envwire.arena.opening import open_arena, plugin_folder
 from envwire.arena.web.aisys import AisysRoutes
 from envwire.arena.web.mount import ArenaMount
 from envwire.arena.web.routes import ArenaWeb

@@ -20,7 +20,7 @@ from typing import Any
 
 from envwire.arena.core import Arena
 from envwire.arena.errors import BodyTooLargeError, NotFoundError
-from envwire.arena.options import open_arena
+from envwire.arena.opening import open_arena
 from envwire.arena.web import arena_web
 from envwire.protocols.arena import error_reply
 from envwire.protocols.http.http11 import Request, Response

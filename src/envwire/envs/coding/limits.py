@@ -6,7 +6,7 @@ import signal
 from dataclasses import dataclass, field
 from typing import Any
 
-from envwire.envs.coding import monitor
+from envwire.envs.coding import watch
 
 __all__ = ["SandboxLimits", "SandboxResult", "result_of"]
 
@@ -78,8 +78,8 @@ class SandboxResult:
 
 def result_of(  # noqa: PLR0917 (one call site, every part of the outcome)
     returncode: int,
-    out: monitor.Capture,
-    err: monitor.Capture,
+    out: watch.Capture,
+    err: watch.Capture,
     stopped: list[str],
     limits: SandboxLimits,
     duration: float,

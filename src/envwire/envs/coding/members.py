@@ -16,7 +16,7 @@ import signal
 import threading
 from collections.abc import Callable
 
-from envwire.envs.coding import monitor
+from envwire.envs.coding import watch
 
 __all__ = ["Members", "NamespaceMembers", "UserMembers"]
 
@@ -27,7 +27,7 @@ class Members:
     def started(self, pid: int) -> None:
         """The run's first process started as ``pid``."""
 
-    def attach(self, watchdog: monitor.Watchdog) -> None:
+    def attach(self, watchdog: watch.Watchdog) -> None:
         """Give the watchdog the membership predicate (now or once known)."""
 
     def kill(self, pid: int) -> None:
@@ -45,7 +45,7 @@ class NamespaceMembers(Members):
         self.inode: int | None = None
         self.init_pid: int | None = None
         self._known = threading.Event()
-        self._watchdog: monitor.Watchdog | None = None
+        self._watchdog: watch.Watchdog | None = None
 
     def started(self, pid: int) -> None:
         threading.Thread(target=self._read_status, name="envwire-sandbox-ns", daemon=True).start()
@@ -62,25 +62,25 @@ class NamespaceMembers(Members):
             status = json.loads(buffer.split(b"\n", 1)[0])
             self.init_pid, self.inode = int(status["child-pid"]), int(status["pid-namespace"])
             if self._watchdog is not None:
-                self._watchdog.member = monitor.pid_namespace(self.inode)
+                self._watchdog.member = watch.pid_namespace(self.inode)
         self._known.set()
 
-    def attach(self, watchdog: monitor.Watchdog) -> None:
+    def attach(self, watchdog: watch.Watchdog) -> None:
         self._watchdog = watchdog
         if self.inode is not None:
-            watchdog.member = monitor.pid_namespace(self.inode)
+            watchdog.member = watch.pid_namespace(self.inode)
 
     def kill(self, pid: int) -> None:
         # The namespace's init first: when it dies, the kernel kills everything inside.
         if self.init_pid is not None:
-            monitor.kill([self.init_pid])
+            watch.kill([self.init_pid])
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
 
     def close(self) -> None:
         self._known.wait(timeout=5)
         if self.inode is not None:
-            monitor.wait_gone(monitor.pid_namespace(self.inode))
+            watch.wait_gone(watch.pid_namespace(self.inode))
 
 
 class UserMembers(Members):
@@ -106,15 +106,15 @@ class UserMembers(Members):
     def started(self, pid: int) -> None:
         self.pid = pid
 
-    def attach(self, watchdog: monitor.Watchdog) -> None:
+    def attach(self, watchdog: watch.Watchdog) -> None:
         watchdog.member = self._member(self.pid)
 
     def kill(self, pid: int) -> None:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pid, signal.SIGKILL)
         if self.uid is not None:
-            monitor.kill(list(monitor.processes(self._member(pid))))
+            watch.kill(list(watch.processes(self._member(pid))))
 
     def close(self) -> None:
         if self.uid is not None:
-            monitor.wait_gone(self._member(self.pid))
+            watch.wait_gone(self._member(self.pid))

@@ -44,7 +44,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from envwire.envs.coding import host, monitor, seccomp
+from envwire.envs.coding import host, seccomp, watch
 from envwire.envs.coding.limits import SandboxLimits, SandboxResult, result_of
 from envwire.envs.coding.members import Members, NamespaceMembers, UserMembers
 from envwire.envs.coding.pool import DEFAULT_RUNS, DEFAULT_UID_BASE, SlotPool
@@ -395,16 +395,14 @@ class Sandbox:
             members.kill(process.pid)
 
         members.started(process.pid)
-        total = monitor.OutputBudget(
+        total = watch.OutputBudget(
             limits.output_total,
             lambda: stop(f"it wrote more than {limits.output_total} bytes of output"),
         )
         assert process.stdout is not None and process.stderr is not None
-        out = monitor.Capture(process.stdout, limits.output, total)
-        err = monitor.Capture(process.stderr, limits.output, total)
-        watchdog = monitor.Watchdog(
-            None, limits.memory, stop, directory=directory, disk=limits.disk
-        )
+        out = watch.Capture(process.stdout, limits.output, total)
+        err = watch.Capture(process.stderr, limits.output, total)
+        watchdog = watch.Watchdog(None, limits.memory, stop, directory=directory, disk=limits.disk)
         members.attach(watchdog)
         try:
             process.wait(timeout=limits.wall_time)

@@ -45,7 +45,7 @@ from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
 from envwire.registry import Catalog
 from envwire.server.security import Security
-from envwire.server.security.limits import AddressLimiter, address_of
+from envwire.server.security.addresses import AddressLimiter, address_of
 from envwire.server.sessions import SessionTable
 from envwire.settings import GrpcSettings
 

@@ -36,7 +36,7 @@ from envwire.protocols.openenv import (
     step_result,
     validation_detail,
 )
-from envwire.spacecodec.models import ModelSpace
+from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = ["ActionRejected", "Arrays", "Binding", "GymBinding", "TypedBinding"]
 

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ValidationError
 
 from envwire import messages as m
 from envwire.frontends.openenv.bindings import ActionRejected, TypedBinding
-from envwire.kinds.openenv_core.app import StepCall
+from envwire.kinds.openenv_core.appmodule import StepCall
 from envwire.kinds.openenv_core.gymenv import OpenEnvSpace
 from envwire.protocols.openenv import ResetRequest, validation_detail
 

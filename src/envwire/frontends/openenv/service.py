@@ -33,11 +33,11 @@ from envwire.frontends.openenv.corebinding import OpenEnvBinding
 from envwire.kinds.openenv_core.gymenv import OpenEnvSpace
 from envwire.protocols.openenv import ResetRequest, jsonable
 from envwire.registry import Catalog
-from envwire.server.security.limits import AddressLimiter
+from envwire.server.security.addresses import AddressLimiter
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 from envwire.settings import OpenEnvSettings
-from envwire.spacecodec.models import ModelSpace
+from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = ["FRONT_END", "Hang", "OpenEnvService", "Record"]
 

@@ -55,7 +55,7 @@ from envwire.errors import (
     TransportError,
 )
 from envwire.kinds.godot.gameserver import GameDisconnected, GameServer
-from envwire.kinds.godot.process import GameProcess, describe_exit, split_command
+from envwire.kinds.godot.launch import GameProcess, describe_exit, split_command
 from envwire.protocols.godot.messages import (
     CloseCommand,
     Command,

@@ -34,9 +34,9 @@ import gymnasium
 from pydantic import BaseModel
 
 from envwire.errors import EnvError, InvalidArgumentError, UnsupportedError
-from envwire.kinds.openenv_core.app import OpenEnvTarget, StepCall
+from envwire.kinds.openenv_core.appmodule import OpenEnvTarget, StepCall
 from envwire.kinds.typed.gymenv import about, step_result
-from envwire.spacecodec.models import ModelSpace
+from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = ["OpenEnvGymEnv", "OpenEnvSpace", "RpcFailure", "openenv_jsonable"]
 

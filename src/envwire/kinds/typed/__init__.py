@@ -10,7 +10,7 @@ from envwire.kinds.typed.env import RESERVED_TOOL_NAMES, Tool, TypedEnv, tool
 from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium, is_typed_env
 from envwire.kinds.typed.models import Action, EnvMetadata, Observation, State, wire_fields
 from envwire.kinds.typed.transforms import Compose, RewardScaling, Transform
-from envwire.spacecodec.models import ModelSpace
+from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = [
     "RESERVED_TOOL_NAMES",

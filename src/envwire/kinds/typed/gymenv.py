@@ -34,7 +34,7 @@ from envwire.errors import (
 )
 from envwire.kinds.typed.env import Tool, TypedEnv
 from envwire.kinds.typed.models import EnvMetadata, State
-from envwire.spacecodec.models import ModelSpace
+from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = [
     "TypedGymEnv",

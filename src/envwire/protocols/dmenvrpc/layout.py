@@ -25,7 +25,7 @@ from envwire.protocols.dmenvrpc.dtypes import (
     data_type_of,
 )
 from envwire.protocols.dmenvrpc.tensors import Array, flat, resolve_shape, unpack, write
-from envwire.spacecodec.models import ModelSpace
+from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = [
     "VECTOR_OBSERVATIONS",

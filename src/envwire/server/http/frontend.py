@@ -30,8 +30,8 @@ from envwire.protocols.http.websocket import handshake_problem
 from envwire.server.http.guard import Guard
 from envwire.server.listener import ThreadedListener
 from envwire.server.ratelog import RateLimitedLog
+from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import ConnectionLimits, Ticket
-from envwire.server.security.limits import address_of
 from envwire.settings import HttpSettings
 from envwire.sockets.http import HttpConnection, WebSocketChannel
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 from envwire.errors import ConfigError
 from envwire.server.security.admission import ConnectionLimits
-from envwire.server.security.hosts import HostPolicy, is_loopback
+from envwire.server.security.origins import HostPolicy, is_loopback
 from envwire.server.security.tokens import TokenSet
 from envwire.settings import SecuritySettings
 from envwire.sockets.tls import server_context

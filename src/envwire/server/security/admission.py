@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from envwire.errors import CapacityError, EnvwireError, ProtocolError
-from envwire.server.security.limits import AddressLimiter
+from envwire.server.security.addresses import AddressLimiter
 
 __all__ = ["Admission", "ConnectionLimits", "Ticket"]
 

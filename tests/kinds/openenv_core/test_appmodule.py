@@ -11,8 +11,8 @@ from openenv.core.env_server.mcp_types import CallToolAction, CallToolObservatio
 from openenv.core.env_server.types import ConcurrencyConfig
 
 from envwire.errors import ConfigError
-from envwire.kinds.openenv_core import app as openenv_app
-from envwire.kinds.openenv_core.app import (
+from envwire.kinds.openenv_core import appmodule as openenv_app
+from envwire.kinds.openenv_core.appmodule import (
     find_server,
     from_config,
     load_app,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from envwire.server.security.hosts import HostPolicy, is_loopback, split_authority
+from envwire.server.security.origins import HostPolicy, is_loopback, split_authority
 
 
 @pytest.mark.parametrize(

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from envwire.errors import CapacityError
-from envwire.server.security.limits import AddressLimiter, address_of
+from envwire.server.security.addresses import AddressLimiter, address_of
 
 
 def test_total_and_per_address_caps() -> None:

@@ -1,0 +1,188 @@
+"""The house's rules that no linter checks: imports at the top, no circles, rooms of a size,
+names with one meaning, ``Any`` kept rare (docs/architecture.md)."""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "envwire"
+
+#: The imports made inside functions, each for a reason (docs/architecture.md, "Imports"):
+#: optional extras, the sandbox's bootstrap program, and the client openers by URL scheme.
+DEFERRED = {
+    # optional extras: imported only when the feature that needs them is used
+    ("adapters/training/rllib.py", "ray.tune.registry"),
+    ("frontends/openenv/corebinding.py", "openenv.core.env_server.mcp_types"),
+    ("frontends/openenv/corebinding.py", "openenv.core.env_server.types"),
+    ("kinds/dm_env/control.py", "dm_control"),
+    ("kinds/openenv_core/appmodule.py", "openenv.core.env_server.types"),
+    ("kinds/openenv_core/appmodule.py", "yaml"),
+    ("kinds/openenv_core/gymenv.py", "openenv.core.env_server.types"),
+    ("runtime/ray/cluster.py", "envwire.runtime.ray.worker"),  # it imports Ray
+    ("runtime/ray/cluster.py", "ray"),
+    ("observe/hub.py", "envwire.observe.recorder"),  # it imports Minari
+    ("arena/export.py", "envwire.observe.datasets"),  # it imports Minari
+    # the sandbox's bootstrap runs inside the sandbox from its source: standard library only
+    ("envs/coding/bootstrap.py", "pathlib"),
+    ("envs/coding/bootstrap.py", "traceback"),
+    # users' own code: AISysProj plugins and the client opener of a URL scheme
+    ("arena/aisys/plugins.py", "<user plugin>"),
+    ("adapters/connect.py", "<client of a URL scheme>"),
+    ("entrypoints.py", "<the module of an entry point>"),
+}
+
+
+def _modules() -> list[Path]:
+    return sorted(PACKAGE.rglob("*.py"))
+
+
+def _name(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
+
+
+def _dynamic_target(call: ast.Call) -> str:
+    """What an ``importlib.import_module`` or ``__import__`` call loads, as far as we can tell."""
+    if call.args and isinstance(call.args[0], ast.Constant) and isinstance(call.args[0].value, str):
+        return call.args[0].value
+    return "<computed>"
+
+
+def _deferred_imports() -> set[tuple[str, str]]:
+    found: set[tuple[str, str]] = set()
+    for path in _modules():
+        tree = ast.parse(path.read_text())
+        for function in ast.walk(tree):
+            if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            for node in ast.walk(function):
+                if isinstance(node, ast.ImportFrom) and node.module:
+                    found.add((_name(path), node.module))
+                elif isinstance(node, ast.Import):
+                    found.update((_name(path), alias.name) for alias in node.names)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call):
+                func = node.func
+                called = getattr(func, "attr", None) or getattr(func, "id", None)
+                if called in ("import_module", "__import__"):
+                    found.add((_name(path), _dynamic_target(node)))
+    return found
+
+
+def _labels(found: set[tuple[str, str]]) -> set[tuple[str, str]]:
+    """Computed targets are known by their module's reason in :data:`DEFERRED`."""
+    reasons = {module: target for module, target in DEFERRED if target.startswith("<")}
+    return {
+        (module, reasons.get(module, target) if target == "<computed>" else target)
+        for module, target in found
+    }
+
+
+def test_imports_inside_functions_are_only_the_listed_ones() -> None:
+    found = _labels(_deferred_imports())
+    assert found - DEFERRED == set(), "an import inside a function: move it to the top"
+    assert DEFERRED - found == set(), "a listed deferred import is gone: drop it from the list"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    """The envwire modules a module imports at its top level (``from a import b`` counts
+    ``a.b`` when it is a module)."""
+    modules = {_dotted(p) for p in _modules()}
+    found: set[str] = set()
+    for node in ast.parse(path.read_text()).body:
+        targets: list[str] = []
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            # ``from package import module`` imports the module; names come from the package
+            for alias in node.names:
+                inner = f"{node.module}.{alias.name}"
+                targets.append(inner if inner in modules else node.module)
+        for target in targets:
+            if target in modules:
+                found.add(target)
+    return found
+
+
+def _dotted(path: Path) -> str:
+    parts = ("envwire", *path.relative_to(PACKAGE).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def test_no_import_circles() -> None:
+    """Between modules, through their top-level imports (a package's face counts as a module)."""
+    graph = {_dotted(p): _top_level_imports(p) for p in _modules()}
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+
+    def visit(node: str) -> None:  # Tarjan's strongly connected components
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in graph.get(node, ()):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                item = stack.pop()
+                on_stack.discard(item)
+                component.append(item)
+                if item == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in graph:
+        if module not in index:
+            visit(module)
+    assert circles == []
+
+
+def test_every_module_declares_its_exports_and_stays_small() -> None:
+    for path in _modules():
+        text = path.read_text()
+        body = ast.parse(text).body
+        face = path.name == "__init__.py" and all(isinstance(n, ast.Expr) for n in body)
+        if path.name != "__main__.py" and not face:  # a face that is a docstring exports nothing
+            assert "__all__" in text, f"{_name(path)} has no __all__"
+        assert text.count("\n") <= 560, f"{_name(path)}: split it (about 500 lines at most)"
+
+
+#: File names that appear in several rooms, and the one thing each means wherever it is.
+SHARED_NAMES = {
+    "__init__.py": "a package's face",
+    "__main__.py": "python -m",
+    "gymenv.py": "this kind made a gymnasium.Env",
+    "dmenv.py": "made a dm_env.Environment",
+    "vector.py": "the N-copies side of its room",
+    "gymsocket.py": "the gym-socket protocol on this floor",
+    "openenv.py": "the OpenEnv protocol on this floor",
+    "arena.py": "the arena protocol on this floor",
+    "dmenvrpc.py": "the dm_env_rpc protocol on this floor",
+    "godot.py": "the Godot protocol on this floor",
+    "service.py": "a protocol's service over the session table",
+    "routes.py": "HTTP routes",
+    "mount.py": "a mount of the HTTP front end",
+    "messages.py": "a vocabulary of message types",
+    "errors.py": "an exception tree",
+    "cli.py": "command-line commands",
+    "admin.py": "administration commands",
+    "env.py": "an env class",
+}
+
+
+def test_a_file_name_has_one_meaning() -> None:
+    rooms: defaultdict[str, list[str]] = defaultdict(list)
+    for path in _modules():
+        rooms[path.name].append(_name(path))
+    shared = {name: where for name, where in rooms.items() if len(where) > 1}
+    unexplained = {n: w for n, w in shared.items() if n not in SHARED_NAMES}
+    assert unexplained == {}, "one name, two meanings: rename one, or say what both mean"
