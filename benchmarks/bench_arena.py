@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
+import httpx
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
@@ -31,7 +31,13 @@ PARALLEL = 64
 
 def play(url: str, config: dict[str, str], actions: int, parallel: bool) -> float:
     """Actions per second over ``actions`` accepted actions."""
-    session = requests.Session()
+    with httpx.Client(timeout=60) as client:
+        return _play(client, url, config, actions, parallel)
+
+
+def _play(
+    client: httpx.Client, url: str, config: dict[str, str], actions: int, parallel: bool
+) -> float:
     body: dict[str, Any] = {
         "protocol_version": 1,
         "agent": config["agent"],
@@ -40,14 +46,14 @@ def play(url: str, config: dict[str, str], actions: int, parallel: bool) -> floa
         "actions": [],
     }
     act_url = f"{url}/act/{config['env']}"
-    reply = session.put(act_url, json=body, timeout=60).json()  # warm-up: runs exist after it
+    reply = client.put(act_url, json=body).json()  # warm-up: runs exist after it
     done, start = 0, time.perf_counter()
     while done < actions:
         body["actions"] = [
             {"run": r["run"], "act_no": r["act_no"], "action": strong_move(r["percept"]) or 1}
             for r in reply["action_requests"]
         ]
-        response = session.put(act_url, json=body, timeout=60)
+        response = client.put(act_url, json=body)
         assert response.status_code == 200, response.text
         reply = response.json()
         assert not any(m["type"] == "error" for m in reply["messages"]), reply["messages"]

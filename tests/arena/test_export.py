@@ -10,9 +10,9 @@ import minari
 import numpy as np
 import pytest
 
-import envwire.arena
 from envwire.arena.store import Store
 from envwire.cli import main
+from envwire.client import arena
 from tests.arena.web.conftest import make_db
 from tests.observe.conftest import start, url
 
@@ -26,7 +26,7 @@ def test_exported_runs_load_with_minari_and_replay_the_stored_runs(
                    options={"arena_db": str(db)})  # fmt: skip
     try:
         config = {**configs["dave"], "url": url(server, "http")}  # plays "cart" (CartPole-v1)
-        envwire.arena.run(config, lambda percept: 0, run_limit=3, parallel_runs=False)
+        arena.run(config, lambda percept: 0, run_limit=3, parallel_runs=False)
     finally:
         server.shutdown()
     out = tmp_path / "datasets"

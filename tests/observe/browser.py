@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import requests
+import httpx
 from websockets.sync.client import connect
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -53,7 +53,7 @@ class Browser:
             if found:
                 port = found.group(1).split(":")[2].split("/")[0]
         assert port is not None, "chromium did not open its DevTools port"
-        pages = requests.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json()
+        pages = httpx.get(f"http://127.0.0.1:{port}/json/list", timeout=30).json()
         page = next(p for p in pages if p["type"] == "page")
         self._stack = contextlib.ExitStack()
         self.ws = self._stack.enter_context(

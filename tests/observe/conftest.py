@@ -6,8 +6,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-import requests
 from prometheus_client.parser import text_string_to_metric_families
 
 import envwire
@@ -61,7 +61,7 @@ def play_episode(address: str, policy: Callable[[int, Any], Any], seed: int = 0)
 def scrape(address: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     """GET a metrics URL and parse it with prometheus-client's own text-format parser:
     {(sample name, labels): value}."""
-    response = requests.get(address, timeout=30)
+    response = httpx.get(address, timeout=30)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
     samples = {}

@@ -7,8 +7,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-import requests
 
 import envwire
 from envwire.app import Server
@@ -50,27 +50,27 @@ def test_the_json_behind_the_page(server: Server) -> None:
     try:
         env.reset(seed=0)
         env.step(0)
-        live = requests.get(url(server, "http", "dashboard/api/live"), timeout=30).json()
+        live = httpx.get(url(server, "http", "dashboard/api/live"), timeout=30).json()
         (row,) = live["sessions"]
         assert row["env"] == "CartPole-v1" and row["front_end"] == "gym-socket"
         assert row["steps"] == 1 and row["peer"].startswith("127.0.0.1:")
     finally:
         env.close()
-    listing = requests.get(url(server, "http", "dashboard/api/episodes"), timeout=30).json()
+    listing = httpx.get(url(server, "http", "dashboard/api/episodes"), timeout=30).json()
     assert listing["episodes"] == {CATCH: [{"id": 0, "steps": steps}]}
-    replay = requests.get(url(server, "http", f"dashboard/api/episode/{CATCH}/0"), timeout=30)
+    replay = httpx.get(url(server, "http", f"dashboard/api/episode/{CATCH}/0"), timeout=30)
     episode = replay.json()
     assert episode["steps"] == steps and len(episode["rewards"]) == steps
     assert len(episode["frames"]) == steps + 1
     assert episode["frames"][0].startswith("data:image/png;base64,")
-    missing = requests.get(url(server, "http", f"dashboard/api/episode/{CATCH}/9"), timeout=30)
+    missing = httpx.get(url(server, "http", f"dashboard/api/episode/{CATCH}/9"), timeout=30)
     assert missing.status_code == 404
-    climbing = requests.get(url(server, "http", "dashboard/api/episode/../../etc/0"), timeout=30)
+    climbing = httpx.get(url(server, "http", "dashboard/api/episode/../../etc/0"), timeout=30)
     assert climbing.status_code == 404
-    page = requests.get(url(server, "http", "dashboard"), timeout=30)
+    page = httpx.get(url(server, "http", "dashboard"), timeout=30)
     assert page.headers["content-type"].startswith("text/html")
     assert "http://" not in page.text and "https://" not in page.text  # nothing from a CDN
-    posted = requests.post(url(server, "http", "metrics"), timeout=30)
+    posted = httpx.post(url(server, "http", "metrics"), timeout=30)
     assert posted.status_code == 405
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import httpx
 import numpy as np
 import pytest
-import requests
 
 import envwire
 from envwire.app import Server
@@ -171,11 +171,11 @@ def test_arena_actions_and_sessions_are_counted(tmp_path: Path) -> None:
         config = configs["dave"]  # plays "cart" (CartPole-v1)
         act = url(running, "http", "act/cart")
         body = {"protocol_version": 1, "agent": "dave", "pwd": config["pwd"]}
-        reply = requests.put(act, json=body, timeout=30).json()
+        reply = httpx.put(act, json=body, timeout=30).json()
         actions = [{"run": r["run"], "act_no": r["act_no"], "action": 0}
                    for r in reply["action_requests"]]  # fmt: skip
         assert actions
-        reply = requests.put(act, json={**body, "actions": actions}, timeout=30)
+        reply = httpx.put(act, json={**body, "actions": actions}, timeout=30)
         assert reply.status_code == 200, reply.text
         samples = scrape(url(running, "http", "metrics"))
         assert value(samples, "envwire_arena_actions_total", env="cart") == len(actions)
@@ -188,12 +188,12 @@ def test_arena_actions_and_sessions_are_counted(tmp_path: Path) -> None:
 def test_front_end_errors_are_counted_once(server: Server) -> None:
     """Errors a session raised and errors the front end found itself, each counted once."""
     base = url(server, "http", f"envs/{CART}")
-    reset = requests.post(f"{base}/reset", json={"seed": 0}, timeout=30)
+    reset = httpx.post(f"{base}/reset", json={"seed": 0}, timeout=30)
     session = {"envwire-session": reset.headers["envwire-session"]}
-    bad_action = requests.post(f"{base}/step", json={"action": {"action": 7}}, headers=session,
+    bad_action = httpx.post(f"{base}/step", json={"action": {"action": 7}}, headers=session,
                                timeout=30)  # fmt: skip
     assert bad_action.status_code == 422
-    malformed = requests.post(f"{base}/step", data=b"{not json", headers=session, timeout=30)
+    malformed = httpx.post(f"{base}/step", content=b"{not json", headers=session, timeout=30)
     assert malformed.status_code == 422
     samples = scrape(url(server, "http", "metrics"))
     assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_action") == 1

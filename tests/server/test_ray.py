@@ -18,7 +18,7 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import SyncVectorEnv
 
 import envwire
-import envwire.arena
+from envwire.client import arena
 from envwire.errors import CapacityError, TransportError
 from envwire.registry import parse_env_arg
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ConformanceTests, ServerProcess
@@ -172,10 +172,10 @@ def test_the_arena_plays_its_runs_in_ray_actors(cluster: str, tmp_path: Path) ->
             seen.append(len(env_actors(cluster)))
         return 1 if percept % 2 else min(2, percept)
 
-    with ray_server(cluster, "envwire/Nim-v0", "CartPole-v1", args=args) as arena:
-        config = {**configs["carol"], "url": f"http://127.0.0.1:{arena.ports['http']}/"}
+    with ray_server(cluster, "envwire/Nim-v0", "CartPole-v1", args=args) as server:
+        config = {**configs["carol"], "url": f"http://127.0.0.1:{server.ports['http']}/"}
         outcomes: dict[str, Any] = {}
-        summary = envwire.arena.run(config, play, run_limit=4, on_finish=outcomes.__setitem__)
+        summary = arena.run(config, play, run_limit=4, on_finish=outcomes.__setitem__)
         assert len(summary.finished) >= 4 and set(outcomes.values()) <= {0, 1}
         assert seen and seen[0] >= 1, "the arena's envs did not run in Ray actors"
     assert no_env_actors(cluster)

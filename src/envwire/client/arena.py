@@ -1,12 +1,12 @@
-"""Our Python client of the arena protocol (v1), on ``requests`` alone.
+"""Our Python client of the arena protocol (v1), over ``httpx``.
 
 Two ways to play::
 
-    import envwire.arena
+    from envwire.client import arena
 
-    envwire.arena.run("alice.json", lambda percept: 1, run_limit=100)   # a function
+    arena.run("alice.json", lambda percept: 1, run_limit=100)   # a function
 
-    class Player(envwire.arena.Agent):                                   # an object per run
+    class Player(arena.Agent):                                   # an object per run
         def get_action(self, percept, info):
             return 1
         def on_finish(self, outcome):
@@ -19,6 +19,12 @@ the run limit is reached. Replies with 503 (and lost connections, such as a serv
 retried with exponential backoff for up to ``retry_for`` seconds, resending the same actions;
 any other error raises :class:`ArenaRequestError` with the server's ``errorname`` and
 ``description``.
+
+httpx's exceptions stop at :meth:`Connection.act`, the one place that sends: anything of
+``httpx.HTTPError`` (no connection, a timeout, a connection lost mid-reply, a broken reply) is
+retried as "no answer" and ends as :class:`~envwire.errors.TransportError`; a 200 reply that is
+not a JSON object is a :class:`~envwire.errors.ProtocolError`; actions that are not JSON data are
+an :class:`~envwire.errors.InvalidArgumentError`, raised before anything is sent.
 """
 
 from __future__ import annotations
@@ -34,9 +40,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypedDict
 
-import requests
+import httpx
 
-from envwire.errors import InvalidArgumentError, RemoteError, TransportError
+from envwire.errors import InvalidArgumentError, ProtocolError, RemoteError, TransportError, clip
 
 __all__ = [
     "Agent",
@@ -129,11 +135,20 @@ def run_url(config: AgentConfig, run_id: str) -> str:
 class Connection:
     """Sends act requests for one agent, retrying 503 replies and lost connections.
 
+    One ``httpx.Client`` per connection, so that consecutive requests reuse one keep-alive
+    connection to the server. Use it as a context manager, or call :meth:`close`.
+
     Args:
         config: the agent config.
         retry_for: seconds to keep retrying one request (503 or no connection) before giving up.
-        timeout: seconds one HTTP request may take.
-        session: a ``requests.Session`` to use (one is made otherwise).
+        timeout: seconds each HTTP request may wait to connect, to send, and between bytes of
+            the reply (httpx's connect, write and read timeouts).
+        client: an ``httpx.Client`` to send with (one is made otherwise, and closed by
+            :meth:`close`; a client passed in stays open). ``timeout`` applies to every request
+            either way.
+
+    Raises:
+        InvalidArgumentError: the config's ``url`` is not an http:// or https:// URL.
     """
 
     def __init__(
@@ -142,15 +157,36 @@ class Connection:
         *,
         retry_for: float = 300.0,
         timeout: float = 120.0,
-        session: requests.Session | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
         self.config = config
         self.retry_for = retry_for
         self.timeout = timeout
-        self.session = session or requests.Session()
         # The config's url ends in '/' and the reference clients append '/act/...', so servers
-        # see '//act/<env>'; ours does the same, and envwire's server takes both.
+        # see '//act/<env>'; ours does the same (httpx keeps the empty segment), and envwire's
+        # server takes both.
         self.url = f"{config['url']}/act/{config['env']}"
+        try:
+            parsed = httpx.URL(self.url)
+        except httpx.InvalidURL as exc:
+            raise InvalidArgumentError(f"agent config: url {clip(config['url'])}: {exc}") from None
+        if parsed.scheme not in ("http", "https") or not parsed.host:
+            raise InvalidArgumentError(
+                f"agent config: url {clip(config['url'])} is not an http:// or https:// URL"
+            )
+        self._owns_client = client is None
+        self.client = httpx.Client(timeout=timeout) if client is None else client
+
+    def close(self) -> None:
+        """Close the HTTP client if this connection made it (idempotent)."""
+        if self._owns_client:
+            self.client.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
 
     def act(
         self,
@@ -162,29 +198,42 @@ class Connection:
         """One request; the server's reply.
 
         Raises:
+            InvalidArgumentError: ``actions`` hold something that is not JSON data.
             ArenaRequestError: the server refused the request.
+            ProtocolError: the server's 200 reply is not a JSON object.
             TransportError: no answer (or only 503) for ``retry_for`` seconds.
         """
-        body: dict[str, Any] = {
-            "protocol_version": 1,
-            "agent": self.config["agent"],
-            "pwd": self.config["pwd"],
-            "actions": actions,
-            "to_abandon": to_abandon or [],
-            "parallel_runs": parallel_runs,
-            "client": CLIENT_NAME,
-        }
+        content = _encode(
+            {
+                "protocol_version": 1,
+                "agent": self.config["agent"],
+                "pwd": self.config["pwd"],
+                "actions": actions,
+                "to_abandon": to_abandon or [],
+                "parallel_runs": parallel_runs,
+                "client": CLIENT_NAME,
+            }
+        )
         deadline = time.monotonic() + self.retry_for
         pause = 0.25
         while True:
             try:
-                response = self.session.put(self.url, json=body, timeout=self.timeout)
-            except requests.RequestException as exc:
-                problem = f"no answer from {self.url}: {exc}"
+                response = self.client.put(
+                    self.url,
+                    content=content,
+                    headers=_JSON_HEADERS,
+                    timeout=self.timeout,
+                    # as before (and as the reference clients do): a redirect is followed,
+                    # 307 and 308 with the same PUT
+                    follow_redirects=True,
+                )
+            except httpx.TimeoutException:
+                problem = f"no answer from {self.url} within {self.timeout:g} s"
+            except httpx.HTTPError as exc:  # no connection, connection lost, broken reply
+                problem = f"no answer from {self.url}: {str(exc) or type(exc).__name__}"
             else:
                 if response.status_code == 200:
-                    reply: dict[str, Any] = response.json()
-                    return reply
+                    return _reply(response, self.url)
                 if response.status_code != 503:
                     raise _refusal(response)
                 problem = f"server busy (503): {_description(response)}"
@@ -198,7 +247,34 @@ class Connection:
             pause = min(pause * 2, 30.0)
 
 
-def _description(response: requests.Response) -> str:
+_JSON_HEADERS = {"content-type": "application/json"}
+
+
+def _encode(body: dict[str, Any]) -> bytes:
+    """The request body: JSON with the standard library's default separators and ASCII
+    escapes, byte for byte what ``requests``' ``json=`` sends, and so what the course's
+    reference clients send (httpx's own ``json=`` would send a compact UTF-8 form)."""
+    try:
+        return json.dumps(body, allow_nan=False).encode()
+    except (TypeError, ValueError) as exc:  # ValueError: NaN or infinity; TypeError: any object
+        raise InvalidArgumentError(
+            f"actions must be JSON data (dict, list, str, int, finite float, bool, None): {exc}"
+        ) from None
+
+
+def _reply(response: httpx.Response, url: str) -> dict[str, Any]:
+    try:
+        reply = response.json()
+    except ValueError:
+        reply = None
+    if not isinstance(reply, dict):
+        raise ProtocolError(
+            f"{url}: expected a JSON object in the 200 reply, got {clip(response.text)}"
+        )
+    return reply
+
+
+def _description(response: httpx.Response) -> str:
     try:
         data = response.json()
     except ValueError:
@@ -208,7 +284,7 @@ def _description(response: requests.Response) -> str:
     return json.dumps(data)[:500]
 
 
-def _refusal(response: requests.Response) -> ArenaRequestError:
+def _refusal(response: httpx.Response) -> ArenaRequestError:
     try:
         data = response.json()
     except ValueError:
@@ -218,7 +294,7 @@ def _refusal(response: requests.Response) -> ArenaRequestError:
             response.status_code, str(data["errorname"]), str(data.get("description", ""))
         )
     return ArenaRequestError(
-        response.status_code, response.reason or "Error", _description(response)
+        response.status_code, response.reason_phrase or "Error", _description(response)
     )
 
 
@@ -355,7 +431,7 @@ class _Loop:
         workers: int = 1,
         retry_for: float = 300.0,
         idle_wait: float = 1.0,
-        session: requests.Session | None = None,
+        client: httpx.Client | None = None,
     ) -> None:
         self.config, self.processor = config, processor
         self.parallel_runs = parallel_runs
@@ -363,7 +439,7 @@ class _Loop:
         self.abandon_old_runs = abandon_old_runs
         self.workers = max(1, workers)
         self.idle_wait = idle_wait
-        self.connection = Connection(config, retry_for=retry_for, session=session)
+        self.connection = Connection(config, retry_for=retry_for, client=client)
 
     def _actions(self, requests_: list[dict[str, Any]]) -> list[dict[str, Any]]:
         infos = [
@@ -382,6 +458,10 @@ class _Loop:
         ]
 
     def play(self) -> RunSummary:
+        with self.connection:
+            return self._play()
+
+    def _play(self) -> RunSummary:
         summary = RunSummary()
         actions: list[dict[str, Any]] = []
         to_abandon: list[str] = []
@@ -429,7 +509,7 @@ def run(
     on_finish: Callable[[str, Any], None] | None = None,
     on_message: Callable[[Mapping[str, Any]], None] | None = None,
     retry_for: float = 300.0,
-    session: requests.Session | None = None,
+    client: httpx.Client | None = None,
 ) -> RunSummary:
     """Play the arena env of ``config`` with ``policy`` until ``run_limit`` runs finished.
 
@@ -444,11 +524,15 @@ def run(
         on_finish: ``on_finish(run_id, outcome)`` for each finished run (default: logged).
         on_message: ``on_message(message)`` for each server message (default: logged).
         retry_for: seconds to keep retrying a request that gets 503 or no answer.
-        session: the ``requests.Session`` to use.
+        client: the ``httpx.Client`` to send with (default: one of its own, closed at the
+            end); each request still gets a timeout of 120 s.
 
     Raises:
         ArenaRequestError: the server refused a request (wrong password, blocked agent, ...).
+        ProtocolError: the server's reply is not a JSON object.
         TransportError: the server did not answer for ``retry_for`` seconds.
+        InvalidArgumentError: the config is incomplete, or ``policy`` returned something that
+            is not JSON data.
     """
     loaded = load_config(config)
     processor = _Function(policy, on_finish, on_message)
@@ -460,5 +544,5 @@ def run(
         abandon_old_runs=abandon_old_runs,
         workers=workers,
         retry_for=retry_for,
-        session=session,
+        client=client,
     ).play()

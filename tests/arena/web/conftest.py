@@ -8,8 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-import requests
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
@@ -43,7 +43,7 @@ class ArenaServer:
 
     def api(self, path: str) -> Any:
         """GET a public JSON endpoint."""
-        response = requests.get(self.url + path.lstrip("/"), timeout=30)
+        response = httpx.get(self.url + path.lstrip("/"), timeout=30)
         response.raise_for_status()
         return response.json()
 
@@ -94,7 +94,7 @@ def arena_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ArenaServ
         process.stop()
 
 
-def put(url: str, body: Any, **kwargs: Any) -> requests.Response:
+def put(url: str, body: Any, **kwargs: Any) -> httpx.Response:
     """PUT a JSON body."""
-    return requests.put(url, data=json.dumps(body), headers={"content-type": "application/json"},
-                        timeout=30, **kwargs)  # fmt: skip
+    return httpx.put(url, content=json.dumps(body), headers={"content-type": "application/json"},
+                     timeout=30, **kwargs)  # fmt: skip

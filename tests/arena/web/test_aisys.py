@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-import requests
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
@@ -41,11 +41,11 @@ class Course:
     def url(self) -> str:
         return f"http://127.0.0.1:{self.process.ports['http']}/"
 
-    def send(self, method: str, path: str, **kwargs: Any) -> requests.Response:
+    def send(self, method: str, path: str, **kwargs: Any) -> httpx.Response:
         """As ``AdminClient.send_request``: ``base_url + path``."""
-        return requests.request(method, self.url + path, timeout=30, **kwargs)
+        return httpx.request(method, self.url + path, timeout=30, **kwargs)
 
-    def admin(self, method: str, path: str, **body: Any) -> requests.Response:
+    def admin(self, method: str, path: str, **body: Any) -> httpx.Response:
         """An admin request with the password in the JSON body, as the AdminClient sends it."""
         return self.send(method, path, json={**body, "admin-pwd": PASSWORD})
 
@@ -65,7 +65,7 @@ def course(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Course]:
         process.stop()
 
 
-def error(response: requests.Response, status: int) -> str:
+def error(response: httpx.Response, status: int) -> str:
     assert response.status_code == status, response.text
     body = response.json()
     assert body["errorcode"] == status and set(body) == {"errorcode", "errorname", "description"}
@@ -80,7 +80,7 @@ def act(course: Course, config: dict[str, str], **body: Any) -> dict[str, Any]:
     return reply
 
 
-def make_env(course: Course, name: str = "cd", overwrite: bool = False) -> requests.Response:
+def make_env(course: Course, name: str = "cd", overwrite: bool = False) -> httpx.Response:
     return course.admin("PUT", f"makeenv/{name}", env_class="countdown.env:Countdown",
                         display_name="Countdown", config={"start": 4}, display_group="",
                         overwrite=overwrite)  # fmt: skip
@@ -89,7 +89,7 @@ def make_env(course: Course, name: str = "cd", overwrite: bool = False) -> reque
 def test_admin_client_requests(course: Course) -> None:
     # AdminClient.upload_plugin: a zip body, the password as Basic credentials
     basic = base64.encodebytes(PASSWORD.encode()).decode().replace("\n", "")
-    response = course.send("PUT", "/uploadplugin", data=zipped_plugin(),
+    response = course.send("PUT", "/uploadplugin", content=zipped_plugin(),
                            headers={"Authorization": f"Basic {basic}"})  # fmt: skip
     assert response.status_code == 200 and response.json() == {"status": "success"}
     # make_env, twice
@@ -127,7 +127,7 @@ def test_admin_client_requests(course: Course) -> None:
     bearer = course.send("GET", "getenvs", headers={"Authorization": f"Bearer {PASSWORD}"})
     assert bearer.status_code == 200
     pair = base64.b64encode(f"admin:{PASSWORD}".encode()).decode()
-    assert course.send("GET", "getenvs", headers={"Authorization": f"Basic {pair}"}).ok
+    assert course.send("GET", "getenvs", headers={"Authorization": f"Basic {pair}"}).is_success
     # blocking: the agent's own password will do; unblocking takes the admin's
     blocked = course.send("PUT", "blockagent/cd/team [3]", json={"pwd": team["pwd"]})
     assert blocked.json() == {"success": True}
@@ -147,15 +147,15 @@ def test_groups_and_pages(course: Course) -> None:
         course.admin("PUT", "groupmanagement/make/ss25", title="x", description=""), 400
     )
     assert course.admin("PUT", "groupmanagement/addenv/ss25/cd").json() == {"success": True}
-    assert course.admin("PUT", "groupmanagement/addsubgroup/main/ss25").ok
+    assert course.admin("PUT", "groupmanagement/addsubgroup/main/ss25").is_success
     assert "no group 'nope'" in error(course.admin("PUT", "groupmanagement/addenv/nope/cd"), 400)
     assert course.admin("GET", "getenvs").json() == {"cd": ["Summer 2025"], "nim": []}
-    page = requests.get(course.url + "group/ss25", timeout=30)
+    page = httpx.get(course.url + "group/ss25", timeout=30)
     assert page.status_code == 200 and "Summer 2025" in page.text
     assert "&lt;i&gt;welcome&lt;/i&gt;" in page.text  # shown as text
     assert "/arena/env/cd" in page.text
-    assert "ss25" in requests.get(course.url + "group/main", timeout=30).text
-    assert requests.get(course.url + "group/nope", timeout=30).status_code == 404
+    assert "ss25" in httpx.get(course.url + "group/main", timeout=30).text
+    assert httpx.get(course.url + "group/nope", timeout=30).status_code == 404
     assert course.admin("DELETE", "groupmanagement/delete/ss25").json() == {"success": True}
     assert course.admin("GET", "getenvs").json() == {"cd": [], "nim": []}
 
@@ -173,18 +173,19 @@ def test_results_and_public_pages(course: Course) -> None:
                    for r in reply["action_requests"]]  # fmt: skip
         reply = act(course, bob, actions=actions)
         finished.update(reply["finished_runs"])
-    results = requests.get(course.url + "results/cd", timeout=30).json()
+    results = httpx.get(course.url + "results/cd", timeout=30).json()
     outcomes = list(finished.values())[-3:]
     assert results["bob"] == {"rating": sum(outcomes) / 3, "fully-evaluated": True,
                               "total-runs": len(finished)}  # fmt: skip
-    everything = requests.get(course.url + "results", timeout=30).json()
+    everything = httpx.get(course.url + "results", timeout=30).json()
     assert everything["cd"]["bob"] == results["bob"] and "nim" in everything
-    assert "no arena env 'nope'" in error(requests.get(course.url + "results/nope", timeout=30),
+    assert "no arena env 'nope'" in error(httpx.get(course.url + "results/nope", timeout=30),
                                           404)  # fmt: skip
     for path in ("env/cd", "agent/cd/bob", f"run/cd/{next(iter(finished))}"):
-        page = requests.get(course.url + path, timeout=30)
+        # /run/... redirects to the arena's run page, as a browser follows it
+        page = httpx.get(course.url + path, timeout=30, follow_redirects=True)
         assert page.status_code == 200 and "bob" in page.text, path
-    assert requests.get(course.url + "agent/cd/nobody", timeout=30).status_code == 404
+    assert httpx.get(course.url + "agent/cd/nobody", timeout=30).status_code == 404
 
 
 def test_housekeeping(course: Course) -> None:
@@ -218,8 +219,8 @@ def test_a_plugin_that_raises_is_in_errors(course: Course) -> None:
 
 def test_uploads_are_off_by_default(arena_server: ArenaServer) -> None:
     auth = {"Authorization": f"Bearer {arena_server.admin_token}"}
-    response = requests.put(
-        arena_server.url + "uploadplugin", data=zipped_plugin(), timeout=30, headers=auth
+    response = httpx.put(
+        arena_server.url + "uploadplugin", content=zipped_plugin(), timeout=30, headers=auth
     )
     assert "--arena-plugin-upload" in error(response, 403)
 

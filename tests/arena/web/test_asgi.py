@@ -8,13 +8,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
-import requests
 
-import envwire.arena
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
 from envwire.arena.web.asgi import create_app
+from envwire.client import arena
 from envwire.envs.nim import strong_move
 
 uvicorn = pytest.importorskip("uvicorn", reason="uvicorn serves the ASGI app in this test")
@@ -47,11 +47,11 @@ def served(tmp_path: Path) -> Iterator[tuple[str, dict[str, str]]]:
 
 def test_asgi_app(served: tuple[str, dict[str, str]]) -> None:
     url, config = served
-    summary = envwire.arena.run(config, lambda p: strong_move(p) or 1, run_limit=5)
+    summary = arena.run(config, lambda p: strong_move(p) or 1, run_limit=5)
     assert set(summary.finished.values()) == {1}
-    page = requests.get(url + "arena/env/nim", timeout=30)
+    page = httpx.get(url + "arena/env/nim", timeout=30)
     assert page.status_code == 200 and "alice" in page.text
-    assert requests.get(url + "elsewhere", timeout=30).status_code == 404
-    huge = requests.put(url + "act/nim", data=b"x" * (3 << 20),
+    assert httpx.get(url + "elsewhere", timeout=30).status_code == 404
+    huge = httpx.put(url + "act/nim", content=b"x" * (3 << 20),
                         headers={"content-type": "application/json"}, timeout=30)  # fmt: skip
     assert huge.status_code == 413 and huge.json()["errorname"] == "Request Entity Too Large"

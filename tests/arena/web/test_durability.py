@@ -11,8 +11,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import httpx
 import numpy as np
-import requests
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
@@ -39,15 +39,21 @@ class Recorder:
         self.outcomes: dict[str, Any] = {}
         self.recovered = 0
         self.requests = 0
-        self.session = requests.Session()
+        self.client = httpx.Client()
+
+    def close(self) -> None:
+        self.client.close()
 
     def step(self, url: str, timeout: float = 30) -> None:
-        """One request; raises ``requests.RequestException`` (keeping ``pending``) if the reply
-        is lost."""
+        """One request; raises ``httpx.TransportError`` (keeping ``pending``) if the reply is
+        lost. ``timeout`` bounds the wait for the reply alone: connecting and sending get 10 s,
+        so that a short one loses the reply, never the request."""
         body: dict[str, Any] = {"protocol_version": 1, "agent": self.config["agent"],
                                 "pwd": self.config["pwd"], "actions": self.pending}  # fmt: skip
-        response = self.session.put(
-            f"{url}/act/{self.config['env']}", json=body, timeout=(10, timeout)
+        response = self.client.put(
+            f"{url}/act/{self.config['env']}",
+            json=body,
+            timeout=httpx.Timeout(10, read=timeout),
         )
         assert response.status_code == 200, response.text
         reply = response.json()
@@ -101,7 +107,7 @@ def kill_while_playing(recorder: Recorder, db: Path) -> set[str]:
         try:
             while True:
                 recorder.step(url)
-        except requests.ConnectionError as exc:
+        except (httpx.NetworkError, httpx.RemoteProtocolError) as exc:  # the server is gone
             lost.append(exc)
 
     player = threading.Thread(target=play, daemon=True)
@@ -126,7 +132,7 @@ def lose_a_reply_then_kill(recorder: Recorder, db: Path) -> int:
     in_flight = len(recorder.pending)
     try:
         recorder.step(url, timeout=0.001)
-    except requests.RequestException:
+    except httpx.TransportError:
         pass
     else:  # pragma: no cover - a 1 ms read timeout beats 64 actions
         raise AssertionError("the reply should have been lost")
@@ -158,19 +164,22 @@ def test_sigkill_mid_run_loses_nothing(tmp_path: Path) -> None:
     recorder = Recorder(admin.add_agent("nim", "durable"))
     admin.store.close()
 
-    active_at_kill = kill_while_playing(recorder, db)
-    assert len(active_at_kill) >= PARALLEL - 4
-    in_flight = lose_a_reply_then_kill(recorder, db)
-    third = start_server(db)
     try:
-        url = f"http://127.0.0.1:{third.ports['http']}/"
-        before = recorder.recovered  # the first kill may have lost a reply too
-        recorder.step(url)  # resends the lost request's actions: the server has them already
-        assert recorder.recovered - before == in_flight
-        for _ in range(10):
-            recorder.step(url)
+        active_at_kill = kill_while_playing(recorder, db)
+        assert len(active_at_kill) >= PARALLEL - 4
+        in_flight = lose_a_reply_then_kill(recorder, db)
+        third = start_server(db)
+        try:
+            url = f"http://127.0.0.1:{third.ports['http']}/"
+            before = recorder.recovered  # the first kill may have lost a reply too
+            recorder.step(url)  # resends the lost request's actions: the server has them already
+            assert recorder.recovered - before == in_flight
+            for _ in range(10):
+                recorder.step(url)
+        finally:
+            third.stop()
     finally:
-        third.stop()
+        recorder.close()
 
     assert active_at_kill <= set(recorder.outcomes), "runs active at the kill were finished"
     runs, steps = read_db(db)

@@ -1,5 +1,5 @@
 """The arena over real HTTP: a real ``envwire serve --http 0 --arena-db DB`` process, driven by
-plain ``requests`` scripts written from the seed, by our client, and by hostile requests."""
+plain ``httpx`` scripts written from the seed, by our client, and by hostile requests."""
 
 from __future__ import annotations
 
@@ -7,10 +7,10 @@ import json
 import logging
 from typing import Any
 
+import httpx
 import pytest
-import requests
 
-import envwire.arena
+from envwire.client import arena
 from envwire.envs.nim import strong_move
 from tests.arena.web.conftest import ArenaServer, put
 
@@ -28,7 +28,7 @@ def seed_client_v0(config: dict[str, str], requests_to_send: int) -> list[dict[s
     replies: list[dict[str, Any]] = []
     actions: list[dict[str, Any]] = []
     for _ in range(requests_to_send):
-        response = requests.put(
+        response = httpx.put(
             f"{config['url']}/act/{config['env']}",
             json={"agent": config["agent"], "pwd": config["pwd"], "actions": actions},
             timeout=30,
@@ -66,7 +66,7 @@ def test_seed_v1_script_with_get_and_single_slash(arena_server: ArenaServer) -> 
     finished: dict[str, Any] = {}
     seen: list[dict[str, Any]] = []
     for _ in range(10):
-        response = requests.get(url, json=body, timeout=30)
+        response = httpx.request("GET", url, json=body, timeout=30)
         assert response.status_code == 200, response.text
         reply = response.json()
         assert set(reply) == {"action_requests", "active_runs", "finished_runs", "messages"}
@@ -77,7 +77,7 @@ def test_seed_v1_script_with_get_and_single_slash(arena_server: ArenaServer) -> 
             {"run": r["run"], "act_no": r["act_no"], "action": best(r["percept"])}
             for r in reply["action_requests"]
         ]
-        body["client"] = "plain-requests"
+        body["client"] = "plain-httpx"
     assert len(finished) >= 8 and set(finished.values()) == {1}
     run = next(iter(finished))
     history = arena_server.api(f"arena/api/run/nim/{run}")
@@ -94,7 +94,7 @@ def test_seed_v1_script_with_get_and_single_slash(arena_server: ArenaServer) -> 
 def test_run_with_a_function(arena_server: ArenaServer) -> None:
     outcomes: dict[str, Any] = {}
     said: list[Any] = []
-    summary = envwire.arena.run(
+    summary = arena.run(
         arena_server.config("carol"),
         lambda percept, info: 1 if percept % 2 else min(2, percept),
         run_limit=20,
@@ -109,18 +109,18 @@ def test_run_with_a_function(arena_server: ArenaServer) -> None:
     assert results[0]["total_runs"] >= 20
 
 
-class Player(envwire.arena.Agent):
+class Player(arena.Agent):
     """Remembers what it saw; plays perfectly."""
 
     finished: dict[str, tuple[Any, list[int]]]
     messages: list[tuple[str, str, str]]
 
-    def __init__(self, run_id: str, config: envwire.arena.AgentConfig) -> None:
+    def __init__(self, run_id: str, config: arena.AgentConfig) -> None:
         super().__init__(run_id, config)
         self.percepts: list[int] = []
         self.numbers: list[int] = []
 
-    def get_action(self, percept: Any, info: envwire.arena.RequestInfo) -> Any:
+    def get_action(self, percept: Any, info: arena.RequestInfo) -> Any:
         assert info.run_id == self.run_id
         assert info.run_url.endswith(f"/arena/run/nim/{self.run_id}")
         self.percepts.append(percept)
@@ -142,7 +142,7 @@ def test_agent_class_with_parallel_workers(arena_server: ArenaServer) -> None:
     assert all(outcome == 1 and percepts[0] == 10 for outcome, percepts in Player.finished.values())
     assert {t for _, t, _ in Player.messages} == {"info"}
     some_run = next(iter(Player.finished))
-    page = requests.get(f"{arena_server.url}arena/run/nim/{some_run}", timeout=30)
+    page = httpx.get(f"{arena_server.url}arena/run/nim/{some_run}", timeout=30)
     assert page.status_code == 200 and "History" in page.text
 
 
@@ -156,9 +156,7 @@ def test_one_run_at_a_time_and_abandoning_old_runs(arena_server: ArenaServer) ->
     ]
     put(arena_server.act_url("nim"), {"protocol_version": 1, "agent": "client",
                                       "pwd": config["pwd"], "actions": first_step})  # fmt: skip
-    summary = envwire.arena.run(
-        config, best, run_limit=3, abandon_old_runs=True, parallel_runs=False
-    )
+    summary = arena.run(config, best, run_limit=3, abandon_old_runs=True, parallel_runs=False)
     assert old <= set(summary.abandoned)
     assert not old & set(summary.finished)
     assert len(summary.finished) == 3 and set(summary.finished.values()) == {1}
@@ -170,7 +168,7 @@ def test_one_run_at_a_time_and_abandoning_old_runs(arena_server: ArenaServer) ->
 # security and errors
 
 
-def status_of(response: requests.Response) -> tuple[int, str]:
+def status_of(response: httpx.Response) -> tuple[int, str]:
     body = response.json()
     assert set(body) == {"errorcode", "errorname", "description"}
     assert body["errorcode"] == response.status_code
@@ -189,8 +187,8 @@ def test_credentials(arena_server: ArenaServer) -> None:
     for body, text in cases:
         code, description = status_of(put(url, body))
         assert code == 401 and text in description
-    with pytest.raises(envwire.arena.ArenaRequestError) as info:
-        envwire.arena.run({**arena_server.config("alice"), "pwd": "nope"}, best, run_limit=1)
+    with pytest.raises(arena.ArenaRequestError) as info:
+        arena.run({**arena_server.config("alice"), "pwd": "nope"}, best, run_limit=1)
     assert info.value.status == 401 and "wrong password" in str(info.value)
 
 
@@ -223,15 +221,15 @@ def test_bodies(arena_server: ArenaServer) -> None:
     url = arena_server.act_url("nim")
     pwd = arena_server.configs["alice"]["pwd"]
     huge = b'{"agent": "alice", "pwd": "' + b"x" * (2 << 20) + b'"}'
-    response = requests.put(
-        url, data=huge, headers={"content-type": "application/json"}, timeout=60
+    response = httpx.put(
+        url, content=huge, headers={"content-type": "application/json"}, timeout=60
     )
     code, text = status_of(response)
     assert code == 413 and "limit" in text
     for content_type in ("text/plain", "application/x-www-form-urlencoded"):
-        response = requests.put(url, data=b"{}", headers={"content-type": content_type}, timeout=30)
+        response = httpx.put(url, content=b"{}", headers={"content-type": content_type}, timeout=30)
         assert status_of(response)[0] == 415
-    response = requests.put(url, data=b"agent=alice", timeout=30)
+    response = httpx.put(url, content=b"agent=alice", timeout=30)
     assert status_of(response)[0] == 415
     cases = [
         (b"{not json", "body: not valid JSON"),
@@ -246,14 +244,14 @@ def test_bodies(arena_server: ArenaServer) -> None:
          "protocol_version: unsupported version 2"),
     ]  # fmt: skip
     for body, text in cases:
-        response = requests.put(
-            url, data=body, headers={"content-type": "application/json"}, timeout=30
+        response = httpx.put(
+            url, content=body, headers={"content-type": "application/json"}, timeout=30
         )
         code, description = status_of(response)
         assert code == 400 and description.startswith(text), description
     code, description = status_of(put(arena_server.act_url("nmi"), {"agent": "a", "pwd": "b"}))
     assert code == 400 and "did you mean 'nim'" in description
-    response = requests.post(url, json={}, timeout=30)
+    response = httpx.post(url, json={}, timeout=30)
     assert status_of(response)[0] == 405  # JSON, where the original answers with HTML
     assert response.headers["allow"] == "GET, PUT"
 
@@ -279,13 +277,11 @@ def test_bad_actions_are_never_500(arena_server: ArenaServer) -> None:
 def test_admin_api(arena_server: ArenaServer) -> None:
     base = arena_server.url + "arena/admin/envs"
     auth = {"authorization": f"Bearer {arena_server.admin_token}"}
-    assert requests.get(base, timeout=30).status_code == 401
-    assert (
-        requests.get(base, headers={"authorization": "Bearer nope"}, timeout=30).status_code == 401
-    )
-    envs = requests.get(base, headers=auth, timeout=30).json()
+    assert httpx.get(base, timeout=30).status_code == 401
+    assert httpx.get(base, headers={"authorization": "Bearer nope"}, timeout=30).status_code == 401
+    envs = httpx.get(base, headers=auth, timeout=30).json()
     assert {e["env"] for e in envs} >= {"nim", "nim-random", "cart"}
-    created = requests.put(
+    created = httpx.put(
         f"{base}/pend",
         headers=auth,
         timeout=60,
@@ -293,25 +289,25 @@ def test_admin_api(arena_server: ArenaServer) -> None:
     )
     assert created.status_code == 200, created.text
     assert created.json()["settings"]["requests_per_reply"] == 2
-    again = requests.put(f"{base}/pend", headers=auth, json={"env_id": "Pendulum-v1"}, timeout=60)
+    again = httpx.put(f"{base}/pend", headers=auth, json={"env_id": "Pendulum-v1"}, timeout=60)
     assert again.status_code == 409
-    unknown = requests.put(f"{base}/x", headers=auth, json={"env_id": "NoSuchEnv-v9"}, timeout=60)
+    unknown = httpx.put(f"{base}/x", headers=auth, json={"env_id": "NoSuchEnv-v9"}, timeout=60)
     assert unknown.status_code == 400 and "NoSuchEnv-v9" in unknown.json()["description"]
-    config = requests.post(f"{base}/pend/agents/erin", headers=auth, timeout=60).json()
+    config = httpx.post(f"{base}/pend/agents/erin", headers=auth, timeout=60).json()
     assert set(config) == {"agent", "pwd", "env", "url"}
     assert config["url"] == arena_server.url
-    summary = envwire.arena.run(config, lambda percept: [0.5], run_limit=2)
+    summary = arena.run(config, lambda percept: [0.5], run_limit=2)
     assert len(summary.finished) == 2
-    blocked = requests.post(f"{base}/pend/agents/erin/block", headers=auth, timeout=30)
+    blocked = httpx.post(f"{base}/pend/agents/erin/block", headers=auth, timeout=30)
     assert blocked.json() == {"agent": "erin", "blocked": True}
     body = {"protocol_version": 1, "agent": "erin", "pwd": config["pwd"]}
     assert put(arena_server.act_url("pend"), body).status_code == 401
-    requests.post(f"{base}/pend/agents/erin/unblock", headers=auth, timeout=30)
+    httpx.post(f"{base}/pend/agents/erin/unblock", headers=auth, timeout=30)
     assert put(arena_server.act_url("pend"), body).status_code == 200
-    renewed = requests.post(f"{base}/pend/agents/erin/password", headers=auth, timeout=60).json()
+    renewed = httpx.post(f"{base}/pend/agents/erin/password", headers=auth, timeout=60).json()
     assert put(arena_server.act_url("pend"), body).status_code == 401
     assert put(arena_server.act_url("pend"), {**body, "pwd": renewed["pwd"]}).status_code == 200
-    agents = requests.get(f"{base}/pend/agents", headers=auth, timeout=30).json()
+    agents = httpx.get(f"{base}/pend/agents", headers=auth, timeout=30).json()
     assert [(a["agent"], a["total_runs"], a["blocked"]) for a in agents] == [("erin", 2, False)]
 
 
@@ -319,5 +315,5 @@ def test_client_gives_clear_errors(
     arena_server: ArenaServer, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR)
-    with pytest.raises(envwire.arena.ArenaRequestError, match="400 Bad Request: unknown arena env"):
-        envwire.arena.run({**arena_server.config("alice"), "env": "gone"}, best, run_limit=1)
+    with pytest.raises(arena.ArenaRequestError, match="400 Bad Request: unknown arena env"):
+        arena.run({**arena_server.config("alice"), "env": "gone"}, best, run_limit=1)

@@ -8,12 +8,12 @@ from concurrent.futures import ThreadPoolExecutor
 from html.parser import HTMLParser
 from pathlib import Path
 
+import httpx
 import pytest
-import requests
 
-import envwire.arena
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.store import Store
+from envwire.client import arena
 from envwire.envs.nim import strong_move
 from tests.arena.web.conftest import ArenaServer, put
 from tests.observe.browser import artifacts
@@ -109,8 +109,8 @@ def parse(dom: str) -> Tables:
 @pytest.fixture(scope="module")
 def played(arena_server: ArenaServer) -> dict[str, str]:
     """Alice plays perfectly, bob badly; the nim env gets a hostile description."""
-    envwire.arena.run(arena_server.config("alice"), lambda p: strong_move(p) or 1, run_limit=6)
-    envwire.arena.run(arena_server.config("bob"), lambda p: 1, run_limit=5)
+    arena.run(arena_server.config("alice"), lambda p: strong_move(p) or 1, run_limit=6)
+    arena.run(arena_server.config("bob"), lambda p: 1, run_limit=5)
     admin = ArenaAdmin(Store(arena_server.db))
     admin.create_env(
         "nim",
@@ -136,7 +136,7 @@ def test_pages_in_a_browser(
     base = arena_server.url + "arena/"
     finished = arena_server.api("arena/api/results/nim")
     assert finished
-    alice_runs = requests.get(base + "agent/nim/alice", timeout=30)
+    alice_runs = httpx.get(base + "agent/nim/alice", timeout=30)
     assert alice_runs.status_code == 200
     urls = {
         "index": base,

@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import base64
 import socket
+import ssl
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
-import requests
 
 from envwire.app import Server
 from envwire.observe import scrape as metrics_listener
@@ -52,16 +53,16 @@ def http_server(secrets: Secrets) -> Iterator[Server]:
 def test_observe_routes_need_a_token(http_server: Server, path: str) -> None:
     base = _base(http_server, "http")
     for headers in ({}, {"authorization": f"Bearer {OTHER_TOKEN}"}, _basic(OTHER_TOKEN)):
-        refused = requests.get(base + path, headers=headers, timeout=10)
+        refused = httpx.get(base + path, headers=headers, timeout=10)
         assert refused.status_code == 401, (headers, refused.text)
         assert refused.json()["code"] == "unauthenticated"
         assert TOKEN not in refused.text
         scheme = "Basic" if path.startswith("/dashboard") else "Bearer"
         assert refused.headers["www-authenticate"] == f'{scheme} realm="envwire"'
     # a POST without a token learns nothing either
-    assert requests.post(base + path, timeout=10).status_code == 401
+    assert httpx.post(base + path, timeout=10).status_code == 401
     for headers in (BEARER, _basic(TOKEN)):
-        answered = requests.get(base + path, headers=headers, timeout=10)
+        answered = httpx.get(base + path, headers=headers, timeout=10)
         assert answered.status_code == 200, answered.text
 
 
@@ -73,12 +74,12 @@ def test_public_metrics_opens_metrics_alone(secrets: Secrets) -> None:
     )
     try:
         base = _base(server, "http")
-        scraped = requests.get(base + "/metrics", timeout=10)
+        scraped = httpx.get(base + "/metrics", timeout=10)
         assert scraped.status_code == 200
         assert "envwire_sessions_opened_total" in scraped.text
-        assert requests.get(base + "/dashboard", timeout=10).status_code == 401
-        assert requests.get(base + "/dashboard/api/live", timeout=10).status_code == 401
-        assert requests.post(base + "/reset", json={}, timeout=10).status_code == 401
+        assert httpx.get(base + "/dashboard", timeout=10).status_code == 401
+        assert httpx.get(base + "/dashboard/api/live", timeout=10).status_code == 401
+        assert httpx.post(base + "/reset", json={}, timeout=10).status_code == 401
     finally:
         server.shutdown()
 
@@ -88,18 +89,18 @@ def test_standalone_listener_follows_the_token_rule(secrets: Secrets) -> None:
     server = _start(ports, token_file=secrets.token_file)
     try:
         base = _base(server, "metrics")
-        refused = requests.get(base + "/metrics", timeout=10)
+        refused = httpx.get(base + "/metrics", timeout=10)
         assert refused.status_code == 401
         assert refused.headers["www-authenticate"] == 'Bearer realm="envwire"'
         assert refused.json()["code"] == "unauthenticated"
-        answered = requests.get(base + "/metrics", headers=BEARER, timeout=10)
+        answered = httpx.get(base + "/metrics", headers=BEARER, timeout=10)
         assert answered.status_code == 200
         assert "envwire_steps_total" in answered.text
     finally:
         server.shutdown()
     server = _start(ports, token_file=secrets.token_file, public_metrics=True)
     try:
-        assert requests.get(_base(server, "metrics") + "/metrics", timeout=10).status_code == 200
+        assert httpx.get(_base(server, "metrics") + "/metrics", timeout=10).status_code == 200
     finally:
         server.shutdown()
 
@@ -135,14 +136,16 @@ def test_standalone_listener_speaks_tls_and_bounds_its_scrapers(
     url = _base(server, "metrics", "https") + "/metrics"
     held: list[socket.socket] = []
     try:
-        answered = requests.get(url, headers=BEARER, verify=secrets.tls.ca, timeout=10)
+        trusted = ssl.create_default_context(cafile=secrets.tls.ca)
+        answered = httpx.get(url, headers=BEARER, verify=trusted, timeout=10)
         assert answered.status_code == 200
-        with pytest.raises(requests.exceptions.ConnectionError):  # plain HTTP is not served
-            requests.get(url.replace("https", "http"), headers=BEARER, timeout=10)
+        # plain HTTP is not served: the connection fails (not a timeout, not an answer)
+        with pytest.raises((httpx.NetworkError, httpx.RemoteProtocolError)):
+            httpx.get(url.replace("https", "http"), headers=BEARER, timeout=10)
         # a silent connection (no TLS hello) holds a slot, not the listener
         held.append(_silent(address))
         started = time.monotonic()
-        assert requests.get(url, headers=BEARER, verify=secrets.tls.ca, timeout=10).ok
+        assert httpx.get(url, headers=BEARER, verify=trusted, timeout=10).is_success
         assert time.monotonic() - started < 5
         # every slot taken: the next connection is closed at once
         held += [_silent(address) for _ in range(metrics_listener.MAX_SCRAPERS - 1)]
@@ -150,7 +153,7 @@ def test_standalone_listener_speaks_tls_and_bounds_its_scrapers(
         assert _closed_at_once(address)
         # silent connections time out and free their slots
         time.sleep(3.0)
-        assert requests.get(url, headers=BEARER, verify=secrets.tls.ca, timeout=10).ok
+        assert httpx.get(url, headers=BEARER, verify=trusted, timeout=10).is_success
     finally:
         for sock in held:
             sock.close()
