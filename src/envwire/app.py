@@ -19,7 +19,7 @@ import logging
 import signal
 import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from envwire.arena.web import arena_mount
@@ -64,6 +64,8 @@ class Server:
         catalog: the envs served.
         settings: everything else (the defaults when None).
         health: extra fields of OpenEnv's ``/health`` (the code sandbox's enforcement).
+        unavailable: envs of the catalog that cannot be loaded, with why (served anyway, at
+            the operator's choice: ``/health`` names them).
 
     Raises:
         ConfigError: a token or TLS file cannot be used, or Ray is needed and missing.
@@ -75,9 +77,11 @@ class Server:
         settings: Settings | None = None,
         *,
         health: Callable[[], dict[str, Any]] = dict,
+        unavailable: Mapping[str, str] | None = None,
     ) -> None:
         self.catalog = catalog
         self.settings = settings = settings or Settings()
+        self.unavailable = dict(unavailable or {})
         self.health = health
         self.security = Security.from_settings(settings.security)
         self.ray = _ray_runtime(catalog, settings)
@@ -164,11 +168,18 @@ class Server:
                 observe=self.observe,
                 guard=guard,
                 idle_timeout=settings.server.idle_timeout,
-                health=self.health,
+                health=self._health,
             )
         )
         limits = connection_limits(settings.security, settings.security.max_connections)
         return HttpFrontEnd(settings.http, host=host, guard=guard, limits=limits, mounts=mounts)
+
+    def _health(self) -> dict[str, Any]:
+        """``/health``'s extra fields: the caller's, and the envs that cannot be loaded."""
+        extra = self.health()
+        if self.unavailable:
+            extra["unavailable"] = self.unavailable
+        return extra
 
     def start(self, announce: Callable[[str], None] | None = None) -> None:
         """Start every front end the settings turn on; announce each listening address.

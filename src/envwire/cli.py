@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import argparse
 import errno
+import logging
+import os
 import re
 import sys
 import warnings
@@ -21,14 +23,23 @@ from envwire import __version__, settings
 from envwire.app import Server, print_line
 from envwire.arena import cli as arena_cli
 from envwire.envs.coding import sandbox
-from envwire.errors import EnvwireError
+from envwire.errors import ConfigError, EnvwireError
 from envwire.frontends.godot import main as bridge_main
 from envwire.observe import configure_logging
-from envwire.registry import Catalog, EnvSpec, default_catalog, parse_env_arg, with_openenv
+from envwire.registry import (
+    Catalog,
+    EnvSpec,
+    default_catalog,
+    load_errors,
+    parse_env_arg,
+    with_openenv,
+)
 from envwire.runtime.hosts import EnvHost
 from envwire.settings.config import ConfigFile, read
 
 __all__ = ["build_catalog", "main"]
+
+log = logging.getLogger("envwire")
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -69,27 +80,65 @@ def build_catalog(
 
 
 def _load(args: argparse.Namespace) -> tuple[settings.Settings, Catalog]:
-    """The settings and catalog of ``serve`` or ``list`` (config file, then flags).
+    """The settings and catalog of ``serve`` or ``list`` (config file, then flags), with the
+    app folder first on the import path, as uvicorn puts its ``--app-dir``.
 
     Raises:
         EnvwireError: a mistake in either.
     """
+    given = settings.Source("the command line", settings.given(args))
+    app_dir = given.values.get("app_dir")
+    if isinstance(app_dir, str):  # the config file itself may name modules of the app folder
+        _import_path(app_dir)
     config: ConfigFile | None = read(args.config) if args.config is not None else None
-    sources = [] if config is None else [config.server]
-    sources.append(settings.Source("the command line", settings.given(args)))
-    chosen = settings.load(sources)
+    chosen = settings.load([given] if config is None else [config.server, given])
+    _import_path(chosen.server.app_dir)
     tables = () if config is None else config.envs
     return chosen, build_catalog(args.envs, tables, chosen.server)
 
 
+def _import_path(folder: str) -> None:
+    """Put ``folder`` first on the import path (once), as uvicorn's ``--app-dir`` does.
+
+    Raises:
+        ConfigError: it is not a folder.
+    """
+    path = os.path.abspath(folder)
+    if not os.path.isdir(path):
+        raise ConfigError(f"app_dir {folder!r} is not a folder")
+    if path in sys.path:
+        sys.path.remove(path)
+    sys.path.insert(0, path)
+
+
+def _check_loadable(catalog: Catalog, allow_unavailable: bool) -> dict[str, str]:
+    """The envs whose entry points cannot be loaded, by id; refuse to start unless allowed.
+
+    Raises:
+        ConfigError: one line per env that cannot be loaded, when not allowed.
+    """
+    errors = load_errors(catalog)
+    if errors and not allow_unavailable:
+        lines = [
+            f"{env_id} ({catalog[env_id].entry_point}) cannot be loaded: {reason}"
+            for env_id, reason in errors.items()
+        ]
+        hint = "; --allow-unavailable serves the others"
+        raise ConfigError("\nenvwire: ".join(lines) + hint)
+    for env_id, reason in errors.items():
+        log.warning("%s (%s) is unavailable: %s", env_id, catalog[env_id].entry_point, reason)
+    return errors
+
+
 def _serve(args: argparse.Namespace) -> int:
     chosen, catalog = _load(args)
+    unavailable = _check_loadable(catalog, chosen.server.allow_unavailable)
     sandbox.configure(
         unsafe=True if chosen.server.unsafe_sandbox else None, runs=chosen.server.sandbox_runs
     )
     if any("coding" in f"{env_id} {spec.entry_point}".lower() for env_id, spec in catalog.items()):
         sandbox.probe()
-    server = Server(catalog, chosen, health=_sandbox_health)
+    server = Server(catalog, chosen, health=_sandbox_health, unavailable=unavailable)
     try:
         server.start(announce=print_line)
     except OSError as exc:
@@ -120,7 +169,9 @@ def _sandbox_health() -> dict[str, Any]:
 
 
 def _list(args: argparse.Namespace) -> int:
+    """Print each env with its spaces; exit status 1 when one cannot be made."""
     _, catalog = _load(args)
+    failed = 0
     for env_id, spec in catalog.items():
         # Making an env may warn (Gymnasium's coloured "out of date" for CartPole-v0): the
         # warning belongs to that entry, as a plain note, not in the middle of the listing.
@@ -132,13 +183,14 @@ def _list(args: argparse.Namespace) -> int:
                 host.close()
             except EnvwireError as exc:
                 print(f"{env_id}  [cannot be made: {exc}]")
+                failed += 1
                 continue
         print(f"{env_id}  [{spec.resolved_isolation}]")
         print(f"    action:      {action_space}")
         print(f"    observation: {observation_space}")
         for note in dict.fromkeys(_ANSI.sub("", str(w.message)) for w in caught):
             print(f"    note:        {note.removeprefix('WARN: ')}")
-    return 0
+    return 1 if failed else 0
 
 
 def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
@@ -190,10 +242,10 @@ def _parser() -> argparse.ArgumentParser:
     listing = commands.add_parser(
         "list",
         help="print the catalog with each env's spaces",
-        usage="envwire list [ENV ...] [--config FILE] [--isolation I] [--step-timeout S]",
+        usage="envwire list [ENV ...] [--config FILE] [--app-dir DIR] [--isolation I] ...",
     )
     _add_catalog_args(listing)
-    settings.add_arguments(listing, only=("isolation", "step_timeout"))
+    settings.add_arguments(listing, only=("isolation", "step_timeout", "app_dir"))
     listing.set_defaults(run=_list)
 
     commands.add_parser(

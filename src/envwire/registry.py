@@ -37,6 +37,7 @@ __all__ = [
     "EnvSpec",
     "Isolation",
     "default_catalog",
+    "load_errors",
     "parse_env_arg",
     "with_openenv",
 ]
@@ -355,6 +356,25 @@ def with_openenv(spec: EnvSpec) -> EnvSpec:
     limit = spec.max_sessions if spec.max_sessions is not None else target.max_concurrent_envs
     idle = spec.session_timeout if spec.session_timeout is not None else target.session_timeout
     return replace(spec, openenv=settings, max_sessions=limit, session_timeout=idle)
+
+
+def load_errors(catalog: Mapping[str, EnvSpec]) -> dict[str, str]:
+    """Each env of ``catalog`` whose entry point cannot be loaded here, with one line saying
+    why: its module cannot be imported (or raised while it was), it has no such name, or the
+    extra it needs is missing. Nothing is made; this is what uvicorn checks before it listens.
+    """
+    errors: dict[str, str] = {}
+    for env_id, spec in catalog.items():
+        try:
+            if spec.entry_point.startswith(DM_CONTROL):
+                control.require()
+            else:
+                spec.target()
+        except ConfigError as exc:
+            errors[env_id] = str(exc).removeprefix(f"entry point {spec.entry_point!r}: ")
+        except Exception as exc:  # the module's own top-level code failed
+            errors[env_id] = f"importing it raised {_describe(exc)}"
+    return errors
 
 
 def _check_dm_control(name: str) -> None:

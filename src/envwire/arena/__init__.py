@@ -11,9 +11,10 @@ The submodules: :mod:`~envwire.arena.rules` (scheduling and ratings), :mod:`~env
 (requests over the store and the games), :mod:`~envwire.arena.store` (SQLite),
 :mod:`~envwire.arena.games` (any env as run-based game), :mod:`~envwire.arena.admin` and
 :mod:`~envwire.arena.accounts` (envs, agents, passwords), :mod:`~envwire.arena.settings` and
-:mod:`~envwire.arena.opening` (per-env settings, the arena a server opens), :mod:`~envwire.arena.cli`
-(``envwire arena ...``). The act protocol's codec is :mod:`envwire.protocols.arena`; the HTTP
-endpoints, pages and ASGI app are :mod:`envwire.arena.web`. See ``docs/arena.md``.
+:mod:`~envwire.arena.opening` (per-env settings, the arena a server opens),
+:mod:`~envwire.arena.cli` (``envwire arena ...``). The act protocol's codec is
+:mod:`envwire.protocols.arena`; the HTTP endpoints, pages and ASGI app are
+:mod:`envwire.arena.web`. See ``docs/arena.md``.
 """
 
 __all__: list[str] = []

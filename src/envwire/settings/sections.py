@@ -98,6 +98,18 @@ class ServerSettings(Section):
         Text("an address"),
         "address every front end binds; anything but loopback needs tokens (or --insecure)",
     )
+    app_dir: str = setting(
+        ".",
+        Text("a directory", optional=False),
+        "a folder put first on the import path, where entry points' modules are found (as "
+        "uvicorn's --app-dir)",
+    )
+    allow_unavailable: bool = setting(
+        False,
+        Flag(),
+        "serve the other envs when some cannot be loaded (/health names the unavailable ones); "
+        "without it the server refuses to start",
+    )
     isolation: str | None = setting(
         None,
         Choice(("auto", "inline", "process", "ray"), optional=True),

@@ -20,7 +20,7 @@ from typing import Any
 
 from envwire.errors import ConfigError
 
-__all__ = ["PREFIX", "load", "split_name", "suite_names"]
+__all__ = ["PREFIX", "load", "require", "split_name", "suite_names"]
 
 #: The prefix of dm_control suite names.
 PREFIX = "dm_control/"
@@ -71,6 +71,15 @@ def split_name(name: str) -> tuple[str, str]:
             f"'{PREFIX}<domain>-<task>', e.g. '{PREFIX}cartpole-swingup')"
         )
     return domain, task
+
+
+def require() -> None:
+    """Check that dm_control's suite can be imported here.
+
+    Raises:
+        ConfigError: dm_control is not installed.
+    """
+    _suite()
 
 
 def load(name: str, **kwargs: Any) -> Any:
