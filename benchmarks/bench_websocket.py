@@ -12,9 +12,10 @@ This process is the server side and counts round trips (a command sent, its repl
 - ``websockets``: ``websockets.sync.server.serve`` holding the game's connection in its handler
   thread, ``send`` then ``recv(timeout=...)`` from this thread (the way envwire's game server
   used it: no compression, a 5 s opening handshake), the baseline;
-- ``envwire``: the same server on envwire's own stack (the opening handshake read by
-  ``HttpConnection`` within a deadline, then a blocking ``WebSocketChannel`` over envwire's
-  sans-IO framing), ``send_text`` then ``receive(wait=...)`` from this thread;
+- ``envwire``: envwire's game server, :class:`envwire.kinds.godot.gameserver.GameServer`, on
+  envwire's own stack (the handshake of :mod:`envwire.sockets.websocket`, then a blocking
+  ``WebSocketChannel`` over the sans-IO framing of :mod:`envwire.protocols.http.websocket`),
+  ``send`` then ``recv(timeout)`` from this thread, as ``GodotEnv`` does;
 - ``echo``: the plain blocking TCP loop of :class:`harness.EchoServer` carrying the same frame
   sizes (the command's unmasked frame out, the reply's masked frame back): the floor for any
   Python stack.
@@ -29,7 +30,6 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import queue
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -38,10 +38,8 @@ from typing import Any
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.server import ServerConnection, serve
 
+from envwire.kinds.godot.gameserver import GameServer
 from envwire.protocols.godot.messages import StepCommand, StepResult, encode_command, encode_reply
-from envwire.protocols.http.http11 import Request
-from envwire.protocols.http.websocket import handshake_problem
-from envwire.sockets.http import HttpConnection, WebSocketChannel
 from harness import (
     EchoServer,
     Result,
@@ -119,37 +117,6 @@ class WebsocketsServer:
         self._thread.join(WAIT)
 
 
-class EnvwireServer:
-    """A game server on envwire's own stack: the handshake read by ``HttpConnection`` (with a
-    deadline), then a ``WebSocketChannel`` the caller sends and receives on."""
-
-    def __init__(self) -> None:
-        self._listener = socket.create_server(("127.0.0.1", 0))
-        self.port: int = self._listener.getsockname()[1]
-        self.channel: WebSocketChannel | None = None
-
-    def accept(self, timeout: float) -> None:
-        self._listener.settimeout(timeout)
-        sock, _ = self._listener.accept()
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        http = HttpConnection(sock, max_body=0, keepalive=None)
-        request = http.next_request(time.monotonic() + 5.0)
-        assert isinstance(request, Request) and handshake_problem(request) is None
-        trailing = http.accept_websocket(request)
-        self.channel = WebSocketChannel(sock, trailing, max_size=1 << 20, ping_interval=None)
-
-    def round_trip(self) -> None:
-        assert self.channel is not None
-        self.channel.send_text(COMMAND)
-        if self.channel.receive(wait=WAIT) is None:
-            raise ConnectionError("the game went away")
-
-    def close(self) -> None:
-        if self.channel is not None:
-            self.channel.close()
-        self._listener.close()
-
-
 def _measured(
     round_trip: Callable[[], Any], seconds: float, cpu: list[float]
 ) -> Callable[[], float]:
@@ -177,25 +144,29 @@ def main() -> None:
     names = {
         "echo": "echo: the same frame bytes over plain TCP",
         "websockets": "websockets.sync.server, Godot step round trip",
-        "envwire": "envwire stack (HttpConnection, WebSocketChannel), Godot step round trip",
+        "envwire": "envwire GameServer, Godot step round trip",
     }
     cpu: dict[str, list[float]] = {"websockets": [], "envwire": []}
     sizes = _frame_sizes()
     theirs = WebsocketsServer()
-    ours = EnvwireServer()
+    ours = GameServer("127.0.0.1", 0)
     try:
         with EchoServer() as echo, game(theirs.port), game(ours.port):
             theirs.accept(WAIT)
-            ours.accept(WAIT)
+            ours.accept(WAIT, lambda: None)
+
+            def our_round_trip() -> None:
+                ours.send(COMMAND)
+                ours.recv(WAIT)
 
             cases = {
                 names["echo"]: lambda: echo_rate(echo.port, *sizes, s),
                 names["websockets"]: _measured(theirs.round_trip, s, cpu["websockets"]),
-                names["envwire"]: _measured(ours.round_trip, s, cpu["envwire"]),
+                names["envwire"]: _measured(our_round_trip, s, cpu["envwire"]),
             }
             values = alternate(cases, settings.runs)
     finally:
-        ours.close()
+        ours.close(WAIT)
         theirs.close()
     notes = {"command_frame_bytes": sizes[0], "reply_frame_bytes": sizes[1]}
     results: list[Result] = [
