@@ -174,6 +174,19 @@ def test_a_second_connection_is_refused_with_1013(
     assert server.recv(5.0) == '{"init_observation": [0]}'
 
 
+def test_the_slot_is_not_given_back_when_the_game_leaves(
+    server: GameServer, game: ClientConnection
+) -> None:
+    game.close()
+    with (
+        connect(url(server), proxy=None, open_timeout=5) as second,
+        pytest.raises(ConnectionClosed) as caught,
+    ):
+        second.recv(timeout=5)
+    assert caught.value.rcvd is not None
+    assert caught.value.rcvd.code == 1013
+
+
 def test_a_reply_that_does_not_come_times_out(server: GameServer, game: ClientConnection) -> None:
     server.send('{"cmd": "step", "action": [0]}')
     with pytest.raises(TimeoutError):

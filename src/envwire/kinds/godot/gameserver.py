@@ -4,15 +4,16 @@ A background thread accepts connections; each one's opening handshake runs in a 
 thread of its own (at most :data:`MAX_HANDSHAKES` at once, each within ``handshake_timeout``
 seconds and :data:`~envwire.sockets.websocket.DEFAULT_MAX_HANDSHAKE` bytes), so that a peer
 that connects and says nothing delays nobody. The first connection to complete its handshake is
-the game's; any later one is refused with close code 1013 (try again later) while a game is
-connected. The caller sends and receives on the game's connection from its own thread; between
-its waits the accepting thread reads the connection: it answers the game's pings and closing
-handshake, and notices a game that leaves. The server never pings the game: every wait for the
-game is bounded already.
+the game's; any later one is refused with close code 1013 (try again later), even once the game
+has left: a server serves one game. The caller sends and receives on the game's connection from
+its own thread; between its waits the accepting thread reads the connection: it answers the
+game's pings and closing handshake, and notices a game that leaves. The server never pings the
+game: every wait for the game is bounded already.
 
 It runs on envwire's own WebSocket stack (:mod:`envwire.sockets.websocket`), the OpenEnv front
-end's: measured on the GymGodot exchange it makes about 1.4 times the round trips of
-``websockets``' threading server for half the CPU (``benchmarks/bench_websocket.py``).
+end's, chosen over ``websockets``' threading server by measurement: faster on the GymGodot
+exchange, for half the CPU, and with more bounded (``benchmarks/README.md``, "One WebSocket
+server stack").
 
 Errors are mapped here, once: a wait that runs out raises :class:`TimeoutError` (the caller
 knows what it was waiting for and turns it into an envwire error); a closed connection raises
