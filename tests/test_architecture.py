@@ -168,6 +168,7 @@ SHARED_NAMES = {
     "arena.py": "the arena protocol on this floor",
     "dmenvrpc.py": "the dm_env_rpc protocol on this floor",
     "godot.py": "the Godot protocol on this floor",
+    "websocket.py": "WebSocket on this floor (sans-IO codec; over a blocking socket)",
     "service.py": "a protocol's service over the session table",
     "routes.py": "HTTP routes",
     "mount.py": "a mount of the HTTP front end",

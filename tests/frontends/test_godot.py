@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import queue
+import socket
 import subprocess
 import sys
 import threading
@@ -205,7 +206,10 @@ def test_the_server_goes_away(gymgodot: GymGodotServer, tmp_path: Path) -> None:
     assert codes == [EXIT_CONNECTION_LOST]
 
 
-def test_no_server(free_port: int) -> None:
+def test_no_server() -> None:
+    with socket.socket() as probe:  # a port that was free a moment ago: nobody listens there
+        probe.bind(("127.0.0.1", 0))
+        free_port = probe.getsockname()[1]
     assert run_bridge(Painter, "127.0.0.1", free_port, connect_timeout=0.3) == EXIT_NO_SERVER
 
 

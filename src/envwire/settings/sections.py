@@ -29,7 +29,8 @@ from envwire.settings.kinds import (
     Value,
 )
 from envwire.sockets import MAX_BUSY_POLL_US
-from envwire.sockets.http import DEFAULT_MAX_QUEUED, DEFAULT_SEND_TIMEOUT
+from envwire.sockets.http import DEFAULT_SEND_TIMEOUT
+from envwire.sockets.websocket import DEFAULT_MAX_QUEUED
 
 __all__ = [
     "SECTIONS",

@@ -1,8 +1,10 @@
 """Socket settings and TLS shared by the blocking transports, server side and client side
-(TLS in :mod:`envwire.sockets.tls`)."""
+(TLS in :mod:`envwire.sockets.tls`; HTTP/1.1 in :mod:`envwire.sockets.http` and WebSocket in
+:mod:`envwire.sockets.websocket`, over one blocking socket each)."""
 
 from __future__ import annotations
 
+import contextlib
 import socket
 import struct
 import time
@@ -11,7 +13,13 @@ from typing import TypeVar
 
 from envwire.errors import InvalidArgumentError
 
-__all__ = ["MAX_BUSY_POLL_US", "busy_poll", "busy_poll_seconds", "configure_stream"]
+__all__ = [
+    "MAX_BUSY_POLL_US",
+    "busy_poll",
+    "busy_poll_seconds",
+    "close_stream",
+    "configure_stream",
+]
 
 _T = TypeVar("_T")
 
@@ -32,6 +40,14 @@ def configure_stream(sock: socket.socket, timeout: float | None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def close_stream(sock: socket.socket) -> None:
+    """Shut both directions down, which wakes a thread blocked in ``recv`` on it (closing
+    alone does not), then close the socket. Never raises."""
+    with contextlib.suppress(OSError):
+        sock.shutdown(socket.SHUT_RDWR)
+    sock.close()
 
 
 def busy_poll_seconds(microseconds: object) -> float:

@@ -15,7 +15,7 @@ from envwire.kinds.godot import GodotEnv
 
 __all__: list[str] = []
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 EXAMPLE_PROJECT = REPO / "godot" / "example"
 FAKE_GAME = Path(__file__).resolve().with_name("fake_game.py")
 

@@ -52,7 +52,7 @@ from envwire.registry import Catalog
 from envwire.server.http import Guard, HttpFrontEnd, OnHang
 from envwire.server.sessions import SessionTable
 from envwire.settings import OpenEnvSettings
-from envwire.sockets.http import WebSocketChannel
+from envwire.sockets.websocket import WebSocketChannel
 
 __all__ = ["OpenEnvMount"]
 

@@ -180,7 +180,8 @@ class GodotEnv(gym.Env[Any, Any]):
         self.render_dir = self._workdir / "frames" if render_dir is None else Path(render_dir)
         self.render_dir.mkdir(parents=True, exist_ok=True)
         try:
-            self._server = GameServer(host, port)
+            # A game that takes no command within reply_timeout will not reply in time either.
+            self._server = GameServer(host, port, send_timeout=reply_timeout)
         except OSError as exc:
             self._cleanup()
             raise ConfigError(f"cannot listen for the Godot game on {host}:{port}: {exc}") from exc

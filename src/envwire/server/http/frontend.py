@@ -33,7 +33,8 @@ from envwire.server.ratelog import RateLimitedLog
 from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.settings import HttpSettings
-from envwire.sockets.http import HttpConnection, WebSocketChannel
+from envwire.sockets.http import HttpConnection
+from envwire.sockets.websocket import WebSocketChannel
 
 __all__ = ["HttpFrontEnd", "Mount", "OnHang", "PlainMount", "WebSocketHandler"]
 
