@@ -35,6 +35,7 @@ __all__ = [
     "MAX_DEPTH",
     "TooDeepError",
     "depth_exceeds",
+    "dumps",
     "dumps_info",
     "loads",
     "loads_info",
@@ -101,6 +102,12 @@ def loads(
 def _too_deep(data: str | bytes | bytearray, max_depth: int) -> TooDeepError:
     text = data if isinstance(data, str) else bytes(data[:64]).decode("utf-8", "replace")
     return TooDeepError(f"JSON nested deeper than {max_depth} levels", text, 0)
+
+
+def dumps(value: Any) -> str:
+    """Compact JSON text (NaN and infinities allowed, as Python's json reads them back; text
+    kept as it is: :func:`utf8` encodes it)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
 
 
 def utf8(text: str) -> bytes:

@@ -112,11 +112,6 @@ _RPC_DEFAULT_MESSAGES = {
 # JSON
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON text (NaN and infinities allowed, as Python's json reads them back)."""
-    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-
-
 def jsonable(value: Any, arrays: Literal["list", "base64"] = "base64", depth: int = 0) -> Any:
     """``value`` as JSON data: numpy scalars become numbers, arrays follow ``arrays`` (the
     ``__ndarray__`` form of :mod:`envwire.spacecodec` for "base64"), tuples become lists,

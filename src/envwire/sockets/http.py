@@ -19,6 +19,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
+from envwire import jsonio
 from envwire.protocols.http.http11 import (
     NEED_DATA,
     HttpError,
@@ -29,7 +30,6 @@ from envwire.protocols.http.http11 import (
     response_bytes,
 )
 from envwire.protocols.http.websocket import accept_bytes
-from envwire.protocols.openenv import dumps
 from envwire.sockets import close_stream
 
 __all__ = ["DEFAULT_SEND_TIMEOUT", "BodyPolicy", "HttpConnection"]
@@ -121,7 +121,7 @@ class HttpConnection:
                     refusal = policy.refuse(exc.request, exc.status, exc.message)
                     if refusal is not None:
                         return refusal
-            return json_response(exc.status, dumps({"detail": f"Bad request: {exc.message}"}))
+            return json_response(exc.status, jsonio.dumps({"detail": f"Bad request: {exc.message}"}))
         except (TimeoutError, OSError):
             return None
         assert isinstance(parsed, Request)

@@ -43,7 +43,6 @@ from envwire.protocols.http.websocket import (
     handshake_problem,
     text_frame,
 )
-from envwire.protocols.openenv import dumps
 from envwire.sockets import close_stream
 from envwire.sockets.http import DEFAULT_SEND_TIMEOUT, HttpConnection
 
@@ -91,7 +90,7 @@ def upgrade(http: HttpConnection, request: Request) -> bytes | None:
     if problem is not None:
         http.keep_alive = False
         http.close_reason = f"bad WebSocket handshake: {problem}"
-        http.send(json_response(400, dumps({"detail": problem})))
+        http.send(json_response(400, jsonio.dumps({"detail": problem})))
         return None
     return http.accept_websocket(request)
 
