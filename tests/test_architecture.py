@@ -174,6 +174,7 @@ SHARED_NAMES = {
     "mount.py": "a mount of the HTTP front end",
     "messages.py": "a vocabulary of message types",
     "errors.py": "an exception tree",
+    "status.py": "a protocol's table of the error tree's codes (HTTP status, google.rpc.Status)",
     "cli.py": "command-line commands",
     "admin.py": "administration commands",
     "env.py": "an env class",

@@ -14,6 +14,8 @@ from hypothesis.extra import numpy as hnp
 
 import envwire
 from envwire import errors, tensor
+from envwire.protocols import dmenvrpc, openenv
+from envwire.protocols.http.status import status_of
 
 
 @given(
@@ -62,8 +64,8 @@ def test_every_error_knows_its_channels() -> None:
     codes = [cls.code for cls in seen if "code" in vars(cls)]  # subclasses may share a code
     assert len(codes) == len(set(codes)), "error codes must be unique"
     for cls in seen:
-        assert 100 <= cls.http_status < 600 and 0 < cls.grpc_code < 17
-        assert cls.openenv_code.isupper()
+        assert 100 <= status_of(cls) < 600 and 0 < dmenvrpc.code_of(cls) < 17
+        assert openenv.code_of(cls).isupper()
         if "code" in vars(cls) and cls.__init__ is errors.EnvwireError.__init__:
             assert errors.error_class_for_code(cls.code) is cls
     assert errors.error_class_for_code("nope") is errors.RemoteError

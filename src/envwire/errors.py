@@ -1,8 +1,6 @@
 """One exception tree for all of envwire.
 
-Every error envwire raises derives from :class:`EnvwireError`. Each class knows how it is
-reported on every transport, so front ends map an error to their protocol's own error channel
-with a table lookup instead of a chain of ``except`` clauses::
+Every error envwire raises derives from :class:`EnvwireError`::
 
     EnvwireError                     base; never raised itself
     ├── ProtocolError                the peer sent bytes or JSON that break the protocol (remote)
@@ -14,7 +12,7 @@ with a table lookup instead of a chain of ``except`` clauses::
     │   ├── InvalidArgumentError     bad seed, options, settings, field values
     │   ├── StateError               request not allowed in the session's state (step before reset)
     │   ├── CapacityError            the server is at its session limit
-    │   │   ├── EnvCapacityError     one env is at its own limit (OpenEnv's max_concurrent_envs)
+    │   │   ├── EnvCapacityError     one env is at its own limit (``EnvSpec.max_sessions``)
     │   │   └── RateLimitedError     too many failed attempts: wait ``retry_after`` seconds
     │   ├── UnsupportedError         the request names a feature that does not exist (Upload)
     │   ├── UnauthenticatedError     no token, or a token the server does not accept
@@ -26,13 +24,17 @@ with a table lookup instead of a chain of ``except`` clauses::
     └── TransportError               client side: the connection failed, closed or timed out
         └── RemoteError              client side: the server answered with an error
 
-Each class carries ``code`` (a stable machine-readable name), ``http_status``, ``grpc_code``
-(a ``google.rpc.Code`` number) and ``openenv_code`` (openenv-core's WebSocket error code).
+Each class carries ``code`` (a stable machine-readable name) and ``remote`` (whose fault it
+is), and nothing about any wire. Each protocol maps the tree to its own codes at its boundary,
+in one table that lives with its codec in :mod:`envwire.protocols`, keyed by class and read
+with :func:`lookup`: a class without a row of its own reports as its nearest ancestor does, so
+a new subclass needs a row only where it should differ from its parent.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, TypeVar
 
 __all__ = [
     "CapacityError",
@@ -57,19 +59,10 @@ __all__ = [
     "UsageError",
     "clip",
     "error_class_for_code",
+    "lookup",
 ]
 
-# google.rpc.Code numbers, spelled out so the core needs no gRPC import.
-_INVALID_ARGUMENT = 3
-_DEADLINE_EXCEEDED = 4
-_NOT_FOUND = 5
-_PERMISSION_DENIED = 7
-_RESOURCE_EXHAUSTED = 8
-_FAILED_PRECONDITION = 9
-_UNIMPLEMENTED = 12
-_INTERNAL = 13
-_UNAVAILABLE = 14
-_UNAUTHENTICATED = 16
+_Row = TypeVar("_Row")
 
 
 def clip(text: object, limit: int = 80) -> str:
@@ -87,18 +80,12 @@ class EnvwireError(Exception):
 
     Attributes:
         code: stable machine-readable name of the error kind (``"invalid_action"``, ...).
-        http_status: the HTTP status an HTTP front end answers with.
-        grpc_code: the ``google.rpc.Code`` a gRPC front end puts in its ``Status``.
-        openenv_code: the error code of openenv-core's WebSocket protocol.
         remote: True when the peer is at fault, False when this side is.
         observed: set once the server's metrics counted the error (a front end reports every
             error it answers; one raised by a session was counted there already).
     """
 
     code = "internal"
-    http_status = 500
-    grpc_code = _INTERNAL
-    openenv_code = "EXECUTION_ERROR"
     remote = False
     observed = False
 
@@ -114,9 +101,6 @@ class ProtocolError(EnvwireError):
     """The peer broke the wire protocol: malformed bytes, bad JSON, unknown packet or type."""
 
     code = "protocol_error"
-    http_status = 400
-    grpc_code = _INVALID_ARGUMENT
-    openenv_code = "INVALID_JSON"
     remote = True
 
 
@@ -125,17 +109,12 @@ class TooLargeError(ProtocolError):
     all connections share are full. The connection ends after the error is reported."""
 
     code = "too_large"
-    http_status = 413
-    grpc_code = _RESOURCE_EXHAUSTED
 
 
 class UsageError(EnvwireError):
     """A well-formed request that cannot be honoured."""
 
     code = "bad_request"
-    http_status = 400
-    grpc_code = _INVALID_ARGUMENT
-    openenv_code = "VALIDATION_ERROR"
     remote = True
 
 
@@ -143,41 +122,30 @@ class UnknownEnvError(UsageError):
     """No env with that id is served here."""
 
     code = "unknown_env"
-    http_status = 404
-    grpc_code = _NOT_FOUND
-    openenv_code = "FACTORY_ERROR"
 
 
 class InvalidActionError(UsageError):
     """The action is not a member of the env's action space."""
 
     code = "invalid_action"
-    http_status = 422
 
 
 class InvalidArgumentError(UsageError):
     """A seed, option, setting or field has the wrong type or value."""
 
     code = "invalid_argument"
-    http_status = 422
 
 
 class StateError(UsageError):
     """The request is not allowed in the session's current state."""
 
     code = "bad_state"
-    http_status = 409
-    grpc_code = _FAILED_PRECONDITION
-    openenv_code = "SESSION_ERROR"
 
 
 class CapacityError(UsageError):
     """The server holds as many sessions as it is configured to."""
 
     code = "capacity_reached"
-    http_status = 503
-    grpc_code = _RESOURCE_EXHAUSTED
-    openenv_code = "CAPACITY_REACHED"
 
 
 class EnvCapacityError(CapacityError):
@@ -204,11 +172,11 @@ class RateLimitedError(CapacityError):
     """Too many failed attempts (logins) from a client or for an account.
 
     Attributes:
-        retry_after: seconds until the next attempt may succeed (HTTP ``Retry-After``).
+        retry_after: seconds until the next attempt may succeed (a front end tells the
+            client to wait that long where its protocol can say so).
     """
 
     code = "rate_limited"
-    http_status = 429
     retry_after: float = 1.0
 
 
@@ -216,50 +184,36 @@ class UnauthenticatedError(UsageError):
     """The request carries no token, or one the server does not accept."""
 
     code = "unauthenticated"
-    http_status = 401
-    grpc_code = _UNAUTHENTICATED
-    openenv_code = "SESSION_ERROR"
 
 
 class ForbiddenError(UsageError):
     """The server refuses the request whoever sends it (a foreign ``Origin`` or ``Host``)."""
 
     code = "forbidden"
-    http_status = 403
-    grpc_code = _PERMISSION_DENIED
-    openenv_code = "SESSION_ERROR"
 
 
 class UnsupportedError(UsageError):
     """The request names a feature that does not exist or no longer exists."""
 
     code = "unsupported"
-    http_status = 501
-    grpc_code = _UNIMPLEMENTED
 
 
 class EnvError(EnvwireError):
     """The environment's own code raised an exception."""
 
     code = "env_error"
-    http_status = 500
-    grpc_code = _INTERNAL
-    openenv_code = "EXECUTION_ERROR"
 
 
 class EnvCrashedError(EnvError):
     """The process running the env died (segfault, ``os._exit``, killed)."""
 
     code = "env_crashed"
-    grpc_code = _UNAVAILABLE
 
 
 class EnvTimeoutError(EnvError):
     """An env call ran past its timeout; the env was abandoned."""
 
     code = "env_timeout"
-    http_status = 504
-    grpc_code = _DEADLINE_EXCEEDED
 
 
 class ConfigError(EnvwireError):
@@ -272,7 +226,6 @@ class TransportError(EnvwireError):
     """Client side: the connection could not be made, was closed, or timed out."""
 
     code = "transport_error"
-    grpc_code = _UNAVAILABLE
 
 
 class RemoteError(TransportError):
@@ -303,3 +256,20 @@ def error_class_for_code(code: str) -> type[EnvwireError]:
         if "code" in vars(cls) and cls.code == code and cls.__init__ is EnvwireError.__init__:
             return cls
     return RemoteError
+
+
+def lookup(
+    table: Mapping[type[EnvwireError], _Row], error: EnvwireError | type[EnvwireError]
+) -> _Row:
+    """The row of ``table`` for ``error`` (an instance or a class): its class's own row, or else
+    that of its nearest ancestor in method resolution order.
+
+    Raises:
+        KeyError: no class in ``error``'s MRO has a row; a table with a row for
+            :class:`EnvwireError` answers for every error.
+    """
+    cls = error if isinstance(error, type) else type(error)
+    for ancestor in cls.__mro__:
+        if issubclass(ancestor, EnvwireError) and ancestor in table:
+            return table[ancestor]
+    raise KeyError(f"expected a row for {cls.__name__} or one of its bases, found none")

@@ -8,6 +8,7 @@ import pytest
 
 from envwire.arena.logins import FailureLimiter, LoginLimits
 from envwire.errors import RateLimitedError
+from envwire.protocols.http.status import status_of
 
 
 def test_failures_within_the_window() -> None:
@@ -40,7 +41,7 @@ def test_login_limits_per_agent_and_per_address() -> None:
     limits.failed("env", "alice", "10.0.0.1")
     with pytest.raises(RateLimitedError) as info:
         limits.check("env", "alice", "10.0.0.2")  # the agent waits, from any address
-    assert 0 < info.value.retry_after <= 60 and info.value.http_status == 429
+    assert 0 < info.value.retry_after <= 60 and status_of(info.value) == 429
     limits.check("env", "bob", "10.0.0.2")
     limits.failed("env", "bob", "10.0.0.1")  # the address's third failure
     with pytest.raises(RateLimitedError):

@@ -470,13 +470,13 @@ def test_errors_travel_as_status_and_come_back_as_their_class(
         error = cls(f"{cls.__name__} happened")
     except TypeError:  # built from more than a message: it comes back as a RemoteError
         error = errors.RemoteError(f"{cls.__name__} happened", cls.code)
-        error.code, error.grpc_code = cls.code, cls.grpc_code
+        error.code = cls.code
         back = dmenvrpc.error_from_status(wire(dmenvrpc.error_response(error)).error)
         assert type(back) is errors.RemoteError and str(back) == str(error)
         assert back.remote_code == cls.code
         return
     response = wire(dmenvrpc.error_response(error))
-    assert response.error.code == cls.grpc_code
+    assert response.error.code == dmenvrpc.code_of(cls)
     back = dmenvrpc.error_from_status(response.error)
     assert type(back) is cls and str(back) == str(error)
 

@@ -1,6 +1,7 @@
 """The arena's errors: envwire errors with the HTTP statuses the arena protocol uses.
 
-They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them). The
+They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them) and
+add their statuses to the HTTP table (:mod:`envwire.protocols.http.status`). The
 request errors (``ProtocolError`` subclasses) belong to the act protocol's codec,
 :mod:`envwire.protocols.arena`, and are re-exported here::
 
@@ -31,6 +32,7 @@ from envwire.protocols.arena import (
     NotJSONError,
     UnsupportedVersionError,
 )
+from envwire.protocols.http.status import STATUS
 
 __all__ = [
     "ArenaBusyError",
@@ -50,14 +52,12 @@ class UnknownArenaEnvError(UsageError):
     """No arena env has that name. The arena protocol answers 400 here, not 404."""
 
     code = "unknown_arena_env"
-    http_status = 400
 
 
 class AuthenticationError(UsageError):
     """Unknown agent, wrong password, blocked agent, or a missing or wrong admin token."""
 
     code = "unauthorized"
-    http_status = 401
 
 
 class ForbiddenError(errors.ForbiddenError):
@@ -69,18 +69,28 @@ class NotFoundError(UsageError):
     """A page or admin resource that does not exist."""
 
     code = "not_found"
-    http_status = 404
 
 
 class ConflictError(UsageError):
     """An admin request would overwrite an env or agent without being asked to."""
 
     code = "conflict"
-    http_status = 409
 
 
 class ArenaBusyError(UsageError):
     """The arena could not complete the request now (the database was busy or failed)."""
 
     code = "arena_busy"
-    http_status = 503
+
+
+# The statuses of the tree above. UnknownArenaEnvError would answer UsageError's 400 without a
+# row; the row records that 400, not 404, is the protocol's choice.
+STATUS.update(
+    {
+        UnknownArenaEnvError: 400,
+        AuthenticationError: 401,
+        NotFoundError: 404,
+        ConflictError: 409,
+        ArenaBusyError: 503,
+    }
+)

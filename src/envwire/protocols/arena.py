@@ -28,6 +28,7 @@ from typing import Any, Literal
 
 from envwire import jsonio
 from envwire.errors import EnvwireError, ProtocolError
+from envwire.protocols.http.status import STATUS, status_of
 
 __all__ = [
     "SUPPORTED_VERSIONS",
@@ -82,14 +83,15 @@ class BodyTooLargeError(ProtocolError):
     """The request body is larger than the server accepts."""
 
     code = "body_too_large"
-    http_status = 413
 
 
 class NotJSONError(ProtocolError):
     """The request body is not declared as JSON (``Content-Type: application/json``)."""
 
     code = "not_json"
-    http_status = 415
+
+
+STATUS.update({BodyTooLargeError: 413, NotJSONError: 415})
 
 
 class RawJSON(str):
@@ -367,5 +369,6 @@ def error_body(status: int, description: str) -> bytes:
 
 
 def error_reply(exc: EnvwireError) -> tuple[int, bytes]:
-    """The status and body that report ``exc``."""
-    return exc.http_status, error_body(exc.http_status, exc.message)
+    """The status and body that report ``exc`` (its status from the HTTP table)."""
+    status = status_of(exc)
+    return status, error_body(status, exc.message)

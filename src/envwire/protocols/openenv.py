@@ -28,16 +28,28 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from envwire import jsonio, tensor
-from envwire.errors import EnvwireError, ProtocolError
+from envwire.errors import (
+    CapacityError,
+    EnvError,
+    EnvwireError,
+    ForbiddenError,
+    ProtocolError,
+    StateError,
+    UnauthenticatedError,
+    UnknownEnvError,
+    UsageError,
+    lookup,
+)
 
 __all__ = [
     "ERROR_CODES",
+    "ERROR_TABLE",
     "BodyError",
     "ErrorCode",
     "ResetRequest",
@@ -54,6 +66,7 @@ __all__ = [
     "WsSpaces",
     "WsState",
     "WsStep",
+    "code_of",
     "dumps",
     "error_data",
     "error_message",
@@ -85,6 +98,26 @@ class ErrorCode(StrEnum):
 
 
 ERROR_CODES = frozenset(ErrorCode)
+
+#: error class -> the OpenEnv error code that reports it (:func:`code_of`); a module that
+#: defines an error which must report differently from its parent adds its row next to it.
+ERROR_TABLE: Final[dict[type[EnvwireError], ErrorCode]] = {
+    EnvwireError: ErrorCode.EXECUTION_ERROR,
+    ProtocolError: ErrorCode.INVALID_JSON,
+    UsageError: ErrorCode.VALIDATION_ERROR,
+    UnknownEnvError: ErrorCode.FACTORY_ERROR,
+    StateError: ErrorCode.SESSION_ERROR,
+    CapacityError: ErrorCode.CAPACITY_REACHED,
+    UnauthenticatedError: ErrorCode.SESSION_ERROR,
+    ForbiddenError: ErrorCode.SESSION_ERROR,
+    EnvError: ErrorCode.EXECUTION_ERROR,
+}
+
+
+def code_of(error: EnvwireError | type[EnvwireError]) -> ErrorCode:
+    """The OpenEnv error code that reports ``error`` (an instance or a class): its class's row
+    in :data:`ERROR_TABLE`, or its nearest ancestor's."""
+    return lookup(ERROR_TABLE, error)
 
 
 class RpcCode(IntEnum):
@@ -319,7 +352,7 @@ def step_result(
 
 def error_data(error: EnvwireError) -> dict[str, Any]:
     """The ``data`` of an error message for an envwire error (``envwire_code`` is ours)."""
-    return {"message": str(error), "code": error.openenv_code, "envwire_code": error.code}
+    return {"message": str(error), "code": code_of(error), "envwire_code": error.code}
 
 
 def error_message(code: ErrorCode | str, text: str, **extra: Any) -> str:

@@ -37,6 +37,7 @@ from envwire.arena.web import pages
 from envwire.errors import ConfigError, EnvError, EnvwireError
 from envwire.protocols.arena import decode_body, error_body, error_reply
 from envwire.protocols.http.http11 import Request, Response
+from envwire.protocols.http.status import STATUS, status_of
 
 __all__ = ["ArenaRoute", "ArenaWeb", "route"]
 
@@ -81,9 +82,9 @@ def _error(exc: EnvwireError) -> Response:
 
 
 def _html_error(exc: EnvwireError) -> Response:
-    phrase = HTTPStatus(exc.http_status).phrase
-    page = pages.error_page(exc.http_status, phrase, exc.message)
-    return Response(exc.http_status, page.encode(), _HTML)
+    status = status_of(exc)
+    page = pages.error_page(status, HTTPStatus(status).phrase, exc.message)
+    return Response(status, page.encode(), _HTML)
 
 
 class ArenaWeb:
@@ -390,5 +391,7 @@ class ArenaWeb:
 
 class _NotAllowed(EnvwireError):
     code = "method_not_allowed"
-    http_status = 405
     remote = True
+
+
+STATUS.update({_NotAllowed: 405})

@@ -40,6 +40,7 @@ from envwire.protocols.openenv import (
     WsSpaces,
     WsState,
     WsStep,
+    code_of,
     dumps,
     error_data,
     error_message,
@@ -293,7 +294,7 @@ class _Session:
             except EnvwireError as exc:
                 if not exc.remote:
                     log.warning("session %s (%s): %s", record.session.id[:8], record.env_id, exc)
-                reply = self._error(ErrorCode(exc.openenv_code), str(exc), exc.code)
+                reply = self._error(code_of(exc), str(exc), exc.code)
             if not channel.send_text(reply):
                 return
 

@@ -35,9 +35,13 @@ from envwire.frontends.openenv.bindings import ActionRejected
 from envwire.frontends.openenv.service import FRONT_END, OpenEnvService, Record
 from envwire.observe import Observability
 from envwire.protocols.http.http11 import Request, Response, json_response
+from envwire.protocols.http.status import STATUS, status_of
 from envwire.protocols.openenv import (
+    ERROR_TABLE,
     BodyError,
+    ErrorCode,
     StepRequest,
+    code_of,
     dumps,
     parse_reset_body,
     parse_rpc,
@@ -92,10 +96,11 @@ def error_response(exc: EnvwireError, loc: tuple[str, ...] = ("body",)) -> Respo
     """The HTTP answer to an envwire error (422 bodies carry FastAPI's detail list)."""
     if isinstance(exc, ActionRejected):
         return json_response(422, dumps({"detail": exc.detail, "code": exc.code}))
-    if exc.http_status == 422:
+    status = status_of(exc)
+    if status == 422:
         entry = {"type": "value_error", "loc": list(loc), "msg": str(exc), "input": None}
         return json_response(422, dumps({"detail": [entry], "code": exc.code}))
-    return _detail(exc.http_status, str(exc), code=exc.code, openenv_code=exc.openenv_code)
+    return _detail(status, str(exc), code=exc.code, openenv_code=code_of(exc))
 
 
 class Router:
@@ -314,32 +319,41 @@ class Router:
         """The request's session for ``env_id``.
 
         Raises:
-            _SessionMissing: 400 without a session, 404 for an unknown or expired one.
+            _SessionMissing: without a session (400).
+            _SessionUnknown: for an unknown or expired one (404).
         """
         record = self._find_session(request, env_id)
         if record is not None:
             return record
         if self._tokens(request):
-            raise _SessionMissing(
-                404,
-                f"unknown or expired session for {env_id}: "
-                "POST /reset (or /session) opens a new one",
-            )
-        raise _SessionMissing(
-            400,
-            f"no session: this request continues an episode of {env_id}, so it needs the session "
-            f"that POST /reset returned (the {HEADER!r} header or the {COOKIE!r} cookie)",
-        )
+            raise _SessionUnknown(env_id)
+        raise _SessionMissing(env_id)
 
 
 class _SessionMissing(EnvwireError):
-    code = "no_session"
-    openenv_code = "SESSION_ERROR"
-    remote = True
+    """A request that continues an episode came without a session."""
 
-    def __init__(self, status: int, message: str) -> None:
-        super().__init__(message)
-        self.http_status = status
+    code = "no_session"
+    remote = True
+    _TEXT = (
+        "no session: this request continues an episode of {env_id}, so it needs the session "
+        "that POST /reset returned (the {header!r} header or the {cookie!r} cookie)"
+    )
+
+    def __init__(self, env_id: str) -> None:
+        # Built from the env id, not from a message: a client that reads "no_session" back gets
+        # a RemoteError (error_class_for_code skips such classes), never this private class.
+        super().__init__(self._TEXT.format(env_id=env_id, header=HEADER, cookie=COOKIE))
+
+
+class _SessionUnknown(_SessionMissing):
+    """A request that continues an episode named a session that is not open (any more)."""
+
+    _TEXT = "unknown or expired session for {env_id}: POST /reset (or /session) opens a new one"
+
+
+STATUS.update({_SessionMissing: 400, _SessionUnknown: 404})
+ERROR_TABLE.update({_SessionMissing: ErrorCode.SESSION_ERROR})
 
 
 def _reset_body(raw: bytes) -> dict[str, Any]:

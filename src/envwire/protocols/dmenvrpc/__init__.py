@@ -19,7 +19,7 @@ One module per job:
 - :mod:`.machine`, the connection state machine: :data:`TRANSITIONS`, a table of what each
   request does in each :class:`Phase`;
 - :mod:`.status`: errors as ``google.rpc.Status`` (with an ``ErrorInfo`` detail carrying
-  envwire's error code) and back.
+  envwire's error code) and back; :data:`CODES`, the one table of each error's gRPC code.
 """
 
 from envwire.protocols.dmenvrpc.dmspecs import NativeLayout, native_leaf
@@ -52,10 +52,12 @@ from envwire.protocols.dmenvrpc.machine import (
     request_kind,
 )
 from envwire.protocols.dmenvrpc.status import (
+    CODES,
     ERROR_DOMAIN,
     PropertyPermissionError,
     UnknownPropertyError,
     UnknownWorldError,
+    code_of,
     error_from_status,
     error_response,
     status_of,
@@ -81,6 +83,7 @@ __all__ = [
     "BOOL",
     "BY_ENUM",
     "BY_FIELD",
+    "CODES",
     "DATA_TYPES",
     "DOUBLE",
     "ERROR_DOMAIN",
@@ -106,6 +109,7 @@ __all__ = [
     "Setting",
     "UnknownPropertyError",
     "UnknownWorldError",
+    "code_of",
     "data_type_of",
     "error_from_status",
     "error_response",
