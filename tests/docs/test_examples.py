@@ -10,7 +10,6 @@ the day the bug is fixed, so that the marker goes.
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,15 +17,12 @@ import pytest
 
 from tests.docs.blocks import Block, blocks
 from tests.docs.page import ROOT, PageRun
-from tests.docs.shell import is_server
 
-__all__ = ["DEFAULT_PORTS", "KNOWN_BUGS", "PAGES", "Bug", "KnownBug"]
+__all__ = ["KNOWN_BUGS", "PAGES", "Bug", "KnownBug"]
 
 PAGES = sorted(
     [ROOT / "README.md", *(ROOT / "docs").rglob("*.md")], key=lambda page: page.relative_to(ROOT)
 )
-#: The ports the examples use; a page cannot run while another process holds one.
-DEFAULT_PORTS = (5001, 8000, 50051)
 
 
 class KnownBug(AssertionError):
@@ -99,8 +95,6 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
     page_blocks = _runnable(page, blocks(page))
     if not any(block.not_run is None for block in page_blocks):
         pytest.skip(f"{name} has no block to run")
-    if any(is_server(line) for block in page_blocks for line in block.text.splitlines()):
-        _check_ports_free()
     bug = KNOWN_BUGS.get(name)
     expected = bug.expected(page_blocks) if bug is not None else set()
     outcome = PageRun(tmp_path).run(page_blocks, expected)
@@ -116,15 +110,3 @@ def test_page_examples_run(page: Path, tmp_path: Path) -> None:
             f"{name}: blocks {numbers} need {', '.join(missing)}, missing here (an optional "
             f"extra or program); the page's other {len(outcome.passed)} blocks passed"
         )
-
-
-def _check_ports_free() -> None:
-    for port in DEFAULT_PORTS:
-        with socket.socket() as probe:
-            probe.settimeout(1.0)
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                pytest.fail(
-                    f"port {port} is in use by another process: the docs' examples use the "
-                    "default ports",
-                    pytrace=False,
-                )
