@@ -20,8 +20,9 @@ For each env of the checkout (``envs/<name>/`` with an ``openenv.yaml`` manifest
 4. the scenario runs twice against openenv-core first: values that differ between those two
    runs (episode ids, random boards) are masked before envwire's results are compared.
 
-Differences that ``docs/openenv.md`` lists as deliberate (stateful HTTP) are labelled so. Run
-with ``--openenv-compat strict`` to compare against envwire's openenv-core-compatible mode.
+Differences that ``docs/protocols/openenv.md`` lists as deliberate (stateful HTTP) are labelled
+so. Run with ``--openenv-compat strict`` to compare against envwire's openenv-core-compatible
+mode.
 Without a checkout the script says so and exits 0.
 """
 

@@ -4,7 +4,7 @@ The packets below are what the original gym-socket Go client (binding-go, its la
 revision) sent to ``envwire serve`` on loopback, captured by a logging TCP proxy: it sends
 flags 0, and Monitor in the later layout (``resume, force, video, dir``, answered with an
 error string), with the absolute path of its working directory as ``dir`` (the path here
-stands in for the one captured). docs/gym-socket.md describes the run.
+stands in for the one captured). docs/protocols/gym-socket.md describes the run.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 observation space, under the seed's flags 0 (JSON), ERRORS and the extended flags (tensors),
 fed whole and in small chunks: what one side sends, the other reads back bit for bit. Space
 descriptions are exact with the extended flags, and exactly the seed's forms otherwise (which
-lose what docs/spaces.md says)."""
+lose what docs/protocols/spaces.md says)."""
 
 from __future__ import annotations
 
@@ -89,6 +89,6 @@ def test_every_space_description_round_trips(
     assert isinstance(got, m.SpaceReply)
     if flags & Flags.EXTENDED:  # envwire's exact descriptions
         assert got.space == space, name
-    else:  # the seed's forms, with what they lose (docs/spaces.md)
+    else:  # the seed's forms, with what they lose (docs/protocols/spaces.md)
         legacy = spacecodec.from_description(spacecodec.describe(space, style="gym-socket"))
         assert got.space == legacy and type(got.space) is type(space), name

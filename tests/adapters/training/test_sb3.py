@@ -204,7 +204,7 @@ class _Episodes(BaseCallback):
 
 @pytest.fixture
 def deterministic_torch() -> Iterator[None]:
-    """The CPU settings under which PPO's numbers are reproducible (see the README)."""
+    """The CPU settings under which PPO's numbers are reproducible (docs/guides/training.md)."""
     threads = torch.get_num_threads()
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)

@@ -1,8 +1,8 @@
 """A default ``envwire serve`` against the Go client's exact bytes, over real sockets.
 
 The bytes are those the original gym-socket Go client sends (see
-tests/protocols/test_gymsocket_go_client.py and docs/gym-socket.md, which records a run of the
-Go client itself). The Go client sends flags 0, Monitor in its later layout, and Render
+tests/protocols/test_gymsocket_go_client.py and docs/protocols/gym-socket.md, which records a
+run of the Go client itself). The Go client sends flags 0, Monitor in its later layout, and Render
 without waiting for a reply.
 """
 

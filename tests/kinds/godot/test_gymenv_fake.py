@@ -295,7 +295,7 @@ def test_an_observation_of_the_wrong_length_breaks_the_env(
         call = waiting_env.reset
     with pytest.raises(ProtocolError, match=rf"bad reply to {command} .*observation .* has 2"):
         call()
-    # As docs/godot.md promises for every protocol error: the env is no longer usable.
+    # As docs/protocols/godot.md promises for every protocol error: the env is no longer usable.
     with pytest.raises(StateError, match=r"failed earlier .*has 2 values"):
         waiting_env.reset()
 

@@ -1,0 +1,119 @@
+"""The docs harness reads pages and shell blocks as the conventions say (docs/index.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.docs.blocks import MarkerError, anchors, blocks, links
+from tests.docs.page import PageRun
+from tests.docs.shell import BlockFailed, commands, is_server, listeners
+
+PAGE = """# Title
+
+<!-- file: pkg/mod.py -->
+<!-- requires: minari -->
+```python
+x = 1
+```
+
+- a list item with a block:
+
+  ```toml
+  [a]
+  b = 1
+  ```
+
+```bash
+# not run by the tests: needs a cluster
+ray up cluster.yaml
+```
+
+## Title
+
+See [the title](#title-1), [a file](other.md#x) and `[not a link](nowhere.md)`.
+"""
+
+
+def test_blocks_carry_their_markers_and_lose_their_indentation(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(PAGE)
+    first, second, third = blocks(page)
+    assert (first.language, first.file, first.requires, first.text) == (
+        "python",
+        "pkg/mod.py",
+        ("minari",),
+        "x = 1\n",
+    )
+    assert (second.language, second.line, second.text) == ("toml", 11, "[a]\nb = 1\n")
+    assert second.file is None and second.not_run is None
+    assert third.not_run == "needs a cluster"
+
+
+def test_links_skip_code_and_anchors_count_repeated_headings(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(PAGE)
+    assert [link.target for link in links(page)] == ["#title-1", "other.md#x"]
+    assert anchors(page) == {"title", "title-1"}
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("<!-- flie: x -->\n```python\n```\n", "unknown marker 'flie'"),
+        ("<!-- file: a -->\n<!-- file: b -->\n```python\n```\n", "given twice"),
+        ("```python\nx = 1\n", "never closed"),
+    ],
+)
+def test_malformed_pages_are_refused(tmp_path: Path, text: str, problem: str) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(text)
+    with pytest.raises(MarkerError, match=problem):
+        blocks(page)
+
+
+def test_shell_blocks_split_into_whole_commands() -> None:
+    text = (
+        "# a comment\n"
+        "echo one \\\n"
+        "    two\n"
+        "for i in 1 2; do\n"
+        "  echo $i\n"
+        "done\n"
+        "\n"
+        "envwire serve  # the default catalog\n"
+    )
+    assert list(commands(text, "bash")) == [
+        "echo one \\\n    two",
+        "for i in 1 2; do\n  echo $i\ndone",
+        "envwire serve  # the default catalog",
+    ]
+    assert list(commands("$ echo hi\nhi\n", "console")) == ["echo hi"]
+    with pytest.raises(BlockFailed, match="ends inside"):
+        list(commands("for i in 1; do\n", "bash"))
+
+
+def test_server_commands_and_the_listeners_they_ask_for() -> None:
+    assert is_server("envwire serve CartPole-v1")
+    assert is_server("FOO=1 python3 -m envwire serve")
+    assert not is_server("envwire list")
+    assert not is_server("echo envwire serve")
+    assert listeners("envwire serve --http off --grpc=off") == {"gym-socket"}
+    assert listeners("envwire serve --metrics 9100") == {"gym-socket", "http", "grpc", "metrics"}
+
+
+def test_a_page_runs_as_one_script_and_stops_at_its_first_failure(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text(
+        "<!-- file: data.txt -->\n```text\nhello\n```\n\n"
+        "```bash\nmkdir sub\nWORD=$(cat data.txt)\necho $WORD > sub/w\n```\n\n"
+        "```python\nword = open('sub/w').read().strip()\n```\n\n"
+        "```python\nassert word == 'hello'\nraise SystemExit(3)\n```\n\n"
+        "```python\nnever = 1\n```\n"
+    )
+    outcome = PageRun(tmp_path / "run").run(blocks(page))
+    assert [block.number for block in outcome.passed] == [1, 2, 3]
+    [(failed, why)] = outcome.failed
+    assert failed.number == 4
+    assert "SystemExit: 3" in why
