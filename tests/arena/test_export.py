@@ -22,8 +22,7 @@ def test_exported_runs_load_with_minari_and_replay_the_stored_runs(
 ) -> None:
     db = tmp_path / "arena.sqlite3"
     _, configs = make_db(db)
-    server = start(ports={"gym-socket": None, "http": 0, "grpc": None},
-                   options={"arena_db": str(db)})  # fmt: skip
+    server = start(gym_socket=None, http=0, grpc=None, arena_db=str(db))
     try:
         config = {**configs["dave"], "url": url(server, "http")}  # plays "cart" (CartPole-v1)
         arena.run(config, lambda percept: 0, run_limit=3, parallel_runs=False)

@@ -53,14 +53,8 @@ class Bug:
         return numbers
 
 
-_IMPORT_PATH = (
-    "envwire serve does not put the folder it runs in on the import path (uvicorn does), so an "
-    "env module beside the reader ({}) is not found; being fixed in the server"
-)
 #: Pages whose examples fail today because of a bug in envwire, not in the page.
 KNOWN_BUGS: dict[str, Bug] = {
-    "README.md": Bug(_IMPORT_PATH.format("mypkg/envs.py"), ("my/Env-v0",)),
-    "docs/guides/serving.md": Bug(_IMPORT_PATH.format("guess.py"), ("my/Guess-v0",)),
     "docs/guides/observability.md": Bug(
         "envwire serve --record with a relative folder records nothing; being fixed in the server",
         ("datasets/",),

@@ -147,7 +147,7 @@ def test_the_process_collector_is_exported(server: Server) -> None:
 
 
 def test_standalone_metrics_listener_when_http_is_off(tmp_path: Path) -> None:
-    running = start(ports={"gym-socket": 0, "http": None, "grpc": None, "metrics": 0})
+    running = start(gym_socket=0, http=None, grpc=None, metrics=0)
     try:
         assert "http" not in running.addresses
         env = envwire.make(url(running, "gym-socket", CART))
@@ -165,8 +165,7 @@ def test_standalone_metrics_listener_when_http_is_off(tmp_path: Path) -> None:
 def test_arena_actions_and_sessions_are_counted(tmp_path: Path) -> None:
     db = tmp_path / "arena.sqlite3"
     _, configs = make_db(db)
-    running = start(ports={"gym-socket": None, "http": 0, "grpc": None},
-                    options={"arena_db": str(db)})  # fmt: skip
+    running = start(gym_socket=None, http=0, grpc=None, arena_db=str(db))
     try:
         config = configs["dave"]  # plays "cart" (CartPole-v1)
         act = url(running, "http", "act/cart")

@@ -46,6 +46,7 @@ from envwire.errors import (
     UsageError,
     lookup,
 )
+from envwire.jsonio import dumps
 
 __all__ = [
     "ERROR_CODES",

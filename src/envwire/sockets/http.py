@@ -121,7 +121,9 @@ class HttpConnection:
                     refusal = policy.refuse(exc.request, exc.status, exc.message)
                     if refusal is not None:
                         return refusal
-            return json_response(exc.status, jsonio.dumps({"detail": f"Bad request: {exc.message}"}))
+            return json_response(
+                exc.status, jsonio.dumps({"detail": f"Bad request: {exc.message}"})
+            )
         except (TimeoutError, OSError):
             return None
         assert isinstance(parsed, Request)

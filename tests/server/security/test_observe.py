@@ -124,7 +124,6 @@ def test_standalone_listener_speaks_tls_and_bounds_its_scrapers(
     secrets: Secrets, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(metrics_listener, "SCRAPE_TIMEOUT", 2.0)
-    monkeypatch.setattr(metrics_listener._Quiet, "timeout", 2.0)
     ports: dict[str, int | None] = {"gym-socket": 0, "http": None, "grpc": None, "metrics": 0}
     server = _start(
         ports,
