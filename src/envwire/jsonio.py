@@ -27,12 +27,14 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import numpy as np
 
 __all__ = [
     "MAX_DEPTH",
+    "JsonObject",
+    "JsonValue",
     "TooDeepError",
     "depth_exceeds",
     "dumps",
@@ -44,6 +46,11 @@ __all__ = [
     "utf8",
 ]
 
+
+#: What JSON decodes to (and what encodes as JSON without a hook).
+JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+#: A JSON object.
+JsonObject: TypeAlias = dict[str, JsonValue]
 
 #: Deepest nesting of arrays and objects accepted from a peer (the top level counts as 1).
 MAX_DEPTH: Final = 100
