@@ -13,6 +13,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict, deque
+from collections.abc import Callable
 
 from envwire.errors import RateLimitedError
 
@@ -24,19 +25,27 @@ class FailureLimiter:
 
     Keys are whatever the caller counts by (an agent, a client address). The table holds at most
     ``max_keys`` keys: the least recently failing are forgotten first, so a client inventing
-    names cannot grow it without end.
+    names cannot grow it without end. ``clock`` tells the time in seconds (tests pass their own).
     """
 
-    def __init__(self, limit: int, window: float, *, max_keys: int = 10_000) -> None:
+    def __init__(
+        self,
+        limit: int,
+        window: float,
+        *,
+        max_keys: int = 10_000,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.limit = limit
         self.window = window
         self.max_keys = max_keys
+        self.clock = clock
         self._failures: OrderedDict[object, deque[float]] = OrderedDict()
         self._lock = threading.Lock()
 
     def retry_after(self, *keys: object) -> float:
         """Seconds until every key may try again (0: they may now)."""
-        now = time.monotonic()
+        now = self.clock()
         wait = 0.0
         with self._lock:
             for key in keys:
@@ -51,7 +60,7 @@ class FailureLimiter:
 
     def fail(self, *keys: object) -> None:
         """Count one failure against each key."""
-        now = time.monotonic()
+        now = self.clock()
         with self._lock:
             for key in keys:
                 times = self._failures.pop(key, None)
