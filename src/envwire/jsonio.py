@@ -48,7 +48,7 @@ __all__ = [
 
 
 #: What JSON decodes to (and what encodes as JSON without a hook).
-JsonValue: TypeAlias = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+JsonValue: TypeAlias = bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"] | None
 #: A JSON object.
 JsonObject: TypeAlias = dict[str, JsonValue]
 
