@@ -32,7 +32,9 @@ COMMAND_TIME = 120.0
 #: Seconds a stopped server has to exit (then it is killed) and to free its ports.
 SERVER_STOP = 15.0
 
-_LISTENING = re.compile(r"^envwire: (?P<name>\S+) listening on (?P<host>\S+):(?P<port>\d+)$")
+_LISTENING = re.compile(
+    r"^envwire: (?P<name>\S+) listening on (?P<host>\S+):(?P<port>\d+)( \(TLS\))?$"
+)
 _UNAVAILABLE = re.compile(r"^envwire: (?P<name>\S+) front end unavailable")
 _FRONT_ENDS = ("gym-socket", "http", "grpc")
 

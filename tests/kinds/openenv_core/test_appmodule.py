@@ -22,7 +22,7 @@ from envwire.kinds.openenv_core.appmodule import (
 from tests.openenv_envs.notes import NotesEnvironment
 from tests.openenv_envs.walk import MoveAction, PositionObservation, WalkEnvironment
 
-ENVS = Path(__file__).resolve().parents[1] / "openenv_envs"
+ENVS = Path(__file__).resolve().parents[2] / "openenv_envs"
 
 
 def test_an_app_module_gives_its_factory_models_and_options() -> None:
