@@ -133,7 +133,8 @@ def _json(text: str | bytes | int | float | None, where: str) -> JsonValue:
     if text is None:
         return None
     if not isinstance(text, str | bytes):
-        raise ConfigError(f"{where}: not JSON (a {type(text).__name__}): {str(text)[:80]!r}")
+        kind = type(text).__name__
+        raise ConfigError(f"{where}: not JSON (expected text, got {kind}): {str(text)[:80]!r}")
     try:
         value: JsonValue = json.loads(text)
     except ValueError as exc:
