@@ -15,9 +15,11 @@ import re
 import sys
 import warnings
 from argparse import SUPPRESS
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
+
+import gymnasium
 
 from envwire import __version__, settings
 from envwire.app import Server, print_line
@@ -207,7 +209,9 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _add_log_args(parser: argparse.ArgumentParser, default: Any) -> None:
+def _add_log_args(parser: argparse.ArgumentParser, default: str | None) -> None:
+    """The log options; ``default`` is None, or ``SUPPRESS`` where they repeat (a value given
+    before the subcommand stays when it is not given again)."""
     parser.add_argument(
         "--log-level",
         default=default if default is SUPPRESS else "WARNING",
@@ -262,7 +266,7 @@ def _parser() -> argparse.ArgumentParser:
 def _godot_bridge(argv: Sequence[str]) -> int:
     """``envwire godot-bridge``: serve a catalog env to a GymGodot-style Python side."""
 
-    def factory(env_id: str, render_mode: str | None) -> Any:
+    def factory(env_id: str, render_mode: str | None) -> Callable[[], gymnasium.Env[Any, Any]]:
         spec = parse_env_arg(env_id)
         return lambda: spec.make(render_mode=render_mode) if render_mode else spec.make()
 

@@ -120,7 +120,7 @@ def launch(
     host: str = "127.0.0.1",
     args: Sequence[str] = (),
     start_timeout: float = 60.0,
-    **connect_kwargs: Any,
+    **connect_kwargs: object,
 ) -> Launched:
     """Serve ``env`` from a new server and connect to it.
 
@@ -165,7 +165,7 @@ def launch(
     )
 
 
-def _connect(url: str, connect_kwargs: dict[str, Any]) -> gymnasium.Env[Any, Any] | TypedClient:
+def _connect(url: str, connect_kwargs: dict[str, object]) -> gymnasium.Env[Any, Any] | TypedClient:
     return make(url, **connect_kwargs)
 
 
@@ -177,7 +177,7 @@ def _launch_local(
     host: str,
     args: Sequence[str],
     start_timeout: float,
-    connect_kwargs: dict[str, Any],
+    connect_kwargs: dict[str, object],
 ) -> Launched:
     command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, "--http", "0"]
     for name in FRONT_ENDS:
@@ -246,7 +246,7 @@ def _launch_docker(
     *,
     protocol: str,
     start_timeout: float,
-    connect_kwargs: dict[str, Any],
+    connect_kwargs: dict[str, object],
 ) -> Launched:
     docker = shutil.which("docker") or "docker"
     started = subprocess.run(

@@ -14,9 +14,16 @@ import httpx
 import pytest
 
 import envwire
-from envwire.client.openenv import TypedClient, base_url
+from envwire.client.openenv import TypedClient, _rpc_result, base_url
 from envwire.envs.echo import EchoObservation
-from envwire.errors import InvalidActionError, InvalidArgumentError, StateError, TransportError
+from envwire.errors import (
+    InvalidActionError,
+    InvalidArgumentError,
+    RemoteError,
+    StateError,
+    TransportError,
+)
+from envwire.jsonio import JsonObject, JsonValue
 from envwire.kinds.typed import State
 from envwire.launcher import launch
 
@@ -24,6 +31,43 @@ ROOT = Path(__file__).resolve().parents[2]
 FORK_BOMB = (
     "import os\nwhile True:\n    try:\n        os.fork()\n    except OSError:\n        pass\n"
 )
+
+
+def test_rpc_errors_become_remote_errors_whatever_their_shape() -> None:
+    assert _rpc_result({"jsonrpc": "2.0", "result": {"data": 3}, "id": 1}, "m") == {"data": 3}
+    with pytest.raises(RemoteError, match="tools/call: no such tool") as caught:
+        _rpc_result({"error": {"code": -32601, "message": "no such tool"}}, "tools/call")
+    assert caught.value.remote_code == "-32601"
+    with pytest.raises(RemoteError, match="tools/list: broken"):  # a peer's bare string
+        _rpc_result({"error": "broken"}, "tools/list")
+
+
+class _Tools:
+    """A connection whose MCP answers are given (the rest of the protocol is not used)."""
+
+    url = "fake://tools"
+
+    def __init__(self, result: JsonValue) -> None:
+        self.result = result
+        self.calls: list[tuple[str, JsonObject | None]] = []
+
+    def mcp(self, method: str, params: JsonObject | None = None) -> JsonValue:
+        self.calls.append((method, params))
+        return self.result
+
+    def close(self) -> None:
+        pass
+
+
+def test_tool_listing_keeps_the_tool_objects_only() -> None:
+    tools = [{"name": "echo"}, "junk", {"name": "add"}]
+    client = TypedClient(_Tools({"tools": tools}))  # type: ignore[arg-type]
+    assert client.list_tools() == [{"name": "echo"}, {"name": "add"}]
+    assert TypedClient(_Tools({"tools": "junk"})).list_tools() == []  # type: ignore[arg-type]
+    assert TypedClient(_Tools(None)).list_tools() == []  # type: ignore[arg-type]
+    called = _Tools({"data": [1, 2]})
+    assert TypedClient(called).call_tool("add", a=1, b=2) == [1, 2]  # type: ignore[arg-type]
+    assert called.calls == [("tools/call", {"name": "add", "arguments": {"a": 1, "b": 2}})]
 
 
 @pytest.mark.parametrize(

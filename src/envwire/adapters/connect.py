@@ -7,6 +7,7 @@ The openers live with their transports in :mod:`envwire.client` and are imported
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -45,7 +46,7 @@ VECTOR_SCHEMES: dict[str, str] = {
 }
 
 
-def make(url: str, **kwargs: Any) -> gymnasium.Env[Any, Any] | TypedClient:
+def make(url: str, **kwargs: object) -> gymnasium.Env[Any, Any] | TypedClient:
     """Connect to a served env by URL and return it as a ``gymnasium.Env``: ``gym-socket://``,
     ``grpc://``, ``ws://``/``http://`` (over OpenEnv, a typed env comes back as a
     :class:`~envwire.client.openenv.TypedClient` instead). Keyword arguments go to the scheme's
@@ -60,7 +61,12 @@ def make(url: str, **kwargs: Any) -> gymnasium.Env[Any, Any] | TypedClient:
 
 
 def make_vec(
-    url: str, num_envs: int, *, autoreset_mode: str = "NextStep", workers: int = 1, **kwargs: Any
+    url: str,
+    num_envs: int,
+    *,
+    autoreset_mode: str = "NextStep",
+    workers: int = 1,
+    **kwargs: object,
 ) -> RemoteVectorEnv:
     """Connect to a served env and step ``num_envs`` copies of it as one
     ``gymnasium.vector.VectorEnv``: one message each way per step, whatever N is.
@@ -81,10 +87,18 @@ def make_vec(
     return RemoteVectorEnv(transport, transport.num_envs, transport.autoreset_mode, url)
 
 
-def _opener(table: dict[str, str], url: str) -> Any:
+def _opener(table: dict[str, str], url: str) -> Callable[..., Transport | TypedClient]:
+    """The opener of ``url``'s scheme in ``table`` (its keyword arguments are the transport's).
+
+    Raises:
+        InvalidArgumentError: the table has no such scheme.
+    """
     scheme = urlsplit(url).scheme
     if scheme not in table:
         known = ", ".join(f"{s}://" for s in table)
         raise InvalidArgumentError(f"unknown URL scheme in {url!r}; known here: {known}")
     module_name, _, name = table[scheme].partition(":")
-    return getattr(importlib.import_module(module_name), name)
+    opener: Callable[..., Transport | TypedClient] = getattr(
+        importlib.import_module(module_name), name
+    )
+    return opener

@@ -15,6 +15,7 @@ a fresh environment or after LAST resets and ignores its action.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import dm_env
@@ -27,7 +28,7 @@ from envwire.adapters.connect import make
 from envwire.adapters.gymenv import RemoteEnv
 from envwire.client.transport import Transport
 from envwire.errors import ProtocolError, UnsupportedError
-from envwire.protocols.dmenvrpc import Layout, Leaf
+from envwire.protocols.dmenvrpc import Array, Layout, Leaf
 
 __all__ = ["RemoteDmEnv", "leaf_spec", "make_dm_env"]
 
@@ -64,7 +65,8 @@ class RemoteDmEnv(dm_env.Environment):  # type: ignore[misc]  # dm_env ships no 
         self._needs_reset = True
 
     @staticmethod
-    def _nest(layout: Layout, value_of: Any) -> Any:
+    def _nest(layout: Layout, value_of: Callable[[Leaf], object]) -> object:
+        """The space's nest (a value, or dicts and tuples of them) of each leaf's value."""
         return layout.compose({leaf.uid: value_of(leaf) for leaf in layout.leaves})
 
     def reset(self) -> dm_env.TimeStep:
@@ -76,7 +78,7 @@ class RemoteDmEnv(dm_env.Environment):  # type: ignore[misc]  # dm_env ships no 
         self._needs_reset = False
         return dm_env.restart(self._convert(reply.observation))
 
-    def step(self, action: Any) -> dm_env.TimeStep:
+    def step(self, action: object) -> dm_env.TimeStep:
         """Take one step (or reset, on a fresh env or after LAST, ignoring ``action``)."""
         if self._needs_reset:
             return self.reset()
@@ -92,12 +94,14 @@ class RemoteDmEnv(dm_env.Environment):  # type: ignore[misc]  # dm_env ships no 
             return dm_env.truncation(reply.reward, observation)
         return dm_env.transition(reply.reward, observation)
 
-    def _convert(self, observation: Any) -> Any:
+    def _convert(self, observation: object) -> object:
         return self._nest(self._observations, lambda leaf: _to_dm(leaf, leaf.value_of(observation)))
 
-    def _action(self, action: Any) -> Any:
+    def _action(self, action: object) -> object:
         values = {leaf.uid: _from_dm(leaf, leaf.value_of(action)) for leaf in self._actions.leaves}
         return self._actions.compose(values)
+
+    # The specs' nest is the env's: Any, as dm_env's own signatures (it ships no types).
 
     def action_spec(self) -> Any:
         return self._action_spec
@@ -109,13 +113,13 @@ class RemoteDmEnv(dm_env.Environment):  # type: ignore[misc]  # dm_env ships no 
         self.transport.close()
 
 
-def _to_dm(leaf: Leaf, value: Any) -> Any:
+def _to_dm(leaf: Leaf, value: object) -> Array:
     if leaf.kind == "sequence":
         return np.array(json.dumps(spacecodec.to_json(leaf.space, value, arrays="base64")), object)
     return leaf.to_array(value)
 
 
-def _from_dm(leaf: Leaf, value: Any) -> Any:
+def _from_dm(leaf: Leaf, value: object) -> object:
     if leaf.kind == "sequence":
         return spacecodec.from_json(leaf.space, json.loads(str(value)))
     if leaf.row.numpy is not None and leaf.kind in ("array", "scalar"):
@@ -124,7 +128,7 @@ def _from_dm(leaf: Leaf, value: Any) -> Any:
     return leaf.from_array(np.array(str(value), dtype=object))
 
 
-def make_dm_env(url: str, *, seed: int | None = None, **kwargs: Any) -> RemoteDmEnv:
+def make_dm_env(url: str, *, seed: int | None = None, **kwargs: object) -> RemoteDmEnv:
     """Connect to a served env by URL (any scheme :func:`envwire.make` knows) and return it
     as a ``dm_env.Environment``; keyword arguments go to the scheme's transport."""
     remote = make(url, **kwargs)

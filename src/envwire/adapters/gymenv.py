@@ -38,13 +38,13 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
             raise ProtocolError(f"reset answered with {type(reply).__name__}")
         return reply.observation, reply.info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         reply = self.transport.request(m.Step(action))
         if not isinstance(reply, m.StepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")
         return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
 
-    def step_async(self, action: Any) -> None:
+    def step_async(self, action: object) -> None:
         """Send a step without waiting for it (pipelining: several may be in flight).
 
         Replies come back in order from :meth:`step_wait`. The gym-socket, dm_env_rpc and
@@ -60,7 +60,8 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
         return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
 
     def sample_remote_action(self) -> Any:
-        """An action sampled by the server from the env's action space."""
+        """An action sampled by the server from the env's action space (a sample of a space
+        known only at run time: Any)."""
         reply = self.transport.request(m.SampleAction())
         assert isinstance(reply, m.SampleReply)
         return reply.action

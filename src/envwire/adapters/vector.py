@@ -54,7 +54,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             self._np_random_seed = seed if isinstance(seed, int) else -1
         return reply.observation, reply.info
 
-    def step_async(self, actions: Any) -> None:
+    def step_async(self, actions: object) -> None:
         """Send the actions; the server steps while the caller goes on."""
         if self._waiting:
             raise StateError("step_async twice without step_wait")
@@ -77,12 +77,14 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             reply.infos,
         )
 
-    def step(self, actions: Any) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
+    def step(
+        self, actions: object
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
         """Step every copy once."""
         self.step_async(actions)
         return self.step_wait()
 
-    def close_extras(self, **kwargs: Any) -> None:
+    def close_extras(self, **kwargs: object) -> None:
         if not self._closed:
             self._closed = True
             self.transport.close()

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.aisys.configs import import_configs
@@ -32,6 +32,7 @@ from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.export import export_runs
 from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
+from envwire.jsonio import JsonValue
 from envwire.runtime import make_worker
 
 __all__ = ["add_parser"]
@@ -39,19 +40,30 @@ __all__ = ["add_parser"]
 DEFAULT_DB = "envwire-arena.sqlite3"
 
 
+class _Subcommands(Protocol):
+    """What :func:`add_parser` needs of ``envwire``'s subparsers (argparse's
+    ``add_subparsers()``, whatever parser class it makes)."""
+
+    def add_parser(self, name: str, *, help: str) -> argparse.ArgumentParser:
+        """A new subcommand's parser."""
+        ...
+
+
 def _db_default() -> str:
     return os.environ.get("ENVWIRE_ARENA_DB", DEFAULT_DB)
 
 
-def _value(text: str) -> Any:
+def _value(text: str) -> JsonValue:
+    """``text`` read as JSON, else the text itself."""
     try:
-        return json.loads(text)
+        value: JsonValue = json.loads(text)
     except ValueError:
         return text
+    return value
 
 
-def _settings(args: argparse.Namespace) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
+def _settings(args: argparse.Namespace) -> dict[str, JsonValue]:
+    settings: dict[str, JsonValue] = {}
     if args.settings:
         loaded = _value(args.settings)
         if not isinstance(loaded, dict):
@@ -69,7 +81,7 @@ def _admin(args: argparse.Namespace) -> ArenaAdmin:
     return ArenaAdmin(Store(args.db))
 
 
-def _print(value: Any, output: Path | None = None) -> None:
+def _print(value: object, output: Path | None = None) -> None:
     text = json.dumps(value, indent=2)
     if output is not None:
         output.write_text(text + "\n")
@@ -132,7 +144,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _migrate(args: argparse.Namespace, admin: ArenaAdmin) -> Any:
+def _migrate(args: argparse.Namespace, admin: ArenaAdmin) -> dict[str, object]:
     source = Path(args.original_db)
     folder = args.plugins or source.parent / "plugins"
     if args.plugins is not None or folder.is_dir():
@@ -158,9 +170,9 @@ def _migrate(args: argparse.Namespace, admin: ArenaAdmin) -> Any:
     return report.to_json()
 
 
-def add_parser(commands: Any) -> argparse.ArgumentParser:
+def add_parser(commands: _Subcommands) -> argparse.ArgumentParser:
     """Add ``envwire arena`` and its subcommands to ``envwire``'s subparsers."""
-    arena: argparse.ArgumentParser = commands.add_parser(
+    arena = commands.add_parser(
         "arena", help="administer the arena: envs, agents, passwords, admin tokens"
     )
     common = argparse.ArgumentParser(add_help=False)

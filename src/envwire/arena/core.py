@@ -27,7 +27,6 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any
 
 from envwire.arena.accounts import Verifier, hash_secret, needs_rehash
 from envwire.arena.admin import ArenaAdmin, resolve_spec
@@ -55,6 +54,7 @@ from envwire.arena.store import (
     Store,
 )
 from envwire.errors import EnvwireError, RateLimitedError
+from envwire.jsonio import JsonValue
 from envwire.protocols.arena import (
     ActionRequest,
     ActReply,
@@ -375,7 +375,7 @@ class Arena:
         del work.active[run.id]
         work.batch.progress.pop(run.id, None)
 
-    def _apply(self, work: _Request, run: RunRow, act_no: int, action: Any) -> None:
+    def _apply(self, work: _Request, run: RunRow, act_no: int, action: JsonValue) -> None:
         if act_no != run.act_no:
             work.say(
                 "error",

@@ -9,10 +9,9 @@ episodes and are left out.
 
 from __future__ import annotations
 
-import importlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envwire import messages as m
 from envwire import spacecodec
@@ -25,17 +24,20 @@ from envwire.observe.episodes import Episode, EpisodeTap
 from envwire.registry import Catalog
 from envwire.session import Session, WorkerFactory
 
+if TYPE_CHECKING:  # imported when exporting: minari is an optional extra
+    from envwire.observe.datasets import DatasetWriter
+
 __all__ = ["export_runs"]
 
 
-def _writer(root: Path) -> Any:
+def _writer(root: Path) -> DatasetWriter:
     try:  # minari is an optional extra
-        datasets = importlib.import_module("envwire.observe.datasets")
+        from envwire.observe.datasets import DatasetWriter
     except ImportError as exc:
         raise ConfigError(
             f"exporting needs the minari extra (pip install 'envwire[minari]'): {exc}"
         ) from exc
-    return datasets.DatasetWriter(root)
+    return DatasetWriter(root)
 
 
 def export_runs(

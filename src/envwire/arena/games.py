@@ -27,12 +27,14 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
+from gymnasium import spaces
 from pydantic import BaseModel, ValidationError
 
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.arena.settings import ArenaSettings
 from envwire.errors import EnvwireError, InvalidActionError, InvalidArgumentError
+from envwire.jsonio import JsonValue
 from envwire.kinds.typed.models import wire_fields
 from envwire.protocols.arena import RawJSON, dumps
 from envwire.registry import EnvSpec
@@ -90,7 +92,7 @@ class ArenaGame(Protocol):
         seed: int,
         act_no: int,
         percept: RawJSON,
-        value: Any,
+        value: JsonValue,
         *,
         agent: str = "",
     ) -> Accepted | Rejected:
@@ -118,8 +120,11 @@ class _Live:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-def jsonable(value: Any) -> Any:
-    """``value`` with numpy scalars and arrays turned into JSON data (for outcomes)."""
+def jsonable(value: object) -> object:
+    """``value`` with numpy scalars and arrays turned into JSON data (for outcomes).
+
+    Containers are walked; any other value comes back as it is (it may not be JSON: callers
+    encode the result and fall back to its ``repr``)."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -131,7 +136,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def _model_space(space: Any) -> Any:
+def _model_space(space: object) -> type[BaseModel] | None:
     """The pydantic model of a typed env's space, or None for Gymnasium spaces."""
     model = getattr(space, "model", None)
     return model if isinstance(model, type) and issubclass(model, BaseModel) else None
@@ -172,10 +177,11 @@ class Game:
         self._idle: list[Session] = []  # envs of ended runs, reset for the next run
         self._idle_capacity = min(self._capacity, 64)
         self._lock = threading.Lock()
-        self.action_space: Any = None
-        self.observation_space: Any = None
-        self._action_model: Any = None  # the pydantic models of a typed env's spaces
-        self._observation_model: Any = None
+        # Learnt from the first session (see _spaces); None until then.
+        self.action_space: spaces.Space[Any] | None = None
+        self.observation_space: spaces.Space[Any] | None = None
+        self._action_model: type[BaseModel] | None = None  # a typed env's pydantic models
+        self._observation_model: type[BaseModel] | None = None
 
     # -- live envs -------------------------------------------------------------------------
 
@@ -258,17 +264,20 @@ class Game:
     # -- codecs ----------------------------------------------------------------------------
 
     def percept(self, observation: Any, reward: float, act_no: int) -> RawJSON:
-        """The percept for an observation (see the module docstring)."""
+        """The percept for an observation (see the module docstring); called once a session
+        has shown the spaces."""
+        encoded: object
         if self._observation_model is not None:
             encoded = wire_fields(observation)
         else:
+            assert self.observation_space is not None  # set with the first session
             encoded = spacecodec.to_json(self.observation_space, observation)
         if self.settings.percept == "observation":
             return dumps(encoded)
         return dumps({"observation": encoded, "reward": reward, "step": act_no})
 
-    def decode_action(self, value: Any) -> Any:
-        """The env's action for a JSON value.
+    def decode_action(self, value: JsonValue) -> object:
+        """The env's action for a JSON value; called once a session has shown the spaces.
 
         Raises:
             InvalidActionError: it does not decode or is not in the action space.
@@ -279,6 +288,7 @@ class Game:
                 return model.model_validate(value)
             except ValidationError as exc:
                 raise InvalidActionError(f"not a valid {model.__name__}: {exc}") from None
+        assert self.action_space is not None  # set with the first session
         try:
             action = spacecodec.from_json(self.action_space, value)
         except InvalidArgumentError as exc:
@@ -308,8 +318,9 @@ class Game:
     def _rebuild(self, run_id: int, seed: int, act_no: int, percept: RawJSON) -> _Live:
         session = self._session()
         try:
-            reply: Any = session.handle(m.Reset(seed=seed))
-            observation, reward, total = reply.observation, 0.0, 0.0
+            reset = session.handle(m.Reset(seed=seed))
+            assert isinstance(reset, m.ResetReply)
+            observation, reward, total = reset.observation, 0.0, 0.0
             actions = self._load_actions(run_id)
             if len(actions) != act_no:
                 raise InvalidArgumentError(
@@ -317,6 +328,7 @@ class Game:
                 )
             for text in actions:
                 reply = session.handle(m.Step(self.decode_action(json.loads(text))))
+                assert isinstance(reply, m.StepReply)
                 observation, reward = reply.observation, reply.reward
                 total += reply.reward
         except BaseException:
@@ -337,7 +349,7 @@ class Game:
         seed: int,
         act_no: int,
         percept: RawJSON,
-        value: Any,
+        value: JsonValue,
         *,
         agent: str = "",
     ) -> Accepted | Rejected:
@@ -380,7 +392,7 @@ class Game:
             return Accepted(encoded, new_percept, reply.reward, live.episode_return, False,
                             messages=messages)  # fmt: skip
         self._release(live.session)
-        outcome: Any = live.episode_return
+        outcome: object = live.episode_return
         if self.settings.outcome == "auto" and "outcome" in reply.info:
             outcome = jsonable(reply.info["outcome"])
         value_ = float(outcome) if isinstance(outcome, int | float) else None

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Literal
 
 from envwire.errors import InvalidArgumentError
+from envwire.jsonio import JsonValue
 
 __all__ = ["ArenaSettings", "OutcomeRule", "PerceptForm"]
 
@@ -54,11 +55,11 @@ class ArenaSettings:
     rating_objective: Literal["max", "min"] = "max"
     initial_rating: float = 0.0
     can_abandon: bool = False
-    abandon_outcome: Any = 0
+    abandon_outcome: float = 0
     percept: PerceptForm = "full"
     outcome: OutcomeRule = "auto"
     kwargs: Mapping[str, Any] = field(default_factory=dict)
-    config: Any = None
+    config: JsonValue = None
 
     @classmethod
     def build(cls, *layers: Mapping[str, Any] | None) -> ArenaSettings:
@@ -87,7 +88,7 @@ class ArenaSettings:
         return data
 
 
-def _check(key: str, value: Any) -> None:
+def _check(key: str, value: object) -> None:
     def bad(expected: str) -> InvalidArgumentError:
         return InvalidArgumentError(f"arena setting {key}: expected {expected}, got {value!r}")
 

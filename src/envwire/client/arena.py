@@ -38,11 +38,12 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, TypedDict, Unpack
 
 import httpx
 
 from envwire.errors import InvalidArgumentError, ProtocolError, RemoteError, TransportError, clip
+from envwire.jsonio import JsonValue
 
 __all__ = [
     "Agent",
@@ -67,6 +68,16 @@ class AgentConfig(TypedDict):
     pwd: str
     env: str
     url: str
+
+
+class _Options(TypedDict, total=False):  # the options of _Loop (see run())
+    parallel_runs: bool
+    run_limit: int | None
+    abandon_old_runs: bool
+    workers: int
+    retry_for: float
+    idle_wait: float
+    client: httpx.Client | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,7 +125,7 @@ def load_config(config: str | Path | Mapping[str, Any]) -> AgentConfig:
     """
     if isinstance(config, str | Path):
         try:
-            data: Any = json.loads(Path(config).read_text())
+            data = json.loads(Path(config).read_text())
         except (OSError, ValueError) as exc:
             raise InvalidArgumentError(f"cannot read agent config {config}: {exc}") from exc
     else:
@@ -318,9 +329,10 @@ class Agent(ABC):
         self.run_id = run_id
         self.config = config
 
+    # percept, outcome: JSON typed Any on purpose, so that subclasses may annotate them narrowly
     @abstractmethod
-    def get_action(self, percept: Any, info: RequestInfo) -> Any:
-        """The action for ``percept`` (JSON data), the server's request ``info``."""
+    def get_action(self, percept: Any, info: RequestInfo) -> object:
+        """The action (JSON data) for ``percept`` (JSON data), the server's request ``info``."""
 
     def on_finish(self, outcome: Any) -> None:
         """The run ended with ``outcome`` (logged by default)."""
@@ -336,7 +348,7 @@ class Agent(ABC):
         return run_url(self.config, self.run_id)
 
     @classmethod
-    def run(cls, config: str | Path | Mapping[str, Any], **options: Any) -> RunSummary:
+    def run(cls, config: str | Path | Mapping[str, Any], **options: Unpack[_Options]) -> RunSummary:
         """Play with an instance of this class per run; see :func:`run` for ``options``."""
         loaded = load_config(config)
         return _Loop(loaded, _PerRun(cls, loaded), **options).play()
@@ -344,9 +356,9 @@ class Agent(ABC):
 
 class _Processor(ABC):
     @abstractmethod
-    def action(self, percept: Any, info: RequestInfo) -> Any: ...
+    def action(self, percept: JsonValue, info: RequestInfo) -> object: ...
 
-    def finished(self, run_id: str, outcome: Any) -> None:
+    def finished(self, run_id: str, outcome: JsonValue) -> None:
         log.info("run %s finished with outcome %s", run_id, outcome)
 
     def message(self, message: Mapping[str, Any]) -> None:
@@ -360,7 +372,7 @@ class _Processor(ABC):
 class _Function(_Processor):
     def __init__(
         self,
-        policy: Callable[..., Any],
+        policy: Callable[..., object],
         on_finish: Callable[[str, Any], None] | None,
         on_message: Callable[[Mapping[str, Any]], None] | None,
     ) -> None:
@@ -368,17 +380,17 @@ class _Function(_Processor):
         self.takes_info = _positional_count(policy) >= 2
         self.on_finish, self.on_message = on_finish, on_message
 
-    def action(self, percept: Any, info: RequestInfo) -> Any:
+    def action(self, percept: JsonValue, info: RequestInfo) -> object:
         return self.policy(percept, info) if self.takes_info else self.policy(percept)
 
-    def finished(self, run_id: str, outcome: Any) -> None:
+    def finished(self, run_id: str, outcome: JsonValue) -> None:
         (self.on_finish or super().finished)(run_id, outcome)
 
     def message(self, message: Mapping[str, Any]) -> None:
         (self.on_message or super().message)(message)
 
 
-def _positional_count(function: Callable[..., Any]) -> int:
+def _positional_count(function: Callable[..., object]) -> int:
     try:
         parameters = inspect.signature(function).parameters.values()
     except (TypeError, ValueError):
@@ -394,13 +406,13 @@ class _PerRun(_Processor):
         self.cls, self.config = cls, config
         self.agents: dict[str, Agent] = {}
 
-    def action(self, percept: Any, info: RequestInfo) -> Any:
+    def action(self, percept: JsonValue, info: RequestInfo) -> object:
         agent = self.agents.get(info.run_id)
         if agent is None:
             agent = self.agents[info.run_id] = self.cls(info.run_id, self.config)
         return agent.get_action(percept, info)
 
-    def finished(self, run_id: str, outcome: Any) -> None:
+    def finished(self, run_id: str, outcome: JsonValue) -> None:
         agent = self.agents.pop(run_id, None)
         if agent is None:
             super().finished(run_id, outcome)
@@ -500,7 +512,7 @@ class _Loop:
 
 def run(
     config: str | Path | Mapping[str, Any],
-    policy: Callable[..., Any],
+    policy: Callable[..., object],
     *,
     parallel_runs: bool = True,
     run_limit: int | None = None,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
-from typing import Any
+from typing import Any, TypedDict, TypeVar, Unpack
 
+from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
@@ -36,6 +37,28 @@ DEFAULT_PORT = 5001
 _RECV = 256 * 1024
 #: The handshake errors of a server that wants a token (docs/gym-socket.md).
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
+
+_R = TypeVar("_R", bound=m.Reply)
+
+
+class _Security(TypedDict):
+    token: str | None
+    tls: ssl.SSLContext | None
+
+
+class _Options(TypedDict, total=False):
+    """The keyword arguments :func:`open_url` passes on to :class:`GymSocketTransport`."""
+
+    flags: Flags
+    vector: dict[str, Any] | None
+    busy_poll_us: float
+
+
+class _VectorOptions(TypedDict, total=False):
+    """The keyword arguments :func:`open_vector_url` passes on to :class:`GymSocketTransport`."""
+
+    flags: Flags
+    busy_poll_us: float
 
 
 class GymSocketTransport:
@@ -86,7 +109,10 @@ class GymSocketTransport:
                 "busy_poll_us is for plain gym-socket:// connections, not TLS (gym-sockets://)"
             )
         self._sock = self._connect(tls)
-        configure_stream(self._sock, timeout)
+        # Under TLS, timeouts and TCP options are those of the socket below (TlsSocket's own
+        # settimeout and setsockopt forward to it).
+        raw = self._sock.raw if isinstance(self._sock, TlsSocket) else self._sock
+        configure_stream(raw, timeout)
         # Replies are read into one buffer for the connection's life: no allocation per recv.
         self._inbox = memoryview(bytearray(_RECV))
         if vector is not None:
@@ -94,8 +120,9 @@ class GymSocketTransport:
         if token is not None:
             flags |= Flags.AUTH
         self._codec = ClientConnection(flags)
-        self.action_space: Any = None
-        self.observation_space: Any = None
+        # None for a session with no env (env_id ''), which is no Transport for the adapters.
+        self.action_space: spaces.Space[Any] | None = None
+        self.observation_space: spaces.Space[Any] | None = None
         #: A vector session's size and autoreset mode (1 and '' for one env).
         self.num_envs = int((vector or {}).get("num_envs", 1))
         self.autoreset_mode = str((vector or {}).get("autoreset_mode", ""))
@@ -111,20 +138,21 @@ class GymSocketTransport:
             if env_id:
                 self.send(m.GetSpace(m.SpaceKind.ACTION))
                 self.send(m.GetSpace(m.SpaceKind.OBSERVATION))
-                self.action_space = self._expect(m.SpaceReply).space
-                self.observation_space = self._expect(m.SpaceReply).space
+                action_space = self._expect(m.SpaceReply).space
+                observation_space = self._expect(m.SpaceReply).space
+                self.action_space, self.observation_space = action_space, observation_space
                 if vector is None:
-                    self._codec.set_spaces(self.action_space, self.observation_space)
+                    self._codec.set_spaces(action_space, observation_space)
                 else:
                     n = self.num_envs
                     self._codec.set_spaces(
-                        batch_space(self.action_space, n), batch_space(self.observation_space, n)
+                        batch_space(action_space, n), batch_space(observation_space, n)
                     )
         except BaseException:
             self._sock.close()
             raise
 
-    def _connect(self, tls: ssl.SSLContext | None) -> Any:
+    def _connect(self, tls: ssl.SSLContext | None) -> socket.socket | TlsSocket:
         """The connected socket (a TLS one when ``tls``), or TransportError."""
         host, port = self.address
         try:
@@ -174,7 +202,7 @@ class GymSocketTransport:
         self.send(request)
         return self.receive()
 
-    def _expect(self, kind: type[Any]) -> Any:
+    def _expect(self, kind: type[_R]) -> _R:
         reply = self.receive()
         if not isinstance(reply, kind):
             raise ProtocolError(f"expected {kind.__name__}, got {type(reply).__name__}")
@@ -207,7 +235,7 @@ class GymSocketTransport:
         return event  # type: ignore[return-value]
 
     def _receive_into(self, flags: int) -> int:
-        return self._sock.recv_into(self._inbox, 0, flags)  # type: ignore[no-any-return]
+        return self._sock.recv_into(self._inbox, 0, flags)
 
     def _where(self) -> str:
         return f"{self.address[0]}:{self.address[1]}/{self.env_id}"
@@ -218,11 +246,11 @@ class GymSocketTransport:
             self._sock.close()
 
 
-def _security(url: str, token: str | None, ca: str | None) -> dict[str, Any]:
+def _security(url: str, token: str | None, ca: str | None) -> _Security:
     """The transport's ``token`` and ``tls`` for a URL (``gym-sockets://`` is TLS)."""
     credentials = Credentials.resolve(token, ca)
     tls = credentials.ssl_context() if url.startswith("gym-sockets:") else None
-    return {"token": credentials.token, "tls": tls}
+    return _Security(token=credentials.token, tls=tls)
 
 
 def open_url(
@@ -231,7 +259,7 @@ def open_url(
     timeout: float = 30.0,
     token: str | None = None,
     ca: str | None = None,
-    **kwargs: Any,
+    **kwargs: Unpack[_Options],
 ) -> GymSocketTransport:
     """A transport to ``gym-socket://host:port/<env id>`` (``gym-sockets://``: over TLS).
 
@@ -257,7 +285,7 @@ def open_vector_url(
     timeout: float = 30.0,
     token: str | None = None,
     ca: str | None = None,
-    **kwargs: Any,
+    **kwargs: Unpack[_VectorOptions],
 ) -> GymSocketTransport:
     """A transport to a vector session of ``num_envs`` copies of the env at
     ``gym-socket://host:port/<env id>`` (``gym-sockets://``: over TLS).

@@ -41,6 +41,7 @@ from envwire.errors import (
     UnsupportedError,
     error_class_for_code,
 )
+from envwire.jsonio import JsonObject, JsonValue
 from envwire.protocols.openenv import dumps, parse_server_message
 
 __all__ = [
@@ -112,9 +113,9 @@ class Connection(Protocol):
     def reset(self, data: dict[str, Any]) -> dict[str, Any]: ...
     def step(self, data: dict[str, Any]) -> dict[str, Any]: ...
     def state(self) -> dict[str, Any]: ...
-    def sample(self) -> Any: ...
+    def sample(self) -> JsonValue: ...
     def describe(self) -> dict[str, Any] | None: ...
-    def mcp(self, method: str, params: dict[str, Any] | None = None) -> Any: ...
+    def mcp(self, method: str, params: JsonObject | None = None) -> JsonValue: ...
     def close(self) -> None: ...
 
 
@@ -197,8 +198,9 @@ class WebSocketConnection:
     def state(self) -> dict[str, Any]:
         return self._call("state")
 
-    def sample(self) -> Any:
-        return self._call("sample").get("action")
+    def sample(self) -> JsonValue:
+        action: JsonValue = self._call("sample").get("action")
+        return action
 
     def describe(self) -> dict[str, Any] | None:
         try:
@@ -208,7 +210,7 @@ class WebSocketConnection:
                 return None
             raise
 
-    def mcp(self, method: str, params: dict[str, Any] | None = None) -> Any:
+    def mcp(self, method: str, params: JsonObject | None = None) -> JsonValue:
         self._rpc_id += 1
         request = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": self._rpc_id}
         return _rpc_result(self._call("mcp", request), method)
@@ -220,10 +222,13 @@ class WebSocketConnection:
             self._ws.close()
 
 
-def _rpc_result(response: Mapping[str, Any], method: str) -> Any:
+def _rpc_result(response: Mapping[str, JsonValue], method: str) -> JsonValue:
+    """The ``result`` of a JSON-RPC response, or the error its ``error`` object describes."""
     error = response.get("error")
     if error:
-        raise RemoteError(f"{method}: {error.get('message')}", remote_code=str(error.get("code")))
+        details = error if isinstance(error, dict) else {"message": error}
+        message, code = details.get("message"), details.get("code")
+        raise RemoteError(f"{method}: {message}", remote_code=str(code))
     return response.get("result")
 
 
@@ -259,7 +264,14 @@ class HttpConnection:
             self._http.headers[_SESSION_HEADER] = str(self.token)
             self._described = opened.get("describe")
 
-    def _request(self, method: str, path: str, body: Any = None) -> Any:
+    def _request(self, method: str, path: str, body: object = None) -> dict[str, Any]:
+        """The JSON object the server answered (``{}`` for an empty body).
+
+        Raises:
+            EnvwireError: the error the server reported (UnsupportedError: no envwire session
+                endpoint); ProtocolError: a success reply that is not a JSON object;
+                TransportError: no reply.
+        """
         try:
             response = self._http.request(
                 method,
@@ -285,27 +297,27 @@ class HttpConnection:
                 )
                 data = {"message": text, "code": data.get("code") or "invalid_argument"}
             _raise(data if isinstance(data, dict) else {"detail": str(data)}, f"{self.url}{path}")
+        if not isinstance(data, dict):
+            raise ProtocolError(f"{self.url}{path}: expected a JSON object, got {str(data)[:200]}")
         return data
 
     def reset(self, data: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("POST", "/reset", data)
-        return result
+        return self._request("POST", "/reset", data)
 
     def step(self, data: dict[str, Any]) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("POST", "/step", {"action": data})
-        return result
+        return self._request("POST", "/step", {"action": data})
 
     def state(self) -> dict[str, Any]:
-        result: dict[str, Any] = self._request("GET", "/state")
-        return result
+        return self._request("GET", "/state")
 
-    def sample(self) -> Any:
-        return self._request("POST", "/sample").get("action")
+    def sample(self) -> JsonValue:
+        action: JsonValue = self._request("POST", "/sample").get("action")
+        return action
 
     def describe(self) -> dict[str, Any] | None:
         return self._described
 
-    def mcp(self, method: str, params: dict[str, Any] | None = None) -> Any:
+    def mcp(self, method: str, params: JsonObject | None = None) -> JsonValue:
         self._rpc_id += 1
         request = {"jsonrpc": "2.0", "method": method, "params": params or {}, "id": self._rpc_id}
         return _rpc_result(self._request("POST", "/mcp", request), method)
@@ -434,14 +446,14 @@ class TypedClient:
     def _result(self, payload: Mapping[str, Any]) -> StepResult[Any]:
         fields = payload.get("observation", {})
         reward, done = payload.get("reward"), bool(payload.get("done", False))
-        observation: Any = fields
+        observation: object = fields
         if self.observation_type is not None:
             observation = self.observation_type.model_validate(
                 {**fields, "reward": reward, "done": done}
             )
         return StepResult(observation, reward, done)
 
-    def reset(self, **kwargs: Any) -> StepResult[Any]:
+    def reset(self, **kwargs: JsonValue) -> StepResult[Any]:
         """Start an episode (``seed``, ``episode_id`` and env keywords)."""
         return self._result(self.connection.reset(kwargs))
 
@@ -461,9 +473,10 @@ class TypedClient:
     def list_tools(self) -> list[dict[str, Any]]:
         """The env's MCP tools (``tools/list``)."""
         result = self.connection.mcp("tools/list")
-        return list(result.get("tools", [])) if isinstance(result, Mapping) else []
+        tools = result.get("tools") if isinstance(result, dict) else None
+        return [t for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
 
-    def call_tool(self, name: str, **arguments: Any) -> Any:
+    def call_tool(self, name: str, **arguments: JsonValue) -> JsonValue:
         """Call an MCP tool; returns its result's ``data`` (no step is taken)."""
         result = self.connection.mcp("tools/call", {"name": name, "arguments": arguments})
         if isinstance(result, Mapping) and "data" in result:
@@ -492,7 +505,7 @@ def open_url(
     state_type: type[BaseModel] | None = None,
     token: str | None = None,
     ca: str | None = None,
-    **kwargs: Any,
+    **kwargs: object,
 ) -> GymTransport | TypedClient:
     """Open a session with the env at ``url`` (see the module docstring).
 

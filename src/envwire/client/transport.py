@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
+from gymnasium import spaces
+
 from envwire import messages as m
 from envwire.errors import InvalidArgumentError
 
@@ -27,8 +29,8 @@ class Transport(Protocol):
         action_space, observation_space: the env's spaces (a vector transport's: one copy's).
     """
 
-    action_space: Any
-    observation_space: Any
+    action_space: spaces.Space[Any]
+    observation_space: spaces.Space[Any]
 
     def send(self, request: m.Request) -> None:
         """Send a request without waiting; its reply comes from :meth:`receive`, in order."""

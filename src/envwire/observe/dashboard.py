@@ -24,9 +24,10 @@ import io
 import json
 import logging
 from importlib import resources
-from typing import Any
+from typing import Any, Protocol, TypeAlias
 
 import numpy as np
+import numpy.typing as npt
 from PIL import Image
 
 from envwire.observe import CONTENT_TYPE, Observability
@@ -45,11 +46,12 @@ PAGE = resources.files("envwire.observe").joinpath("dashboard.html").read_bytes(
 MAX_REPLAY_STEPS = 1000
 
 
-def _json(data: Any, status: int = 200) -> Response:
+def _json(data: object, status: int = 200) -> Response:
     return json_response(status, json.dumps(data, default=_plain))
 
 
-def _plain(value: Any) -> Any:
+def _plain(value: object) -> object:
+    """``json.dumps`` hook: numpy values as numbers and lists, anything else as its text."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -77,18 +79,28 @@ def token_refusal(tokens: TokenSet | None, header: str | None, path: str) -> Res
     return response
 
 
-def _png(frame: Any) -> str:
+def _png(frame: npt.ArrayLike) -> str:
     buffer = io.BytesIO()
     Image.fromarray(np.asarray(frame, dtype=np.uint8)).save(buffer, format="PNG")
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def _short(value: Any) -> str:
+def _short(value: object) -> str:
     text = json.dumps(value, default=_plain)
     return text if len(text) <= 120 else text[:117] + "..."
 
 
-def _items(values: Any, n: int) -> list[Any]:
+class _Steps(Protocol):
+    """A field's values indexed by step (an array, as Minari reads them back)."""
+
+    def __getitem__(self, index: int, /) -> object: ...
+
+
+#: A Minari episode's field: per-step values, or dicts and tuples of fields (Dict, Tuple spaces).
+_Field: TypeAlias = "dict[str, _Field] | tuple[_Field, ...] | _Steps"
+
+
+def _items(values: _Field, n: int) -> list[object]:
     """Per-step items of a Minari episode's field (arrays, dicts of arrays, tuples)."""
     if isinstance(values, dict):
         parts = {k: _items(v, n) for k, v in values.items()}

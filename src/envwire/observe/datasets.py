@@ -27,6 +27,7 @@ from typing import Any
 
 import minari
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
 from minari.data_collector.episode_buffer import EpisodeBuffer
 from minari.dataset.minari_storage import MinariStorage
@@ -80,9 +81,12 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     os.replace(tmp, path)
 
 
-def _stack(space: Any, items: list[Any]) -> Any:
-    out: Any = create_empty_array(space, n=len(items))
-    return concatenate(space, items, out)
+def _stack(space: spaces.Space[Any], items: list[Any]) -> object:
+    """The samples ``items`` of ``space`` as one batch (what Minari's episode buffers hold)."""
+    out = create_empty_array(space, n=len(items))
+    # None for spaces without a batched form, which concatenate takes (and gives a tuple),
+    # though gymnasium's annotation of it leaves None out.
+    return concatenate(space, items, out)  # type: ignore[arg-type]
 
 
 def _infos(infos: list[dict[str, Any]], frames: list[Any] | None) -> dict[str, Any] | None:
@@ -231,7 +235,7 @@ class DatasetWriter:
         self._thread.start()
 
     @staticmethod
-    def supports(observation_space: Any, action_space: Any) -> bool:
+    def supports(observation_space: spaces.Space[Any], action_space: spaces.Space[Any]) -> bool:
         """Whether Minari can store episodes with these spaces."""
         try:
             serialize_space(observation_space)

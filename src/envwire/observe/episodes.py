@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, iterate
 
 from envwire import messages as m
@@ -46,8 +47,8 @@ class Episode:
     than ``actions``, ``rewards``, ``terminations`` and ``truncations`` (the reset's)."""
 
     env_id: str
-    observation_space: Any
-    action_space: Any
+    observation_space: spaces.Space[Any]
+    action_space: spaces.Space[Any]
     seed: int | None = None
     observations: list[Any] = field(default_factory=list)
     actions: list[Any] = field(default_factory=list)
@@ -81,7 +82,7 @@ def _copy_info(infos: dict[str, Any], index: int) -> dict[str, Any]:
     return info
 
 
-def _nbytes(value: Any) -> int:
+def _nbytes(value: object) -> int:
     """Bytes of an observation or frame (arrays in dicts and tuples summed; others ~64)."""
     if isinstance(value, np.ndarray | np.generic):
         return int(value.nbytes)
@@ -127,7 +128,8 @@ class EpisodeTap:
         self.num_envs = session.num_envs
         self.observation_space = session.observation_space
         self.action_space = session.action_space
-        self.batch_observations: Any = (
+        # Vector sessions only (None for one env).
+        self.batch_observations: spaces.Space[Any] | None = (
             batch_space(session.observation_space, self.num_envs) if self.mode else None
         )
         self.batch_actions = session.batch_action_space
@@ -135,7 +137,7 @@ class EpisodeTap:
         # NextStep: a copy whose episode ended is reset by its next step.
         self.restarting = np.zeros(self.num_envs, dtype=bool)
 
-    def _new(self, observation: Any, info: dict[str, Any], seed: Any, i: int = 0) -> Episode:
+    def _new(self, observation: object, info: dict[str, Any], seed: object, i: int = 0) -> Episode:
         episode = Episode(self.env_id, self.observation_space, self.action_space)
         episode.seed = seed if isinstance(seed, int) else None
         episode.observations.append(observation)
@@ -165,6 +167,7 @@ class EpisodeTap:
             return
         options = request.options if isinstance(request, m.Reset) else None
         mask = (options or {}).get("reset_mask")
+        assert self.batch_observations is not None  # a vector session (mode is set)
         observations = list(iterate(self.batch_observations, reply.observation))
         seeds = seed if isinstance(seed, list | tuple) else [None] * self.num_envs
         for i in range(self.num_envs):
@@ -174,7 +177,7 @@ class EpisodeTap:
                 self.open[i] = self._new(observations[i], info, first_seed, i)
                 self.restarting[i] = False
 
-    def _step(self, i: int, action: Any, reply: m.StepReply) -> None:
+    def _step(self, i: int, action: object, reply: m.StepReply) -> None:
         obs, reward, info = reply.observation, reply.reward, reply.info
         term, trunc = reply.terminated, reply.truncated
         episode = self.open[i]
@@ -199,7 +202,8 @@ class EpisodeTap:
             self.open[i] = None
             self.on_drop(self.env_id, "too_long")
 
-    def _vector_step(self, actions: Any, reply: m.VectorStepReply) -> None:
+    def _vector_step(self, actions: object, reply: m.VectorStepReply) -> None:
+        assert self.batch_observations is not None  # only vector sessions step in batches
         observations = list(iterate(self.batch_observations, reply.observations))
         per_copy = list(iterate(self.batch_actions, actions))
         infos = reply.infos

@@ -4,9 +4,8 @@ the episode recorder, so every front end's sessions are seen the same way."""
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING
 
 from envwire import messages as m
 from envwire.errors import ConfigError, EnvwireError
@@ -19,6 +18,9 @@ from envwire.observe.episodes import (
 from envwire.observe.live import Activity
 from envwire.observe.metrics import Metrics
 from envwire.session import Session, SessionObserver, SessionTap
+
+if TYPE_CHECKING:  # imported when recording: minari is an optional extra
+    from envwire.observe.recorder import Recorder
 
 __all__ = ["Observability", "RecordSettings"]
 
@@ -87,20 +89,18 @@ class Observability:
         self.metrics = Metrics()
         self.activity = Activity()
         self.recorder = self._recorder(record) if record is not None else None
-        recorder = self.recorder
-        self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity) + (
-            (recorder,) if recorder is not None else ()
-        )
+        # The recorder is asked apart: it attaches a tap only to the sessions it records.
+        self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity)
 
-    def _recorder(self, record: RecordSettings) -> Any:
+    def _recorder(self, record: RecordSettings) -> Recorder:
         try:  # minari is an optional extra: import it only when recording is on
-            module = importlib.import_module("envwire.observe.recorder")
+            from envwire.observe.recorder import Recorder
         except ImportError as exc:
             raise ConfigError(
                 f"recording needs the minari extra (pip install 'envwire[minari]'): {exc}"
             ) from exc
         try:
-            return module.Recorder(
+            return Recorder(
                 record.root,
                 everything=record.everything,
                 envs=record.envs,
@@ -118,13 +118,18 @@ class Observability:
 
     def opened(self, session: Session) -> SessionTap:
         """Every observer's tap for the session, as one."""
-        taps = tuple(o.opened(session) for o in self._observers)
-        return _FanOut(tuple(t for t in taps if t is not None))
+        taps = [o.opened(session) for o in self._observers]
+        recording = self.recorder.opened(session) if self.recorder is not None else None
+        if recording is not None:
+            taps.append(recording)
+        return _FanOut(tuple(taps))
 
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
         """Tell every observer of a session that could not be opened."""
         for observer in self._observers:
             observer.refused(front_end, env_id, error)
+        if self.recorder is not None:
+            self.recorder.refused(front_end, env_id, error)
 
     def error(self, front_end: str, error: EnvwireError, env_id: str = "") -> None:
         """An error a front end answered: counted and shown once (one a session raised, or a

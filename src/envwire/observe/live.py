@@ -54,7 +54,7 @@ class _LiveTap:
         }
         self._event("session_opened", "session opened")
 
-    def _event(self, event: str, message: str, level: int = logging.INFO, **extra: Any) -> None:
+    def _event(self, event: str, message: str, level: int = logging.INFO, **extra: object) -> None:
         if events.isEnabledFor(level):
             events.log(level, "%s: %s", message, self.session.env_id,
                        extra={"event": event, **self.fields, **extra})  # fmt: skip

@@ -9,7 +9,6 @@ plain attributes and summed at scrape time (:mod:`envwire.observe.hot`).
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
@@ -156,7 +155,7 @@ class _MetricsTap:
         self.counts = SessionCounts(session.front_end, session.env_id)
         self.step = self.counts.kind("step")
         self.num_envs = session.num_envs
-        self.open_gauge: Any = metrics.sessions.labels(session.front_end, session.env_id)
+        self.open_gauge = metrics.sessions.labels(session.front_end, session.env_id)
         self.open_gauge.inc()
         metrics.opened_total.labels(session.front_end, session.env_id).inc()
         metrics.hot.add(self.counts)

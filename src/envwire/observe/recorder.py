@@ -93,7 +93,7 @@ class Recorder:
                 )
         return supported
 
-    def opened(self, session: Session) -> Any:
+    def opened(self, session: Session) -> EpisodeTap | None:
         """A tap gathering the session's episodes, or None when it is not recorded."""
         if not self.wants(session):
             return None

@@ -21,6 +21,7 @@ Every check is black-box: it only uses the client env ``connect`` returns.
 from __future__ import annotations
 
 import time
+from types import TracebackType
 from typing import Any
 
 import gymnasium
@@ -43,7 +44,7 @@ CAPACITY = 24
 SERVER_ARGS = ("--step-timeout", str(STEP_TIMEOUT), "--capacity", str(CAPACITY))
 
 
-def assert_same_sample(a: Any, b: Any, where: str = "sample") -> None:
+def assert_same_sample(a: object, b: object, where: str = "sample") -> None:
     """Assert two samples are equal in value, type, dtype and shape (recursively)."""
     if isinstance(a, dict):
         assert isinstance(b, dict), f"{where}: {type(b).__name__} is not a dict"
@@ -201,7 +202,7 @@ class ConformanceTests:
             env.close()
 
     @staticmethod
-    def _bad_action(space: gymnasium.Space[Any]) -> Any:
+    def _bad_action(space: gymnasium.Space[Any]) -> int | np.ndarray:
         if isinstance(space, gymnasium.spaces.Discrete):
             return int(space.start + space.n + 3)
         if isinstance(space, gymnasium.spaces.Box):
@@ -302,7 +303,12 @@ class _raises:
     def __enter__(self) -> _raises:
         return self
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool:
         if exc is None:
             raise AssertionError(f"expected {self.kind}, nothing was raised")
         if not isinstance(exc, self.kind):

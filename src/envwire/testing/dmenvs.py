@@ -9,10 +9,12 @@ asked (``gamma``), and a ``seed`` method.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import dm_env
 import numpy as np
+import numpy.typing as npt
 from dm_env import specs
 
 __all__ = ["GridEnv"]
@@ -76,7 +78,7 @@ class GridEnv(dm_env.Environment):  # type: ignore[misc]  # dm_env ships no type
         self._position = self._random.uniform(-0.5, 0.5, 2).astype(np.float32)
         return dm_env.restart(self._observation())
 
-    def step(self, action: Any) -> dm_env.TimeStep:
+    def step(self, action: Mapping[str, npt.NDArray[Any]]) -> dm_env.TimeStep:
         if self._needs_reset:
             return self.reset()
         move = int(action["move"]) - 1

@@ -9,10 +9,11 @@ from __future__ import annotations
 import ctypes
 import os
 import time
-from typing import Any
+from typing import Any, NoReturn, TypeVar
 
 import gymnasium
 import numpy as np
+import numpy.typing as npt
 from gymnasium import spaces
 
 __all__ = [
@@ -26,23 +27,31 @@ __all__ = [
 ]
 
 
-class _Counter(gymnasium.Env[Any, Any]):
+_Obs = TypeVar("_Obs")
+_Act = TypeVar("_Act")
+
+# Gymnasium types a Dict space's samples as dict[str, Any] at best and a Tuple space's as
+# tuple[T, ...] with one T for every element: the samples of DictEnv and TupleEnv, whose
+# values differ in type, are typed as loosely as their spaces.
+
+
+class _Counter(gymnasium.Env[_Obs, _Act]):
     """A deterministic env whose observations depend on the seed and the actions."""
 
     horizon = 20
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[_Obs, dict[str, Any]]:
         super().reset(seed=seed)
         self.t = 0
         self.base = float(self.np_random.uniform(-1, 1))
         return self._obs(), {"t": self.t}
 
-    def _obs(self) -> Any:
+    def _obs(self) -> _Obs:
         raise NotImplementedError
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: _Act) -> tuple[_Obs, float, bool, bool, dict[str, Any]]:
         self.t += 1
         self.on_step()
         return self._obs(), float(self.t) / 10, self.t >= self.horizon, False, {"t": self.t}
@@ -51,7 +60,7 @@ class _Counter(gymnasium.Env[Any, Any]):
         """Hook for the misbehaving envs."""
 
 
-class DictEnv(_Counter):
+class DictEnv(_Counter[dict[str, Any], npt.NDArray[np.float32]]):
     """Dict observations (image, vector, discrete, text) and a Box action."""
 
     def __init__(self) -> None:
@@ -65,7 +74,7 @@ class DictEnv(_Counter):
         )
         self.action_space = spaces.Box(-1.0, 1.0, (2,), np.float32)
 
-    def _obs(self) -> Any:
+    def _obs(self) -> dict[str, Any]:
         image = np.full((6, 4, 3), self.t % 256, np.uint8)
         position = np.array([self.base, self.t, -self.t], np.float64)
         return {
@@ -76,7 +85,7 @@ class DictEnv(_Counter):
         }
 
 
-class TupleEnv(_Counter):
+class TupleEnv(_Counter[tuple[Any, ...], tuple[Any, ...]]):
     """Tuple observations and Tuple actions (Discrete, MultiBinary)."""
 
     def __init__(self) -> None:
@@ -85,7 +94,7 @@ class TupleEnv(_Counter):
         )
         self.action_space = spaces.Tuple((spaces.Discrete(3), spaces.MultiBinary(2)))
 
-    def _obs(self) -> Any:
+    def _obs(self) -> tuple[Any, ...]:
         return (np.int64(self.t % 5), np.array([self.base, 0.5], np.float32))
 
 
@@ -127,7 +136,7 @@ class RaiseEnv(TupleEnv):
             raise RuntimeError(f"RaiseEnv fails on purpose at step {self.t}")
 
 
-class NoRendererEnv(_Counter):
+class NoRendererEnv(_Counter[npt.NDArray[np.float32], np.int64]):
     """Offers ``rgb_array`` rendering but cannot draw, like CartPole where pygame is missing:
     ``render()`` raises. Discrete(2) actions, two float32 observations."""
 
@@ -138,14 +147,14 @@ class NoRendererEnv(_Counter):
         self.action_space = spaces.Discrete(2)
         self.render_mode = render_mode
 
-    def _obs(self) -> Any:
+    def _obs(self) -> npt.NDArray[np.float32]:
         return np.array([self.base, self.t], np.float32)
 
-    def render(self) -> Any:
+    def render(self) -> NoReturn:
         raise RuntimeError("NoRendererEnv has no renderer (on purpose)")
 
 
-class FramesEnv(gymnasium.Env[Any, Any]):
+class FramesEnv(gymnasium.Env[npt.NDArray[np.uint8], np.int64]):
     """Atari-sized stacked frames (uint8 84x84x4) at almost no env cost: for wire benchmarks."""
 
     def __init__(self, shape: tuple[int, ...] = (84, 84, 4)) -> None:
@@ -156,11 +165,13 @@ class FramesEnv(gymnasium.Env[Any, Any]):
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
-    ) -> tuple[Any, dict[str, Any]]:
+    ) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
         super().reset(seed=seed)
         self.t = 0
         return self._frames[0], {}
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(
+        self, action: np.int64
+    ) -> tuple[npt.NDArray[np.uint8], float, bool, bool, dict[str, Any]]:
         self.t += 1
         return self._frames[self.t % 4], 0.0, False, self.t >= 1000, {}

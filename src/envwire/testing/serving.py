@@ -10,7 +10,6 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
 
 from envwire.settings import FRONT_ENDS
 
@@ -122,10 +121,12 @@ class ServerProcess:
     def __enter__(self) -> ServerProcess:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
-    def wait_for(self, predicate: Any, timeout: float = 10.0, interval: float = 0.05) -> bool:
+    def wait_for(
+        self, predicate: Callable[[], object], timeout: float = 10.0, interval: float = 0.05
+    ) -> bool:
         """Poll ``predicate()`` until true or ``timeout``; returns its last value."""
         return wait_until(predicate, timeout, interval)
 

@@ -83,6 +83,22 @@ def test_bad_rows_are_named(tmp_path: Path) -> None:
         read_database(db.path)
 
 
+def test_malformed_values_are_config_errors_that_name_the_row(tmp_path: Path) -> None:
+    db = OriginalDB(tmp_path / "ids.db")
+    db.env("nim", "m:C", {})
+    db.ratings("nim", "a", [1], total=1, best=1.0, current=1.0, fully=False)
+    db.db.execute("UPDATE agents SET recently_finished_runs = '[1, {\"id\": 2}]'")
+    db.close()
+    with pytest.raises(ConfigError, match=r"agents 'nim/a': recent runs must be run ids"):
+        read_database(db.path)
+    db = OriginalDB(tmp_path / "pairs.db")
+    db.env("nim", "m:C", {})
+    db.db.execute("INSERT INTO runs VALUES (7, 'nim', 'nim/a', 0, 0, 'null', '[[1]]', 'null')")
+    db.close()
+    with pytest.raises(ConfigError, match=r"runs 7: history must be a JSON list of \[action"):
+        read_database(db.path)
+
+
 def test_older_databases_without_groups(tmp_path: Path) -> None:
     db = OriginalDB(tmp_path / "old.db")
     db.env("nim", "m:C", None)

@@ -22,10 +22,16 @@ Every other key of ``env_config`` goes to :func:`envwire.make` / :func:`envwire.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import gymnasium
 
 from envwire.adapters.connect import make, make_vec
+from envwire.adapters.vector import RemoteVectorEnv
 from envwire.errors import InvalidArgumentError
+
+if TYPE_CHECKING:
+    from envwire.client.openenv import TypedClient
 
 __all__ = ["env_creator", "register"]
 
@@ -33,7 +39,9 @@ __all__ = ["env_creator", "register"]
 _RLLIB_KEYS = frozenset({"url", "num_envs"})
 
 
-def env_creator(config: Mapping[str, Any]) -> Any:
+def env_creator(
+    config: Mapping[str, Any],
+) -> gymnasium.Env[Any, Any] | TypedClient | RemoteVectorEnv:
     """A remote env (``num_envs`` absent) or vector env (``num_envs`` given) for RLlib.
 
     Raises:

@@ -35,6 +35,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs
 
 from envwire.adapters.connect import make_vec
+from envwire.adapters.vector import RemoteVectorEnv
 from envwire.errors import UnsupportedError
 
 __all__ = ["RemoteAttributeError", "SB3VecEnv", "make_vec_env", "unbatch_infos"]
@@ -74,13 +75,13 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         ValueError: ``vector`` resets in another autoreset mode.
     """
 
-    def __init__(self, vector: Any) -> None:
+    def __init__(self, vector: RemoteVectorEnv) -> None:
         mode = vector.metadata.get("autoreset_mode")
         if mode != gymnasium.vector.AutoresetMode.SAME_STEP:
             raise ValueError(f"SB3 needs a SameStep vector env, not autoreset mode {mode}")
         self.vector = vector
         self.url: str = getattr(vector, "url", "")
-        self._local = {
+        self._local: dict[str, object] = {
             "observation_space": vector.single_observation_space,
             "action_space": vector.single_action_space,
             "render_mode": None,
@@ -161,7 +162,7 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
             f"get_attr knows {sorted(self._local)} and {where}"
         )
 
-    def set_attr(self, attr_name: str, value: Any, indices: VecEnvIndices = None) -> None:
+    def set_attr(self, attr_name: str, value: object, indices: VecEnvIndices = None) -> None:
         """Raises RemoteAttributeError: a remote env's attributes cannot be set from here (seed
         resets with ``seed()``, pass options with ``set_options()``)."""
         raise RemoteAttributeError(
@@ -170,12 +171,17 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         )
 
     def env_method(
-        self, method_name: str, *method_args: Any, indices: VecEnvIndices = None, **kwargs: Any
+        self,
+        method_name: str,
+        *method_args: object,
+        indices: VecEnvIndices = None,
+        **kwargs: object,
     ) -> list[Any]:
         """Only ``get_wrapper_attr`` (= :meth:`get_attr`); other methods raise
         RemoteAttributeError, since the wire carries no method calls."""
-        if method_name == "get_wrapper_attr" and len(method_args) == 1 and not kwargs:
-            return self.get_attr(method_args[0], indices)
+        name = method_args[0] if len(method_args) == 1 else None
+        if method_name == "get_wrapper_attr" and isinstance(name, str) and not kwargs:
+            return self.get_attr(name, indices)
         raise RemoteAttributeError(
             f"cannot call {method_name!r} on the remote env {self.url!r}: the wire carries "
             "reset and step, not method calls"
@@ -198,20 +204,26 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
 
 
 def make_vec_env(
-    url: str, n_envs: int = 1, *, seed: int | None = None, monitor: bool = True, **kwargs: Any
+    url: str,
+    n_envs: int = 1,
+    *,
+    seed: int | None = None,
+    monitor: bool = True,
+    workers: int = 1,
+    **kwargs: object,
 ) -> VecEnv:
     """Connect to a served env and step ``n_envs`` copies of it as an SB3 ``VecEnv``.
 
     The remote twin of ``stable_baselines3.common.env_util.make_vec_env``: copy ``i`` gets
     ``seed + i`` at the first reset, and (with ``monitor``) a ``VecMonitor`` adds the
-    ``info["episode"]`` statistics that SB3's ``Monitor`` would. Other keyword arguments go to
-    :func:`envwire.make_vec` (``workers``, ``timeout``, ...).
+    ``info["episode"]`` statistics that SB3's ``Monitor`` would. ``workers`` and other keyword
+    arguments go to :func:`envwire.make_vec` (``timeout``, ...).
 
     Raises:
         InvalidArgumentError: a scheme without a batched path, or bad options.
         TransportError: the server cannot be reached, or refused the env.
     """
-    vector = make_vec(url, n_envs, autoreset_mode="SameStep", **kwargs)
+    vector = make_vec(url, n_envs, autoreset_mode="SameStep", workers=workers, **kwargs)
     env = SB3VecEnv(vector)
     if seed is not None:
         env.action_space.seed(seed)

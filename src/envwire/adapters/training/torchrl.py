@@ -16,8 +16,6 @@ those of ``GymWrapper`` over the same env in-process.
 
 from __future__ import annotations
 
-from typing import Any
-
 from torchrl.envs import EnvBase, GymWrapper
 
 from envwire.adapters.connect import make, make_vec
@@ -25,7 +23,7 @@ from envwire.adapters.connect import make, make_vec
 __all__ = ["make_env", "make_vec_env"]
 
 
-def make_env(url: str, **kwargs: Any) -> EnvBase:
+def make_env(url: str, **kwargs: object) -> EnvBase:
     """``envwire.make(url, **kwargs)`` as a TorchRL env.
 
     Raises:
@@ -36,20 +34,25 @@ def make_env(url: str, **kwargs: Any) -> EnvBase:
 
 
 def make_vec_env(
-    url: str, num_envs: int, *, autoreset_mode: str = "Disabled", **kwargs: Any
+    url: str,
+    num_envs: int,
+    *,
+    autoreset_mode: str = "Disabled",
+    workers: int = 1,
+    **kwargs: object,
 ) -> EnvBase:
     """``num_envs`` copies stepped together (``envwire.make_vec``) as one batched TorchRL env.
 
     ``autoreset_mode`` is ``Disabled`` (TorchRL resets done copies itself) or ``SameStep``
-    (TorchRL reads the last observation from the infos); other keyword arguments go to
-    :func:`envwire.make_vec` (``workers``, ``timeout``, ...).
+    (TorchRL reads the last observation from the infos); ``workers`` and other keyword
+    arguments go to :func:`envwire.make_vec` (``timeout``, ...).
 
     Raises:
         InvalidArgumentError: a scheme without a batched path, or bad options.
         RuntimeError: TorchRL refused the autoreset mode (``NextStep``).
         TransportError: the server cannot be reached, or refused the env.
     """
-    vector = make_vec(url, num_envs, autoreset_mode=autoreset_mode, **kwargs)
+    vector = make_vec(url, num_envs, autoreset_mode=autoreset_mode, workers=workers, **kwargs)
     try:
         return GymWrapper(vector)
     except Exception:

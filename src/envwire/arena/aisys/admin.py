@@ -27,6 +27,7 @@ from envwire.arena.errors import ConflictError, ForbiddenError, NotFoundError
 from envwire.arena.groups import Groups
 from envwire.arena.store import EnvRow
 from envwire.errors import ConfigError, InvalidArgumentError
+from envwire.jsonio import JsonObject, JsonValue
 
 __all__ = ["CourseAdmin"]
 
@@ -66,7 +67,7 @@ class CourseAdmin:
             return None
 
     def make_env(
-        self, name: str, env_class: str, display_name: str, config: Any, *, overwrite: bool
+        self, name: str, env_class: str, display_name: str, config: JsonValue, *, overwrite: bool
     ) -> EnvRow:
         """Create (or, with ``overwrite``, redefine) arena env ``name``.
 
@@ -82,7 +83,7 @@ class CourseAdmin:
         cls = self._plugin_class(env_class)
         if cls is not None:
             env_id = env_class if is_plugin_id(env_class) else PREFIX + env_class
-            settings: Any = {"config": config}
+            settings: JsonObject = {"config": config}
         else:
             if config is not None and not isinstance(config, dict):
                 raise InvalidArgumentError(

@@ -17,11 +17,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from envwire.arena.accounts import check_imported_name, hash_secret
 from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
+from envwire.jsonio import JsonValue
 
 __all__ = ["MAX_PASSWORD", "ImportedConfig", "import_configs", "read_config"]
 
@@ -41,7 +41,7 @@ class ImportedConfig:
     url: str
 
 
-def read_config(source: str, data: Any) -> ImportedConfig:
+def read_config(source: str, data: JsonValue) -> ImportedConfig:
     """Check one decoded config file.
 
     Raises:
@@ -50,19 +50,22 @@ def read_config(source: str, data: Any) -> ImportedConfig:
     """
     if not isinstance(data, dict):
         raise InvalidArgumentError(f"{source}: expected a JSON object {{agent, pwd, env, url}}")
+    values: dict[str, str] = {}
     for key in _KEYS:
-        if not isinstance(data.get(key), str):
+        value = data.get(key)
+        if not isinstance(value, str):
             raise InvalidArgumentError(f"{source}: {key!r} must be a string")
-    pwd = data["pwd"]
+        values[key] = value
+    pwd = values["pwd"]
     if not pwd or len(pwd) > MAX_PASSWORD or not pwd.isprintable():
         raise InvalidArgumentError(
             f"{source}: the password must be 1-{MAX_PASSWORD} printable characters"
         )
     try:
-        check_imported_name(data["agent"], "agent")
+        check_imported_name(values["agent"], "agent")
     except InvalidArgumentError as exc:
         raise InvalidArgumentError(f"{source}: {exc.message}") from None
-    return ImportedConfig(source, data["agent"], pwd, data["env"], data["url"])
+    return ImportedConfig(source, values["agent"], pwd, values["env"], values["url"])
 
 
 def _load(path: Path) -> ImportedConfig:

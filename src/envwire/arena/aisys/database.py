@@ -35,9 +35,9 @@ import json
 import sqlite3
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from envwire.errors import ConfigError
+from envwire.jsonio import JsonValue
 
 __all__ = [
     "OriginalAccount",
@@ -57,7 +57,7 @@ class OriginalEnv:
     name: str
     env_class: str
     display_name: str
-    config: Any
+    config: JsonValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,7 +79,7 @@ class OriginalRatings:
     fully_evaluated: bool
     total_runs: int
     recent_runs: tuple[int, ...]
-    recent_results: tuple[Any, ...]
+    recent_results: tuple[JsonValue, ...]
     best_rating: float
     current_rating: float
 
@@ -93,9 +93,9 @@ class OriginalRun:
     agent: str
     finished: bool
     outstanding: bool
-    state: Any
-    history: tuple[tuple[Any, Any], ...]
-    outcome: Any
+    state: JsonValue
+    history: tuple[tuple[JsonValue, JsonValue], ...]
+    outcome: JsonValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,13 +128,44 @@ def _split(identifier: str, env: str, table: str) -> str:
     return identifier[len(prefix) :]
 
 
-def _json(text: Any, where: str) -> Any:
+def _json(text: str | bytes | int | float | None, where: str) -> JsonValue:
+    """The JSON value of a column (None for NULL; any SQLite value may be found there)."""
     if text is None:
         return None
+    if not isinstance(text, str | bytes):
+        kind = type(text).__name__
+        raise ConfigError(f"{where}: not JSON (expected text, got {kind}): {str(text)[:80]!r}")
     try:
-        return json.loads(text)
-    except (TypeError, ValueError) as exc:
+        value: JsonValue = json.loads(text)
+    except ValueError as exc:
         raise ConfigError(f"{where}: not JSON ({exc}): {str(text)[:80]!r}") from None
+    return value
+
+
+def _history(value: JsonValue, where: str) -> tuple[tuple[JsonValue, JsonValue], ...]:
+    """The ``(action, extra info)`` pairs of a ``history`` column."""
+    bad = ConfigError(f"{where}: history must be a JSON list of [action, extra] pairs")
+    if not isinstance(value, list):
+        raise bad
+    pairs: list[tuple[JsonValue, JsonValue]] = []
+    for item in value:
+        if not isinstance(item, list) or len(item) != 2:
+            raise bad
+        pairs.append((item[0], item[1]))
+    return tuple(pairs)
+
+
+def _run_ids(values: list[JsonValue], where: str) -> tuple[int, ...]:
+    """The run ids of a ``recently_finished_runs`` list (integers, or what ``int`` reads)."""
+    ids: list[int] = []
+    for value in values:
+        if not isinstance(value, int | float | str):
+            raise ConfigError(f"{where}: recent runs must be run ids, got {value!r}")
+        try:
+            ids.append(int(value))
+        except (ValueError, OverflowError):
+            raise ConfigError(f"{where}: recent runs must be run ids, got {value!r}") from None
+    return tuple(ids)
 
 
 def _tables(db: sqlite3.Connection) -> set[str]:
@@ -199,7 +230,7 @@ def _read(db: sqlite3.Connection, tables: set[str]) -> OriginalDatabase:
                 _split(ident, env, "agents"),
                 bool(row[2]),
                 int(row[3] or 0),
-                tuple(int(r) for r in recent),
+                _run_ids(recent, where),
                 tuple(results),
                 float(row[6] if row[6] is not None else 0.0),
                 float(row[7] if row[7] is not None else 0.0),
@@ -211,11 +242,7 @@ def _read(db: sqlite3.Connection, tables: set[str]) -> OriginalDatabase:
     ):
         run_id, env = int(row[0]), str(row[1])
         where = f"runs {run_id}"
-        history = _json(row[6], where) or []
-        if not isinstance(history, list) or not all(
-            isinstance(h, list) and len(h) == 2 for h in history
-        ):
-            raise ConfigError(f"{where}: history must be a JSON list of [action, extra] pairs")
+        history = _history(_json(row[6], where) or [], where)
         out.runs.append(
             OriginalRun(
                 run_id,
@@ -224,7 +251,7 @@ def _read(db: sqlite3.Connection, tables: set[str]) -> OriginalDatabase:
                 bool(row[3]),
                 bool(row[4]),
                 _json(row[5], where),
-                tuple((h[0], h[1]) for h in history),
+                history,
                 _json(row[7], where),
             )
         )

@@ -28,13 +28,14 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
-from envwire.arena.aisys.plugins import load_env_class, make_plugin, run_data
+from envwire.arena.aisys.plugins import Plugin, load_env_class, make_plugin, run_data
 from envwire.arena.games import Accepted, Rejected, Started
 from envwire.arena.rows import EnvRow
 from envwire.arena.settings import ArenaSettings
 from envwire.errors import EnvError
+from envwire.jsonio import JsonValue
 from envwire.protocols.arena import RawJSON, dumps
 
 __all__ = ["PluginGame", "StoredRun", "plugin_game"]
@@ -79,7 +80,7 @@ class PluginGame:
     def __init__(
         self,
         name: str,
-        env: Any,
+        env: Plugin,
         settings: ArenaSettings,
         load_run: Callable[[int], StoredRun],
         *,
@@ -96,7 +97,7 @@ class PluginGame:
     # -- the interface's view of a run ----------------------------------------------------------
 
     @staticmethod
-    def _run_data(run_id: int, agent: str, live: _Live) -> Any:
+    def _run_data(run_id: int, agent: str, live: _Live) -> object:
         history = [(json.loads(a), json.loads(x)) for a, x in live.history]
         return run_data(run_id, agent, json.loads(live.state), history)
 
@@ -140,7 +141,7 @@ class PluginGame:
         seed: int,
         act_no: int,
         percept: RawJSON,
-        value: Any,
+        value: JsonValue,
         *,
         agent: str = "",
     ) -> Accepted | Rejected:
@@ -193,7 +194,7 @@ class PluginGame:
         """The outcome of an abandoned run (the plugin's ``get_abandon_outcome``, else the arena
         env's ``abandon_outcome``), as JSON and as a number."""
         with self._lock:
-            outcome: Any = self.settings.abandon_outcome
+            outcome: object = self.settings.abandon_outcome
             try:
                 live = self._get(run_id, act_no)
                 outcome = self.env.get_abandon_outcome(self._run_data(run_id, agent, live))

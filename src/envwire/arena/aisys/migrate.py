@@ -26,15 +26,15 @@ from __future__ import annotations
 
 import json
 import math
+import sqlite3
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from envwire.arena.accounts import check_imported_name
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.aisys.database import OriginalDatabase, OriginalEnv, OriginalRun
-from envwire.arena.aisys.plugins import PREFIX, load_env_class, make_plugin, run_data
+from envwire.arena.aisys.plugins import PREFIX, Plugin, load_env_class, make_plugin, run_data
 from envwire.arena.store import EnvRow, Store
 from envwire.errors import ConfigError
 from envwire.protocols.arena import dumps
@@ -54,7 +54,7 @@ class MigrationReport:
     admin_hashes: int = 0
     skipped: list[str] = field(default_factory=list)
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> dict[str, object]:
         """The report as a JSON object."""
         return {
             "envs": self.envs,
@@ -67,10 +67,14 @@ class MigrationReport:
 @dataclass
 class _Env:
     row: EnvRow
-    plugin: Any  # the plugin instance, or None for an env mapped to a catalog env
+    plugin: Plugin | None  # None for an env mapped to a catalog env
 
 
-def _number(value: Any) -> float | None:
+#: Makes the row of an env mapped to a catalog env: ``(env, catalog env id) -> EnvRow``.
+_MakeRow = Callable[[OriginalEnv, str], EnvRow]
+
+
+def _number(value: object) -> float | None:
     if isinstance(value, int | float) and math.isfinite(float(value)):
         return float(value)
     return None
@@ -83,9 +87,8 @@ def _plugin_env(env: OriginalEnv, store: Store) -> _Env:
     return _Env(row, instance)
 
 
-def _mapped_env(env: OriginalEnv, env_id: str, make_row: Any) -> _Env:
-    row: EnvRow = make_row(env, env_id)
-    return _Env(row, None)
+def _mapped_env(env: OriginalEnv, env_id: str, make_row: _MakeRow) -> _Env:
+    return _Env(make_row(env, env_id), None)
 
 
 def migrate(
@@ -93,7 +96,7 @@ def migrate(
     store: Store,
     *,
     env_map: Mapping[str, str] | None = None,
-    make_mapped_env: Any = None,
+    make_mapped_env: _MakeRow | None = None,
     admin_hashes: Iterable[str] = (),
     now: float | None = None,
 ) -> MigrationReport:
@@ -158,7 +161,11 @@ def migrate(
 
 
 def _accounts(
-    db: Any, original: OriginalDatabase, envs: dict[str, _Env], report: MigrationReport, now: float
+    db: sqlite3.Connection,
+    original: OriginalDatabase,
+    envs: dict[str, _Env],
+    report: MigrationReport,
+    now: float,
 ) -> None:
     known: set[tuple[str, str]] = set()
     for account in original.accounts:
@@ -199,19 +206,27 @@ def _accounts(
 
 
 def _runs(
-    db: Any, original: OriginalDatabase, envs: dict[str, _Env], report: MigrationReport, now: float
+    db: sqlite3.Connection,
+    original: OriginalDatabase,
+    envs: dict[str, _Env],
+    report: MigrationReport,
+    now: float,
 ) -> None:
     for run in original.runs:
         env = envs.get(run.env)
         if env is None:
             report.skipped.append(f"run {run.id}: no such env {run.env!r}")
             continue
-        if env.plugin is None and not run.finished:
+        percept: str
+        if run.finished:
+            percept = dumps(None)
+        elif env.plugin is None:
             report.skipped.append(
                 f"run {run.id}: unfinished, and env {run.env!r} is now played by another env"
             )
             continue
-        percept = _percept(env, run, report) if not run.finished else dumps(None)
+        else:
+            percept = _percept(env.plugin, run, report)
         outcome = dumps(run.outcome) if run.finished else None
         db.execute(
             "INSERT INTO runs (id, env, agent, seed, act_no, percept, outstanding, finished, "
@@ -236,10 +251,10 @@ def _runs(
         counts["unfinished_runs"] += int(not run.finished)
 
 
-def _percept(env: _Env, run: OriginalRun, report: MigrationReport) -> str:
+def _percept(plugin: Plugin, run: OriginalRun, report: MigrationReport) -> str:
     """The percept an unfinished plugin run shows now (asked of the plugin)."""
     try:
-        request = env.plugin.get_action_request(run_data(run.id, run.agent, run.state, run.history))
+        request = plugin.get_action_request(run_data(run.id, run.agent, run.state, run.history))
         return dumps(getattr(request, "content", None))
     except Exception as exc:
         report.skipped.append(f"run {run.id}: no percept ({type(exc).__name__}: {exc})")

@@ -36,14 +36,16 @@ import zipfile
 from collections.abc import Sequence
 from pathlib import Path, PurePosixPath
 from types import ModuleType
-from typing import Any
+from typing import Protocol
 
 from envwire.errors import ConfigError, InvalidArgumentError
+from envwire.jsonio import JsonValue
 
 __all__ = [
     "MAX_UPLOAD_FILES",
     "MAX_UPLOAD_SIZE",
     "PREFIX",
+    "Plugin",
     "PluginFolder",
     "arena_settings",
     "install_interface",
@@ -65,6 +67,33 @@ _ORIGINAL = "aisysprojserver"
 _INTERFACE = "envwire.arena.aisys.interface"
 _MODULES = ("env_interface", "env_settings", "env_mixins", "website")
 _lock = threading.Lock()
+
+
+class Plugin(Protocol):
+    """What the arena calls on a plugin env: an instance of a subclass of the interface's
+    ``GenericEnvironment`` (envwire's copy, or an installed ``aisysprojserver``'s, which wins).
+
+    Which of the two it is is known only at run time, so the run it is given is typed
+    ``object`` (it is what :func:`run_data` made, only handed back to the plugin), and what it
+    returns is read with ``getattr`` (results, action requests) or encoded as JSON (states,
+    outcomes).
+    """
+
+    def new_run(self) -> object:
+        """The first state of a new run."""
+        ...
+
+    def act(self, action: JsonValue, run_data: object, /) -> object:
+        """The ``ActionResult`` of an action."""
+        ...
+
+    def get_action_request(self, run_data: object, /) -> object:
+        """The ``ActionRequest`` (its ``content`` is the percept) of the run's next action."""
+        ...
+
+    def get_abandon_outcome(self, run_data: object, /) -> object:
+        """The outcome of a run the client abandons."""
+        ...
 
 
 def is_plugin_id(env_id: str) -> bool:
@@ -148,7 +177,7 @@ def _interface() -> ModuleType:
     return importlib.import_module(f"{_ORIGINAL}.env_interface")
 
 
-def make_plugin(cls: type, display_name: str, identifier: str, config: Any) -> Any:
+def make_plugin(cls: type, display_name: str, identifier: str, config: JsonValue) -> Plugin:
     """An instance of a plugin env for an arena env, as that server makes them.
 
     Raises:
@@ -156,15 +185,22 @@ def make_plugin(cls: type, display_name: str, identifier: str, config: Any) -> A
     """
     info = _interface().EnvInfo(display_name=display_name, identifier=identifier)
     try:
-        return cls(info, config)
+        # load_env_class checked that cls subclasses GenericEnvironment: a Plugin.
+        plugin: Plugin = cls(info, config)
     except Exception as exc:
         raise ConfigError(f"{cls.__name__}(...) failed: {type(exc).__name__}: {exc}") from exc
+    return plugin
 
 
 def run_data(
-    run_id: int, agent: str, state: Any, history: Sequence[tuple[Any, Any]], outcome: Any = None
-) -> Any:
-    """The interface's ``RunData`` of a run (state and history as JSON values)."""
+    run_id: int,
+    agent: str,
+    state: JsonValue,
+    history: Sequence[tuple[JsonValue, JsonValue]],
+    outcome: JsonValue = None,
+) -> object:
+    """The interface's ``RunData`` of a run (state and history as JSON values), for the plugin's
+    calls (see :class:`Plugin`)."""
     iface = _interface()
     return iface.RunData(
         action_history=[iface.ActionHistoryEntry(a, x) for a, x in history],
@@ -175,7 +211,7 @@ def run_data(
     )
 
 
-def arena_settings(cls: type) -> tuple[dict[str, Any], str]:
+def arena_settings(cls: type) -> tuple[dict[str, object], str]:
     """A plugin's ``EnvSettings`` as arena settings, and its description.
 
     Raises:
@@ -186,7 +222,7 @@ def arena_settings(cls: type) -> tuple[dict[str, Any], str]:
     if strategy != "average":
         raise ConfigError(f"{cls.__name__}: unsupported RATING_STRATEGY {strategy!r}")
 
-    def get(name: str, default: Any) -> Any:
+    def get(name: str, default: object) -> object:
         return getattr(settings, name, default)
 
     values = {

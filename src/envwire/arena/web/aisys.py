@@ -41,7 +41,6 @@ import logging
 import threading
 import traceback
 from collections.abc import Callable
-from typing import Any
 
 from envwire.arena.aisys.admin import CourseAdmin
 from envwire.arena.errors import AuthenticationError, MalformedRequestError, NotFoundError
@@ -49,6 +48,7 @@ from envwire.arena.maintenance import delete_unused_agents, disk_usage, prune_ru
 from envwire.arena.web import pages
 from envwire.arena.web.routes import ArenaRoute, ArenaWeb, route
 from envwire.errors import ConfigError, EnvError, EnvwireError
+from envwire.jsonio import JsonObject
 from envwire.protocols.arena import decode_body, error_body, error_reply, lax_bool
 from envwire.protocols.http.http11 import Request, Response
 
@@ -84,7 +84,7 @@ ERRORS = ErrorLog()
 log.addHandler(ERRORS)
 
 
-def _json(value: Any) -> Response:
+def _json(value: object) -> Response:
     return Response(200, json.dumps(value).encode())
 
 
@@ -135,7 +135,7 @@ class AisysRoutes:
 
     # -- request plumbing ----------------------------------------------------------------------
 
-    def _data(self, request: Request) -> dict[str, Any]:
+    def _data(self, request: Request) -> JsonObject:
         if not request.body.strip():
             return {}
         data = decode_body(request.body, request.header("content-type"), self.arena.max_body)
@@ -143,7 +143,7 @@ class AisysRoutes:
             raise MalformedRequestError("body", "expected a JSON object")
         return data
 
-    def _check_admin(self, request: Request, data: dict[str, Any]) -> None:
+    def _check_admin(self, request: Request, data: JsonObject) -> None:
         """Accept the admin password of a request (header, else ``admin-pwd``).
 
         Raises:
@@ -179,7 +179,7 @@ class AisysRoutes:
 
     def _admin(
         self,
-        operation: Callable[[Request, dict[str, str], dict[str, Any]], Any],
+        operation: Callable[[Request, dict[str, str], JsonObject], object],
         *,
         json_body: bool = True,
     ) -> Callable[[Request, dict[str, str]], Response]:
@@ -219,7 +219,7 @@ class AisysRoutes:
     # -- admin ---------------------------------------------------------------------------------
 
     @staticmethod
-    def _string(data: dict[str, Any], key: str, default: str | None = None) -> str:
+    def _string(data: JsonObject, key: str, default: str | None = None) -> str:
         if key not in data:
             if default is None:
                 raise MalformedRequestError(key, "missing")
@@ -229,7 +229,7 @@ class AisysRoutes:
             raise MalformedRequestError(key, "expected a string")
         return value
 
-    def make_env(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def make_env(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``PUT /makeenv/<env>``."""
         if "config" not in data:
             raise MalformedRequestError("config", "missing")
@@ -242,7 +242,7 @@ class AisysRoutes:
         )
         return {"success": True}
 
-    def make_agent(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def make_agent(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``POST /makeagent/<env>/<agent>`` (``overwrite`` is read as that server reads it:
         any true value)."""
         return self.admin.make_agent(
@@ -274,12 +274,12 @@ class AisysRoutes:
         except EnvwireError as exc:
             return _fail(exc)
 
-    def diskusage(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def diskusage(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``GET /diskusage``: one text, as that server answers."""
         folder = self.admin.plugins.path if self.admin.plugins is not None else None
         return disk_usage(self.arena.store, folder)
 
-    def prune(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def prune(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``GET /removenonrecentruns`` (``just-vacuum``: only compact the file)."""
         if data.get("just-vacuum"):
             self.arena.store.vacuum()
@@ -287,7 +287,7 @@ class AisysRoutes:
             prune_runs(self.arena.store)
         return {"result": "done"}
 
-    def unused_agents(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def unused_agents(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``GET /deleteunusedagents/<env>``."""
         env = params["env"]
         if self.arena.store.env(env) is None:
@@ -295,7 +295,7 @@ class AisysRoutes:
         delete_unused_agents(self.arena.store, env)
         return {"result": "done"}
 
-    def make_group(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def make_group(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``PUT /groupmanagement/make/<group>``."""
         self.admin.groups.make(
             params["group"],
@@ -305,22 +305,22 @@ class AisysRoutes:
         )
         return {"success": True}
 
-    def del_group(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def del_group(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``DELETE /groupmanagement/delete/<group>`` (``main`` is only emptied)."""
         self.admin.groups.delete(params["group"])
         return {"success": True}
 
-    def add_sub(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def add_sub(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``PUT /groupmanagement/addsubgroup/<group>/<subgroup>``."""
         self.admin.groups.add(params["group"], "group", params["sub"])
         return {"success": True}
 
-    def add_env(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def add_env(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``PUT /groupmanagement/addenv/<group>/<env>``."""
         self.admin.groups.add(params["group"], "env", params["env"])
         return {"success": True}
 
-    def upload(self, request: Request, params: dict[str, str], data: dict[str, Any]) -> Any:
+    def upload(self, request: Request, params: dict[str, str], data: JsonObject) -> object:
         """``PUT /uploadplugin``: the body is the zip (the password is in the header)."""
         package = self.admin.upload_plugin(request.body)
         log.info("arena: plugin %s uploaded", package)

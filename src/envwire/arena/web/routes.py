@@ -28,13 +28,13 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any
 
 from envwire.arena.core import Arena
 from envwire.arena.errors import MalformedRequestError, NotFoundError
 from envwire.arena.store import RunRow
 from envwire.arena.web import pages
 from envwire.errors import ConfigError, EnvError, EnvwireError
+from envwire.jsonio import JsonObject, JsonValue
 from envwire.protocols.arena import decode_body, error_body, error_reply
 from envwire.protocols.http.http11 import Request, Response
 from envwire.protocols.http.status import STATUS, status_of
@@ -72,7 +72,7 @@ def route(path: str, methods: tuple[str, ...], handler: Handler) -> ArenaRoute:
     return ArenaRoute(re.compile(f"^{regex}$"), methods, handler)
 
 
-def _json(status: int, value: Any) -> Response:
+def _json(status: int, value: object) -> Response:
     return Response(status, json.dumps(value).encode())
 
 
@@ -242,7 +242,7 @@ class ArenaWeb:
     # -- public JSON -----------------------------------------------------------------------
 
     @staticmethod
-    def _json(produce: Callable[[], Any]) -> Response:
+    def _json(produce: Callable[[], object]) -> Response:
         try:
             return _json(200, produce())
         except EnvwireError as exc:
@@ -263,7 +263,7 @@ class ArenaWeb:
         """A run's history as JSON (percepts, actions and outcomes as the agent saw them)."""
         store = self.arena.store
 
-        def produce() -> Any:
+        def produce() -> JsonObject:
             self.arena.admin.env(params["env"])
             run = self._run(params["env"], params["run"])
             steps = [
@@ -295,26 +295,27 @@ class ArenaWeb:
 
     # -- admin API ---------------------------------------------------------------------------
 
-    def _admin(self, request: Request, operation: Callable[[dict[str, Any]], Any]) -> Response:
+    def _admin(self, request: Request, operation: Callable[[JsonObject], object]) -> Response:
         scheme, _, token = request.headers.get("authorization", "").partition(" ")
         try:
             self.arena.admin.check_admin_token(
                 token.strip() if scheme.lower() == "bearer" else None
             )
-            data: Any = {}
+            data: JsonObject = {}
             if request.body.strip():
-                data = decode_body(
+                body = decode_body(
                     request.body, request.headers.get("content-type"), self.arena.max_body
                 )
-                if not isinstance(data, dict):
+                if not isinstance(body, dict):
                     raise MalformedRequestError("body", "expected a JSON object")
+                data = body
             return _json(200, operation(data))
         except (ConfigError, EnvError) as exc:  # the admin named an env that cannot be made
             return Response(400, error_body(400, exc.message))
         except EnvwireError as exc:
             return _error(exc)
 
-    def _url(self, request: Request, data: Mapping[str, Any]) -> str:
+    def _url(self, request: Request, data: Mapping[str, JsonValue]) -> str:
         given = data.get("url")
         if isinstance(given, str) and given:
             return given
@@ -329,7 +330,7 @@ class ArenaWeb:
         """Admin: create an arena env from ``{"env_id", "settings", "display_name",
         "description", "replace"}``."""
 
-        def create(data: dict[str, Any]) -> Any:
+        def create(data: JsonObject) -> object:
             env_id = data.get("env_id")
             if not isinstance(env_id, str) or not env_id:
                 raise MalformedRequestError("env_id", "expected a catalog env id")
@@ -355,7 +356,7 @@ class ArenaWeb:
     def admin_add_agent(self, request: Request, params: dict[str, str]) -> Response:
         """Admin: add an agent (``{"replace": bool, "url": str}``); its config file."""
 
-        def add(data: dict[str, Any]) -> Any:
+        def add(data: JsonObject) -> object:
             url = self._url(request, data)
             replace = data.get("replace") is True
             return self.arena.admin.add_agent(
@@ -369,14 +370,14 @@ class ArenaWeb:
         env, agent, op = params["env"], params["agent"], params["op"]
         admin = self.arena.admin
 
-        def blocking(blocked: bool) -> Callable[[dict[str, Any]], Any]:
-            def operation(_: dict[str, Any]) -> Any:
+        def blocking(blocked: bool) -> Callable[[JsonObject], object]:
+            def operation(_: JsonObject) -> object:
                 admin.set_blocked(env, agent, blocked)
                 return {"agent": agent, "blocked": blocked}
 
             return operation
 
-        operations: dict[str, Callable[[dict[str, Any]], Any]] = {
+        operations: dict[str, Callable[[JsonObject], object]] = {
             "block": blocking(True),
             "unblock": blocking(False),
             "password": lambda d: admin.reset_password(env, agent, url=self._url(request, d)),

@@ -26,13 +26,13 @@ import queue
 import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import grpc
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from dm_env_rpc.v1 import dm_env_rpc_pb2_grpc
 from dm_env_rpc.v1.extensions import properties_pb2
-from google.protobuf import any_pb2
+from google.protobuf import any_pb2, message
 
 from envwire import jsonio, spacecodec
 from envwire import messages as m
@@ -74,6 +74,19 @@ CHANNEL_OPTIONS = (
 )
 _SPACES = ("env.action_space", "env.observation_space")
 _Decoder = Callable[[], m.Reply]
+
+
+class _Security(TypedDict):
+    credentials: Credentials
+    tls: bool
+
+
+class _Options(TypedDict, total=False):
+    """The keyword arguments :func:`open_url` passes on to :class:`DmEnvRpcTransport`."""
+
+    world: str | None
+    world_settings: Mapping[str, Any] | None
+    join_settings: Mapping[str, Any] | None
 
 
 def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
@@ -153,11 +166,11 @@ class DmEnvRpcTransport:
             raise TransportError(
                 f"cannot connect to {self.where} within {timeout:g} s{hint}"
             ) from None
-        self._outbox: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._outbox: queue.SimpleQueue[pb.EnvironmentRequest | None] = queue.SimpleQueue()
         self._call = dm_env_rpc_pb2_grpc.EnvironmentStub(self._channel).Process(
             iter(self._outbox.get, None), metadata=credentials.grpc_metadata()
         )
-        self._replies: Iterator[Any] = self._call
+        self._replies: Iterator[pb.EnvironmentResponse] = self._call
         self._pending: deque[_Decoder] = deque()
         self._waiting_since: float | None = None
         self._expired = False
@@ -215,15 +228,19 @@ class DmEnvRpcTransport:
 
     # -- the wire -----------------------------------------------------------------------
 
-    def _put(self, field: str, message: Any) -> None:
+    def _put(self, field: str, payload: message.Message) -> None:
         if self._closed:
             raise TransportError(f"{self.where}: the connection is closed")
         request = pb.EnvironmentRequest()
-        getattr(request, field).CopyFrom(message)
+        getattr(request, field).CopyFrom(payload)
         self._outbox.put(request)
 
     def _take(self, field: str) -> Any:
-        """The next response's payload, which must be ``field``; errors raise."""
+        """The next response's payload, which must be ``field``; errors raise.
+
+        ``Any``: its class is the one of the response's ``field`` (``StepResponse`` for
+        ``"step"``, ...), which callers read attributes of.
+        """
         self._waiting_since = time.monotonic()
         try:
             response = next(self._replies)
@@ -303,14 +320,14 @@ class DmEnvRpcTransport:
                     f"{type(request).__name__} does not exist over dm_env_rpc ({self.where})"
                 )
 
-    def _reset_settings(self, seed: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _reset_settings(self, seed: object, options: Mapping[str, Any] | None) -> dict[str, Any]:
         if options:
             raise InvalidArgumentError(
                 f"reset options {sorted(options)} have no place in a ResetRequest"
             )
         return {} if seed is None else {"seed": seed}
 
-    def _send_step(self, action: Any) -> None:
+    def _send_step(self, action: object) -> None:
         request = pb.EnvironmentRequest()
         step = request.step
         if action is not None:
@@ -378,7 +395,8 @@ class DmEnvRpcTransport:
             jsonio.loads_info(observations[self._info].strings.array[0]),
         )
 
-    def _observe(self, observations: Mapping[int, Any]) -> Any:
+    def _observe(self, observations: Mapping[int, pb.Tensor]) -> object:
+        """The observation (a sample of the observation space) the tensors hold."""
         return self._observations.read(observations, "observation", check=False)
 
     def observe(self) -> tuple[Any, float, str]:
@@ -427,7 +445,7 @@ class DmEnvRpcTransport:
         return f"DmEnvRpcTransport({self.where}, world {self.world_name!r})"
 
 
-def _number(tensor: Any) -> float:
+def _number(tensor: pb.Tensor) -> float:
     """A one-element numeric tensor's value (rewards are DOUBLE, or the env's own type)."""
     return float(getattr(tensor, tensor.WhichOneof("payload")).array[0])
 
@@ -440,7 +458,7 @@ def _tensors(settings: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
-def _property_read(key: str) -> Any:
+def _property_read(key: str) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(
         properties_pb2.PropertyRequest(read_property=properties_pb2.ReadPropertyRequest(key=key))
@@ -448,14 +466,14 @@ def _property_read(key: str) -> Any:
     return packed
 
 
-def _property_response(packed: Any) -> Any:
+def _property_response(packed: any_pb2.Any) -> properties_pb2.PropertyResponse:
     response = properties_pb2.PropertyResponse()
     if not packed.Unpack(response):
         raise ProtocolError(f"expected a PropertyResponse, got {packed.type_url}")
     return response
 
 
-def _property_value(packed: Any) -> str:
+def _property_value(packed: any_pb2.Any) -> str:
     return str(dmenvrpc.unpack(_property_response(packed).read_property.value).reshape(())[()])
 
 
@@ -465,7 +483,7 @@ def open_url(
     timeout: float = 30.0,
     token: str | None = None,
     ca: str | None = None,
-    **kwargs: Any,
+    **kwargs: Unpack[_Options],
 ) -> DmEnvRpcTransport:
     """A transport to ``grpc://host:port/<env id>`` (``grpcs://``: over TLS). ``token`` and
     ``ca`` default to ``ENVWIRE_TOKEN`` and ``ENVWIRE_CA``; other keyword arguments go to
@@ -482,6 +500,6 @@ def open_url(
     )
 
 
-def security(url: str, token: str | None, ca: str | None) -> dict[str, Any]:
+def security(url: str, token: str | None, ca: str | None) -> _Security:
     """The transport's ``credentials`` and ``tls`` arguments for ``url``."""
-    return {"credentials": Credentials.resolve(token, ca), "tls": url.startswith("grpcs:")}
+    return _Security(credentials=Credentials.resolve(token, ca), tls=url.startswith("grpcs:"))

@@ -12,7 +12,7 @@ batches equal Gymnasium's ``SyncVectorEnv``'s.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import numpy as np
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
@@ -26,6 +26,14 @@ from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import VECTOR_OBSERVATIONS, Layout
 
 __all__ = ["DmEnvRpcVectorTransport", "open_vector_url"]
+
+
+class _Options(TypedDict, total=False):
+    """The keyword arguments :func:`open_vector_url` passes on to
+    :class:`DmEnvRpcVectorTransport`."""
+
+    world: str | None
+    join_settings: Mapping[str, Any] | None
 
 
 class DmEnvRpcVectorTransport(DmEnvRpcTransport):
@@ -63,7 +71,7 @@ class DmEnvRpcVectorTransport(DmEnvRpcTransport):
             uids[name] for name in ("reward", "terminated", "truncated", "envwire.info")
         )
 
-    def _reset_settings(self, seed: Any, options: Mapping[str, Any] | None) -> dict[str, Any]:
+    def _reset_settings(self, seed: object, options: Mapping[str, Any] | None) -> dict[str, Any]:
         unknown = sorted(set(options or ()) - {"reset_mask"})
         if unknown:
             raise InvalidArgumentError(
@@ -112,7 +120,7 @@ def open_vector_url(
     world_settings: Mapping[str, Any] | None = None,
     token: str | None = None,
     ca: str | None = None,
-    **kwargs: Any,
+    **kwargs: Unpack[_Options],
 ) -> DmEnvRpcVectorTransport:
     """A transport to a vector world of ``num_envs`` copies of the env at
     ``grpc://host:port/<env id>``, stepped together (other keyword arguments go to

@@ -16,7 +16,12 @@ gave) and calls, for every run:
 
 :class:`RunData` is what a run is: its history of accepted actions, its current state, its
 outcome (None while it goes on), its id and its agent's name. States, actions, extra infos and
-outcomes are JSON values: they are stored as JSON between calls.
+outcomes are JSON values: they are stored as JSON between calls. What a plugin returns is only
+encoded as JSON, so it is typed ``object`` (a plugin's own, narrower types override it cleanly).
+What a plugin is given (its config, actions, states, histories, outcomes) is JSON decoded for it,
+typed ``Any`` on purpose: the plugin knows their shape and indexes into them, which a type
+checker would refuse on a JSON union, and an ``act`` typed for its own actions stays a valid
+override.
 """
 
 from __future__ import annotations
@@ -44,10 +49,10 @@ __all__ = [
 class ActionResult:
     """What an action did. ``new_state`` None means the action was refused (``message``: why)."""
 
-    new_state: Any = None
+    new_state: object = None
     message: str | None = None
-    action_extra_info: Any = None
-    outcome: Any = None
+    action_extra_info: object = None
+    outcome: object = None
 
     @classmethod
     def error(cls, message: str) -> ActionResult:
@@ -59,7 +64,7 @@ class ActionResult:
 class ActionRequest:
     """What the agent is shown when asked for an action (any JSON value)."""
 
-    content: Any
+    content: object
 
 
 @dataclass(frozen=True)
@@ -132,14 +137,14 @@ class GenericEnvironment(abc.ABC):
         """Apply an action to a run (refusals are results, not exceptions)."""
 
     @abc.abstractmethod
-    def new_run(self) -> Any:
+    def new_run(self) -> object:
         """The first state of a new run."""
 
     @abc.abstractmethod
     def get_action_request(self, run_data: RunData) -> ActionRequest:
         """What the agent is shown for the run's next action."""
 
-    def get_abandon_outcome(self, run_data: RunData) -> Any:
+    def get_abandon_outcome(self, run_data: RunData) -> object:
         """The outcome of a run the client abandons (envs that allow abandoning override it)."""
         raise NotImplementedError(f"{type(self).__name__} does not define an abandon outcome")
 

@@ -30,7 +30,7 @@ _PATHS = {
 }
 
 
-def url_for(endpoint: str, **values: Any) -> str:
+def url_for(endpoint: str, **values: object) -> str:
     """The path of one of the server's pages, by the endpoint names plugin templates use.
 
     Raises:
