@@ -259,6 +259,7 @@ class Game:
 
     def percept(self, observation: Any, reward: float, act_no: int) -> RawJSON:
         """The percept for an observation (see the module docstring)."""
+        encoded: object  # JSON data, only handed to dumps
         if self._observation_model is not None:
             encoded = wire_fields(observation)
         else:
