@@ -379,12 +379,13 @@ def parse_server_message(text: str | bytes) -> ServerMessage:
         obj = jsonio.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the server sent invalid JSON: {exc}") from None
-    if not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if not (isinstance(obj, dict) and isinstance(kind, str)):
         raise ProtocolError(f"the server sent a message without a type: {str(obj)[:120]}")
     data = obj.get("data", {})
     if not isinstance(data, dict):
-        raise ProtocolError(f"the server sent {obj['type']!r} with non-object data")
-    return ServerMessage(obj["type"], data)
+        raise ProtocolError(f"the server sent {kind!r} with non-object data")
+    return ServerMessage(kind, data)
 
 
 # ---------------------------------------------------------------------------------------------

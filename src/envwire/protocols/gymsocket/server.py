@@ -182,11 +182,12 @@ class ServerConnection(Side):
                 return self._incomplete()
             end = options[1]
             try:
-                vector = jsonio.loads(options[0])
+                decoded = jsonio.loads(options[0])
             except ValueError as exc:
                 raise ProtocolError(f"vector options are not JSON: {exc}") from None
-            if not isinstance(vector, dict):
+            if not isinstance(decoded, dict):
                 raise ProtocolError("vector options must be a JSON object")
+            vector = decoded
         self._consume(end)
         self._set_flags(Flags(flags & KNOWN_FLAGS))
         env_name = decode_text(name[0], "env name")
