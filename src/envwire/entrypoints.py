@@ -4,15 +4,17 @@ names), with the same errors wherever they are named."""
 from __future__ import annotations
 
 import importlib
-from typing import Any
 
 from envwire.errors import ConfigError
 
 __all__ = ["import_attr"]
 
 
-def import_attr(entry: str, label: str) -> Any:
+def import_attr(entry: str, label: str) -> object:
     """Import ``module:attr`` (``attr`` may be dotted); ``label`` names it in errors.
+
+    Returns:
+        The attribute, whatever it is: the caller checks that it is what it needs.
 
     Raises:
         ConfigError: ``entry`` is malformed, its module cannot be imported (ImportError), or
@@ -23,7 +25,7 @@ def import_attr(entry: str, label: str) -> Any:
     if not sep or not module_name or not attr:
         raise ConfigError(f"{label} must look like 'package.module:Name'")
     try:
-        target: Any = importlib.import_module(module_name)
+        target: object = importlib.import_module(module_name)
     except ImportError as exc:
         raise ConfigError(f"{label}: cannot import {module_name}: {exc}") from exc
     for part in attr.split("."):

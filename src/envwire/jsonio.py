@@ -27,7 +27,7 @@ from __future__ import annotations
 import base64
 import json
 from collections.abc import Callable
-from typing import Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias, overload
 
 import numpy as np
 
@@ -62,30 +62,50 @@ class TooDeepError(json.JSONDecodeError):
     """JSON nested deeper than the limit."""
 
 
-def depth_exceeds(value: Any, limit: int) -> bool:
+def depth_exceeds(value: object, limit: int) -> bool:
     """Whether decoded JSON nests arrays and objects more than ``limit`` levels deep.
 
-    Iterative (level by level), so no input can exhaust the stack.
+    Only plain ``dict`` and ``list`` count as levels (not their subclasses, nor what an
+    ``object_hook`` made of an object). Iterative (level by level), so no input can exhaust
+    the stack.
     """
-    level = [value] if type(value) in _CONTAINERS else []
+    level: list[object] = [value] if type(value) in _CONTAINERS else []
     for _ in range(limit):
-        below: list[Any] = []
-        for item in level:
-            children = item.values() if type(item) is dict else item
-            below += [c for c in children if type(c) in _CONTAINERS]
+        below: list[object] = []
+        for item in level:  # each a list or a dict
+            if type(item) is list:
+                below += [c for c in item if type(c) in _CONTAINERS]
+            elif type(item) is dict:
+                below += [c for c in item.values() if type(c) in _CONTAINERS]
         if not below:
             return False
         level = below
     return bool(level)
 
 
+# Without a hook the result is JSON; a hook may put anything in place of an object.
+@overload
+def loads(
+    data: str | bytes | bytearray, *, max_depth: int = ..., object_hook: None = None
+) -> JsonValue: ...
+@overload
+def loads(
+    data: str | bytes | bytearray,
+    *,
+    max_depth: int = ...,
+    object_hook: Callable[[dict[str, Any]], object],
+) -> object: ...
 def loads(
     data: str | bytes | bytearray,
     *,
     max_depth: int = MAX_DEPTH,
-    object_hook: Callable[[dict[str, Any]], Any] | None = None,
-) -> Any:
+    object_hook: Callable[[dict[str, Any]], object] | None = None,
+) -> object:
     """``json.loads`` for text from a peer, nesting at most ``max_depth`` levels.
+
+    Returns:
+        The decoded :data:`JsonValue`; with ``object_hook``, whatever the hook made of each
+        object (its argument's values are what the hook made of the objects inside).
 
     Raises:
         json.JSONDecodeError: malformed JSON; :class:`TooDeepError` when nested too deeply
@@ -93,7 +113,7 @@ def loads(
         UnicodeDecodeError: ``data`` is bytes that are not UTF-8 (also a ``ValueError``).
     """
     try:
-        value = json.loads(data, object_hook=object_hook)
+        value: object = json.loads(data, object_hook=object_hook)
     except RecursionError:
         raise _too_deep(data, max_depth) from None
     # A text with at most max_depth opening brackets cannot nest deeper: skip the walk.
@@ -111,7 +131,7 @@ def _too_deep(data: str | bytes | bytearray, max_depth: int) -> TooDeepError:
     return TooDeepError(f"JSON nested deeper than {max_depth} levels", text, 0)
 
 
-def dumps(value: Any) -> str:
+def dumps(value: object) -> str:
     """Compact JSON text (NaN and infinities allowed, as Python's json reads them back; text
     kept as it is: :func:`utf8` encodes it)."""
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
@@ -130,8 +150,8 @@ def utf8(text: str) -> bytes:
         return text.encode("utf-8", "backslashreplace")
 
 
-def plain_default(value: Any) -> Any:
-    """``json.dumps`` hook for plain JSON."""
+def plain_default(value: object) -> object:
+    """``json.dumps`` hook for plain JSON: what to encode in place of ``value``."""
     if isinstance(value, np.generic):
         return value.item()
     if isinstance(value, np.ndarray):
@@ -139,7 +159,7 @@ def plain_default(value: Any) -> Any:
     return _other(value)
 
 
-def typed_default(value: Any) -> Any:
+def typed_default(value: object) -> object:
     """``json.dumps`` hook that keeps arrays' dtype and shape, and numpy scalars' type."""
     if isinstance(value, np.generic) and value.dtype.kind in "biuf":
         return {"__npscalar__": value.item(), "dtype": value.dtype.name}
@@ -155,7 +175,7 @@ def typed_default(value: Any) -> Any:
     return _other(value)
 
 
-def _other(value: Any) -> Any:
+def _other(value: object) -> object:
     if isinstance(value, bytes):
         return value.decode("utf-8", "replace")
     if isinstance(value, set | frozenset | tuple):
@@ -171,7 +191,7 @@ def dumps_info(info: dict[str, Any], *, typed: bool) -> bytes:
     return json.dumps(info, separators=(",", ":"), default=hook).encode()
 
 
-def _hook(obj: dict[str, Any]) -> Any:
+def _hook(obj: dict[str, Any]) -> object:
     if "__npscalar__" in obj and set(obj) == {"__npscalar__", "dtype"}:
         return np.dtype(obj["dtype"]).type(obj["__npscalar__"])
     if "__ndarray__" not in obj or set(obj) != {"__ndarray__", "dtype", "shape"}:

@@ -4,6 +4,9 @@ A front end's codec turns bytes into one of the request messages below; the sess
 the matching reply (or raises an :class:`~envwire.errors.EnvwireError`); the codec turns the reply
 back into bytes. Values inside messages are native: actions and observations are the samples of
 the env's spaces (numpy arrays, ints, tuples, dicts), never wire encodings.
+
+Samples are typed ``object``: the messages only carry them, and whoever reads one knows the
+space it belongs to (and narrows it, or hands it to the env or a codec that takes any sample).
 """
 
 from __future__ import annotations
@@ -12,6 +15,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
+import numpy as np
+import numpy.typing as npt
+from gymnasium.spaces import Space
 from gymnasium.vector import AutoresetMode
 
 from envwire.errors import InvalidArgumentError
@@ -51,9 +57,14 @@ class SpaceKind(IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Reset:
-    """Start a new episode. ``seed`` 0 is a seed like any other; None means unseeded."""
+    """Start a new episode. ``seed`` 0 is a seed like any other; None means unseeded.
 
-    seed: int | None = None
+    ``seed`` is what the peer asked for, unchecked: the session takes None, an integer >= 0
+    or (a vector session) a list of one such per copy, and refuses anything else with an
+    :class:`~envwire.errors.InvalidArgumentError`.
+    """
+
+    seed: object = None
     options: dict[str, Any] | None = None
 
 
@@ -61,7 +72,7 @@ class Reset:
 class Step:
     """Take one step with ``action`` (a sample of the action space)."""
 
-    action: Any
+    action: object
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,7 +127,7 @@ Request = Reset | Step | GetSpace | SampleAction | Render | Monitor | Upload | C
 class ResetReply:
     """The first observation of an episode."""
 
-    observation: Any
+    observation: object
     info: dict[str, Any] = field(default_factory=dict)
 
 
@@ -124,7 +135,7 @@ class ResetReply:
 class StepReply:
     """The outcome of one step. ``done`` is ``terminated or truncated``."""
 
-    observation: Any
+    observation: object
     reward: float
     terminated: bool
     truncated: bool
@@ -140,10 +151,10 @@ class StepReply:
 class VectorStepReply:
     """The outcome of one step of N copies: batches, in Gymnasium's vector form."""
 
-    observations: Any
-    rewards: Any  # float64[N]
-    terminations: Any  # bool[N]
-    truncations: Any  # bool[N]
+    observations: object
+    rewards: npt.NDArray[np.float64]  # [N]
+    terminations: npt.NDArray[np.bool_]  # [N]
+    truncations: npt.NDArray[np.bool_]  # [N]
     infos: dict[str, Any] = field(default_factory=dict)
 
 
@@ -151,21 +162,21 @@ class VectorStepReply:
 class SpaceReply:
     """A space, as the Gymnasium space object."""
 
-    space: Any
+    space: Space[Any]
 
 
 @dataclass(frozen=True, slots=True)
 class SampleReply:
     """A sampled action."""
 
-    action: Any
+    action: object
 
 
 @dataclass(frozen=True, slots=True)
 class RenderReply:
     """A rendered frame (an RGB array), or None when the env renders no frames."""
 
-    frame: Any
+    frame: object
 
 
 @dataclass(frozen=True, slots=True)

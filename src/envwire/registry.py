@@ -278,7 +278,7 @@ def load_entry_point(entry_point: str) -> Callable[..., Any]:
     target = import_attr(entry_point, f"entry point {entry_point!r}")
     if not callable(target):
         raise ConfigError(f"entry point {entry_point!r} is not callable")
-    return target  # type: ignore[no-any-return]
+    return target
 
 
 def parse_env_arg(arg: str) -> EnvSpec:

@@ -7,28 +7,40 @@ import contextlib
 import threading
 import time
 import weakref
-from typing import Any
+from typing import Protocol
 
-__all__ = ["Watchdog"]
+__all__ = ["Watched", "Watchdog"]
+
+
+class Watched(Protocol):
+    """What a :class:`Watchdog` watches: a call that may run past its deadline."""
+
+    def overdue(self, now: float) -> bool:
+        """True when the call is past its deadline (``now`` from ``time.monotonic()``)."""
+        ...
+
+    def expire(self) -> None:
+        """Deal with the overdue call (called from the watchdog's thread)."""
+        ...
 
 
 class Watchdog:
     """One thread that notices calls running past their deadline.
 
-    A watched object has ``overdue(now) -> bool`` (``now`` from ``time.monotonic()``) and
-    ``expire()``. Arming a call is the object's own business (an attribute write); the thread
-    scans the watched objects every ``interval`` seconds, so no per-call bookkeeping piles up.
-    Objects are held weakly: garbage is not watched.
+    A watched object (:class:`Watched`) has ``overdue(now) -> bool`` (``now`` from
+    ``time.monotonic()``) and ``expire()``. Arming a call is the object's own business (an
+    attribute write); the thread scans the watched objects every ``interval`` seconds, so no
+    per-call bookkeeping piles up. Objects are held weakly: garbage is not watched.
     """
 
     def __init__(self, interval: float = 0.1, name: str = "envwire-watchdog") -> None:
         self.interval = interval
         self.name = name
-        self._watched: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._watched: weakref.WeakSet[Watched] = weakref.WeakSet()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
 
-    def watch(self, target: Any) -> None:
+    def watch(self, target: Watched) -> None:
         """Start watching ``target`` (until it is garbage)."""
         with self._lock:
             self._watched.add(target)

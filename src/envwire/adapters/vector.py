@@ -47,7 +47,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             raise StateError("reset while a step_async is waiting: call step_wait first")
         if seed is not None and not isinstance(seed, int):
             seed = [None if s is None else int(s) for s in seed]
-        reply = self.transport.request(m.Reset(seed=seed, options=options))  # type: ignore[arg-type]
+        reply = self.transport.request(m.Reset(seed=seed, options=options))
         if not isinstance(reply, m.ResetReply):
             raise ProtocolError(f"reset answered with {type(reply).__name__}")
         if seed is not None:

@@ -24,10 +24,11 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Any, Literal
+from typing import Literal, TypeVar
 
 from envwire import jsonio
 from envwire.errors import EnvwireError, ProtocolError
+from envwire.jsonio import JsonValue
 from envwire.protocols.http.status import STATUS, status_of
 
 __all__ = [
@@ -57,6 +58,7 @@ SUPPORTED_VERSIONS = (0, 1)
 MessageType = Literal["info", "warning", "error"]
 _V0_RUN = re.compile(r"^([0-9]+)#([0-9]+)$")  # the original's pattern
 _JSON_TYPES = ("application/json",)
+_T = TypeVar("_T")
 
 
 class MalformedRequestError(ProtocolError):
@@ -100,7 +102,7 @@ class RawJSON(str):
     __slots__ = ()
 
 
-def dumps(value: Any) -> RawJSON:
+def dumps(value: object) -> RawJSON:
     """Compact JSON text for ``value``."""
     return RawJSON(json.dumps(value, separators=(",", ":")))
 
@@ -111,7 +113,7 @@ class ActionIn:
 
     run: str
     act_no: int
-    action: Any
+    action: JsonValue
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,7 +161,7 @@ class ActReply:
 # requests
 
 
-def decode_body(body: bytes, content_type: str | None, limit: int) -> Any:
+def decode_body(body: bytes, content_type: str | None, limit: int) -> JsonValue:
     """The JSON value of a request body.
 
     Raises:
@@ -181,7 +183,7 @@ def decode_body(body: bytes, content_type: str | None, limit: int) -> Any:
         raise MalformedRequestError("body", f"not valid JSON ({exc})") from None
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: object) -> str:
     return {
         type(None): "null",
         bool: "a boolean",
@@ -193,13 +195,13 @@ def _type_name(value: Any) -> str:
     }.get(type(value), type(value).__name__)
 
 
-def _expect(value: Any, kind: type | tuple[type, ...], where: str, what: str) -> Any:
-    if not isinstance(value, kind) or (isinstance(value, bool) and kind in (int, (int,))):
+def _expect(value: object, kind: type[_T], where: str, what: str) -> _T:
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
         raise MalformedRequestError(where, f"expected {what}, got {_type_name(value)}")
     return value
 
 
-def _get(data: Mapping[str, Any], key: str, kind: type, what: str, default: Any) -> Any:
+def _get(data: Mapping[str, JsonValue], key: str, kind: type[_T], what: str, default: _T) -> _T:
     if key not in data:
         return default
     return _expect(data[key], kind, key, what)
@@ -211,7 +213,7 @@ _FALSE = frozenset({"0", "off", "f", "false", "n", "no"})
 _INT_FLOAT_LIMIT = 2.0**63
 
 
-def lax_int(value: Any, where: str) -> int:
+def lax_int(value: object, where: str) -> int:
     """An integer field as the original server reads it (pydantic's lax mode).
 
     Accepts integers, booleans (``true`` is 1), floats without a fractional part (below 2**63
@@ -238,7 +240,7 @@ def lax_int(value: Any, where: str) -> int:
     raise MalformedRequestError(where, f"expected an integer, got {_type_name(value)}")
 
 
-def lax_bool(value: Any, where: str) -> bool:
+def lax_bool(value: object, where: str) -> bool:
     """A boolean field as the original server reads it (pydantic's lax mode).
 
     Accepts booleans, the numbers 0 and 1 (``0.0``, ``1.0`` too) and the strings ``true``,
@@ -260,7 +262,7 @@ def lax_bool(value: Any, where: str) -> bool:
     raise MalformedRequestError(where, f"expected a boolean, got {value!r}")
 
 
-def _version(data: Mapping[str, Any]) -> int:
+def _version(data: Mapping[str, JsonValue]) -> int:
     """``protocol_version`` compared as the original compares it: a number equal to 0 or 1
     (``true``, ``1.0``) names that version."""
     version = data.get("protocol_version", 0)
@@ -271,9 +273,9 @@ def _version(data: Mapping[str, Any]) -> int:
     )
 
 
-def _action(item: Any, index: int, version: int) -> ActionIn:
+def _action(value: JsonValue, index: int, version: int) -> ActionIn:
     where = f"actions[{index}]"
-    _expect(item, dict, where, "an object with run and action")
+    item = _expect(value, dict, where, "an object with run and action")
     if "run" not in item:
         raise MalformedRequestError(f"{where}.run", "missing")
     if "action" not in item:
@@ -291,7 +293,7 @@ def _action(item: Any, index: int, version: int) -> ActionIn:
     return ActionIn(run, lax_int(item["act_no"], f"{where}.act_no"), item["action"])
 
 
-def parse_act_request(data: Any) -> ActRequest:
+def parse_act_request(data: JsonValue) -> ActRequest:
     """Validate a decoded act request body (v0 or v1).
 
     Unknown fields are ignored, and integer and boolean fields are read as leniently as the

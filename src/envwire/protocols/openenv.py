@@ -25,10 +25,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum, StrEnum
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, TypeVar, overload
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
@@ -46,7 +46,7 @@ from envwire.errors import (
     UsageError,
     lookup,
 )
-from envwire.jsonio import dumps
+from envwire.jsonio import JsonObject, JsonValue, dumps
 
 __all__ = [
     "ERROR_CODES",
@@ -146,7 +146,18 @@ _RPC_DEFAULT_MESSAGES = {
 # JSON
 
 
-def jsonable(value: Any, arrays: Literal["list", "base64"] = "base64", depth: int = 0) -> Any:
+# A mapping given at the top (depth 0) becomes an object; deeper than 32 levels, repr() takes over.
+@overload
+def jsonable(
+    value: Mapping[Any, object], arrays: Literal["list", "base64"] = ..., depth: Literal[0] = ...
+) -> JsonObject: ...
+@overload
+def jsonable(
+    value: object, arrays: Literal["list", "base64"] = ..., depth: int = ...
+) -> JsonValue: ...
+def jsonable(
+    value: object, arrays: Literal["list", "base64"] = "base64", depth: int = 0
+) -> JsonValue:
     """``value`` as JSON data: numpy scalars become numbers, arrays follow ``arrays`` (the
     ``__ndarray__`` form of :mod:`envwire.spacecodec` for "base64"), tuples become lists,
     anything else unknown becomes its ``repr``. Used for ``info`` dicts, whose types are free.
@@ -158,16 +169,21 @@ def jsonable(value: Any, arrays: Literal["list", "base64"] = "base64", depth: in
     if depth > 32:
         return repr(value)
     if isinstance(value, np.generic):
-        return value.item() if not isinstance(value, np.void) else repr(value)
+        if isinstance(value, np.void):
+            return repr(value)
+        scalar: JsonValue = value.item()  # a bool, int, float or str (a complex is no JSON)
+        return scalar
     if isinstance(value, np.ndarray):
         if value.dtype.kind not in "biuf":
             return [jsonable(v, arrays, depth + 1) for v in value.tolist()]
         if arrays == "list":
-            return value.tolist()
+            nested: JsonValue = value.tolist()  # nested lists of bools, ints and floats
+            return nested
         try:
             packed = tensor.encode(value)
         except ProtocolError:
-            return value.tolist()
+            nested = value.tolist()
+            return nested
         return {
             "__ndarray__": base64.b64encode(packed.data).decode("ascii"),
             "dtype": packed.dtype.name,
@@ -182,7 +198,7 @@ def jsonable(value: Any, arrays: Literal["list", "base64"] = "base64", depth: in
     return repr(value)
 
 
-def sanitized(errors: list[Any]) -> list[dict[str, Any]]:
+def sanitized(errors: Sequence[object]) -> list[dict[str, Any]]:
     """Validation error entries made JSON-safe (``ctx`` may hold exception objects)."""
     out: list[dict[str, Any]] = json.loads(json.dumps(errors, default=str))
     return out
@@ -339,7 +355,7 @@ def _invalid(model: type[BaseModel], obj: dict[str, Any]) -> WsInvalid:
 # WebSocket messages, server to client
 
 
-def message(kind: str, data: Any) -> str:
+def message(kind: str, data: object) -> str:
     """``{"type": kind, "data": data}`` as JSON text."""
     return dumps({"type": kind, "data": data})
 
@@ -356,7 +372,7 @@ def error_data(error: EnvwireError) -> dict[str, Any]:
     return {"message": str(error), "code": code_of(error), "envwire_code": error.code}
 
 
-def error_message(code: ErrorCode | str, text: str, **extra: Any) -> str:
+def error_message(code: ErrorCode | str, text: str, **extra: object) -> str:
     """An error message as JSON text."""
     return message("error", {"message": text, "code": str(code), **extra})
 
@@ -379,12 +395,13 @@ def parse_server_message(text: str | bytes) -> ServerMessage:
         obj = jsonio.loads(text)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ProtocolError(f"the server sent invalid JSON: {exc}") from None
-    if not (isinstance(obj, dict) and isinstance(obj.get("type"), str)):
+    kind = obj.get("type") if isinstance(obj, dict) else None
+    if not (isinstance(obj, dict) and isinstance(kind, str)):
         raise ProtocolError(f"the server sent a message without a type: {str(obj)[:120]}")
     data = obj.get("data", {})
     if not isinstance(data, dict):
-        raise ProtocolError(f"the server sent {obj['type']!r} with non-object data")
-    return ServerMessage(obj["type"], data)
+        raise ProtocolError(f"the server sent {kind!r} with non-object data")
+    return ServerMessage(kind, data)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -421,7 +438,10 @@ class BodyError(Exception):
         self.status = status
 
 
-def _body(raw: bytes, model: type[BaseModel], default: dict[str, Any] | None) -> Any:
+_Model = TypeVar("_Model", bound=BaseModel)
+
+
+def _body(raw: bytes, model: type[_Model], default: JsonObject | None) -> _Model:
     if not raw.strip():
         if default is not None:
             return model.model_validate(default)
@@ -469,8 +489,7 @@ def parse_reset_body(raw: bytes) -> ResetRequest:
     Raises:
         BodyError: with FastAPI's 422 detail list.
     """
-    result: ResetRequest = _body(raw, ResetRequest, {})
-    return result
+    return _body(raw, ResetRequest, {})
 
 
 def parse_step_body(raw: bytes) -> StepRequest:
@@ -479,8 +498,7 @@ def parse_step_body(raw: bytes) -> StepRequest:
     Raises:
         BodyError: with FastAPI's 422 detail list.
     """
-    result: StepRequest = _body(raw, StepRequest, None)
-    return result
+    return _body(raw, StepRequest, None)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -504,13 +522,13 @@ class _RpcModel(_Strict):
     id: str | int | None = None
 
 
-def rpc_result(request_id: str | int | None, result: Any) -> dict[str, Any]:
+def rpc_result(request_id: str | int | None, result: object) -> dict[str, Any]:
     """A JSON-RPC success response."""
     return {"jsonrpc": "2.0", "id": request_id, "result": result}
 
 
 def rpc_error(
-    request_id: str | int | None, code: RpcCode, text: str | None = None, data: Any = None
+    request_id: str | int | None, code: RpcCode, text: str | None = None, data: object = None
 ) -> dict[str, Any]:
     """A JSON-RPC error response (``data`` null unless given, as openenv-core sends it)."""
     error = {"code": int(code), "message": text or _RPC_DEFAULT_MESSAGES[code], "data": data}

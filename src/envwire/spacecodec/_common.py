@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import json
 import reprlib
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 import numpy.typing as npt
@@ -20,6 +20,7 @@ __all__ = [
     "_int_limits",
     "_is_dim",
     "_is_int",
+    "_is_shape",
     "_narrow_float",
     "_show",
     "_space_repr",
@@ -44,7 +45,7 @@ class _Said(str):
     __slots__ = ()
 
 
-def _show(value: Any) -> str:
+def _show(value: object) -> str:
     """A short, bounded rendering of a value for error messages."""
     if isinstance(value, _Said):
         return str(value)
@@ -69,7 +70,8 @@ def _at(path: str) -> str:
     return f" (at {path})" if path else ""
 
 
-def _is_int(value: Any) -> bool:
+def _is_int(value: object) -> TypeGuard[int]:
+    """An ``int`` that is not a ``bool`` (JSON tells the two apart; Python does not)."""
     return isinstance(value, int) and not isinstance(value, bool)
 
 
@@ -81,8 +83,15 @@ def _int_limits(dtype: np.dtype[Any]) -> tuple[int, int]:
     return int(info.min), int(info.max)
 
 
-def _is_dim(value: Any) -> bool:
+def _is_dim(value: object) -> TypeGuard[int]:
+    """An integer that can be an array dimension (0 <= value < 2**31)."""
     return _is_int(value) and 0 <= value < _MAX_DIM
+
+
+def _is_shape(value: object) -> TypeGuard[list[int]]:
+    """A list of at most 32 array dimensions (what a description or an ``__ndarray__`` object
+    gives as a shape)."""
+    return isinstance(value, list) and len(value) <= 32 and all(_is_dim(n) for n in value)
 
 
 def _narrow_float(arr: _Array, dtype: np.dtype[Any]) -> _Array | None:

@@ -16,7 +16,7 @@ from envwire.spacecodec._structure import _pairs, _unstack
 __all__ = ["check", "checker"]
 
 
-def check(space: spaces.Space[Any], value: Any, *, what: str = "action") -> None:
+def check(space: spaces.Space[Any], value: object, *, what: str = "action") -> None:
     """Raise unless ``value in space``, saying what is wrong.
 
     Membership follows Gymnasium's ``contains`` (without its "Casting input x to numpy array"
@@ -37,7 +37,7 @@ def check(space: spaces.Space[Any], value: Any, *, what: str = "action") -> None
         raise InvalidActionError(_cap(problem))
 
 
-def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[Any], None]:
+def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[object], None]:
     """:func:`check` for one space, with what can be worked out once done once: a session
     checks every action against the same space, so a ``Discrete`` space's bounds are settled
     here and the common value (an ``int`` or a scalar of the space's dtype) costs a type test
@@ -51,23 +51,22 @@ def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[Any]
     lo, hi = _int_limits(space.dtype)
     start = int(space.start)
     low, high = max(start, lo), min(start + int(space.n) - 1, hi)
-    scalar = space.dtype.type
+    scalar: type[np.integer[Any]] = space.dtype.type  # a Discrete's dtype is an integer
 
-    def check_discrete(value: Any) -> None:
-        kind = type(value)
-        if (kind is scalar or kind is int) and low <= value <= high:
+    def check_discrete(value: object) -> None:
+        if (type(value) is scalar or type(value) is int) and low <= value <= high:
             return
         check(space, value, what=what)
 
     return check_discrete
 
 
-def _not_in(space: spaces.Space[Any], value: Any, what: str) -> str:
+def _not_in(space: spaces.Space[Any], value: object, what: str) -> str:
     return f"{what} {_show(value)} is not in {_space_repr(space)}"
 
 
 @functools.singledispatch
-def _problem(space: spaces.Space[Any], value: Any, what: str) -> str | None:
+def _problem(space: spaces.Space[Any], value: object, what: str) -> str | None:
     try:
         inside = bool(space.contains(value))
     except (TypeError, ValueError, AttributeError, IndexError, KeyError, AssertionError):
@@ -76,9 +75,10 @@ def _problem(space: spaces.Space[Any], value: Any, what: str) -> str | None:
 
 
 @_problem.register(spaces.Discrete)
-def _problem_discrete(space: spaces.Discrete[Any], value: Any, what: str) -> str | None:
+def _problem_discrete(space: spaces.Discrete[Any], value: object, what: str) -> str | None:
     # Fast accept for what from_json produces; everything else goes through contains().
-    if type(value) is space.dtype.type or type(value) is int:
+    scalar: type[np.integer[Any]] = space.dtype.type  # a Discrete's dtype is an integer
+    if type(value) is scalar or type(value) is int:
         start = int(space.start)
         if start <= value < start + int(space.n):
             lo, hi = _int_limits(space.dtype)
@@ -89,13 +89,13 @@ def _problem_discrete(space: spaces.Discrete[Any], value: Any, what: str) -> str
     return _not_in(space, value, what)
 
 
-def _num(x: Any) -> str:
+def _num(x: object) -> str:
     text = str(x)
     return text[:-2] if text.endswith(".0") else text
 
 
 @_problem.register(spaces.Box)
-def _problem_box(space: spaces.Box[Any], value: Any, what: str) -> str | None:
+def _problem_box(space: spaces.Box[Any], value: object, what: str) -> str | None:
     arr = value
     if not isinstance(arr, np.ndarray):
         try:
@@ -122,7 +122,7 @@ def _problem_box(space: spaces.Box[Any], value: Any, what: str) -> str | None:
 
 
 @_problem.register(spaces.Tuple)
-def _problem_tuple(space: spaces.Tuple[Any], value: Any, what: str) -> str | None:
+def _problem_tuple(space: spaces.Tuple[Any], value: object, what: str) -> str | None:
     if isinstance(value, list | np.ndarray):
         value = tuple(value)
     if not isinstance(value, tuple) or len(value) != len(space.spaces):
@@ -135,7 +135,7 @@ def _problem_tuple(space: spaces.Tuple[Any], value: Any, what: str) -> str | Non
 
 
 @_problem.register(spaces.Dict)
-def _problem_dict(space: spaces.Dict, value: Any, what: str) -> str | None:
+def _problem_dict(space: spaces.Dict, value: object, what: str) -> str | None:
     if not isinstance(value, dict) or value.keys() != space.spaces.keys():
         return f"{what} {_show(value)} is not a dict with keys {list(space.spaces)}"
     for key, sub in space.spaces.items():
@@ -146,7 +146,7 @@ def _problem_dict(space: spaces.Dict, value: Any, what: str) -> str | None:
 
 
 @_problem.register(spaces.Sequence)
-def _problem_sequence(space: spaces.Sequence, value: Any, what: str) -> str | None:
+def _problem_sequence(space: spaces.Sequence, value: object, what: str) -> str | None:
     # Gymnasium iterates the (stacked) value and checks each element against the feature.
     if space.stack:
         try:
@@ -165,7 +165,7 @@ def _problem_sequence(space: spaces.Sequence, value: Any, what: str) -> str | No
 
 
 @_problem.register(spaces.OneOf)
-def _problem_oneof(space: spaces.OneOf[Any], value: Any, what: str) -> str | None:
+def _problem_oneof(space: spaces.OneOf[Any], value: object, what: str) -> str | None:
     count = len(space.spaces)
     if not (
         isinstance(value, tuple)

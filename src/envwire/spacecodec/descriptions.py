@@ -22,6 +22,9 @@ Style = Literal["envwire", "gym-socket"]
 
 _LEGACY_BOUND = 1e30  # gym-socket's stand-in for infinity (JSON has none)
 
+#: One bound value as a description writes it: the number, or "inf" / "-inf".
+_BoundItem = int | float | str
+
 
 def describe(space: spaces.Space[Any], *, style: Style = "envwire") -> dict[str, Any]:
     """Describe a space as a JSON-serialisable object.
@@ -54,7 +57,7 @@ def _dtype_name(dtype: np.dtype[Any], space: spaces.Space[Any]) -> str:
         raise ConfigError(f"cannot describe {_space_repr(space)}: {exc}") from None
 
 
-def _bound_item(value: Any, bounded: bool, kind: str, infinity: str) -> Any:
+def _bound_item(value: int | float, bounded: bool, kind: str, infinity: str) -> _BoundItem:
     if kind == "f":
         return value if math.isfinite(value) else ("inf" if value > 0 else "-inf")
     # Signed-int Boxes store an infinite bound as the dtype's limit and remember it in
@@ -62,7 +65,7 @@ def _bound_item(value: Any, bounded: bool, kind: str, infinity: str) -> Any:
     return value if bounded else infinity
 
 
-def _bound(values: _Array, bounded: _Array, infinity: str) -> Any:
+def _bound(values: _Array, bounded: _Array, infinity: str) -> _BoundItem | list[_BoundItem]:
     """One scalar when every element (and flag) is the same, else a flat C-order list."""
     flat, flags, kind = values.ravel(), bounded.ravel(), values.dtype.kind
     if flat.size:

@@ -4,7 +4,7 @@ envs whose spaces these are)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NoReturn
 
 import gymnasium
 from pydantic import BaseModel
@@ -14,7 +14,7 @@ from envwire.errors import UnsupportedError
 __all__ = ["ModelSpace"]
 
 
-class ModelSpace(gymnasium.Space[Any]):
+class ModelSpace(gymnasium.Space[BaseModel]):
     """The space of instances of one pydantic model.
 
     Attributes:
@@ -39,10 +39,10 @@ class ModelSpace(gymnasium.Space[Any]):
         self.about = about
         self.tools = tools
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         return isinstance(x, self.model)
 
-    def sample(self, mask: Any = None, probability: Any = None) -> Any:
+    def sample(self, mask: object = None, probability: object = None) -> NoReturn:
         raise UnsupportedError(
             f"{self.model.__name__} actions cannot be sampled; see the env's /schema"
         )

@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple, NoReturn
+from enum import Enum
+from typing import Any, Final, NamedTuple, NoReturn, TypeGuard, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -13,13 +14,14 @@ from gymnasium import spaces
 
 from envwire import tensor
 from envwire.errors import ProtocolError
+from envwire.jsonio import JsonValue
 from envwire.spacecodec._common import (
     _Array,
     _at,
     _cap,
     _int_limits,
-    _is_dim,
     _is_int,
+    _is_shape,
     _narrow_float,
     _Said,
     _show,
@@ -30,11 +32,12 @@ __all__ = ["from_description"]
 _MAX_ELEMENTS = 1 << 26  # largest Box/MultiBinary/MultiDiscrete a description may ask for
 
 
-def from_description(desc: Mapping[str, Any]) -> spaces.Space[Any]:
+def from_description(desc: JsonValue) -> spaces.Space[Any]:
     """Build the space a description describes (either style).
 
     Args:
-        desc: a decoded JSON object from :func:`describe` (or a gym-socket server). Legacy forms:
+        desc: a decoded JSON object from :func:`describe` (or a gym-socket server); any other
+            JSON value is refused with a :class:`ProtocolError`. Legacy forms:
             Box without ``dtype`` is float32 (its ``±1e30`` bounds are kept as given);
             MultiDiscrete given by ``low``/``high`` has ``nvec = high - low + 1``, ``start = low``.
 
@@ -51,7 +54,16 @@ def from_description(desc: Mapping[str, Any]) -> spaces.Space[Any]:
         raise ProtocolError("space description is nested too deeply") from None
 
 
-_MISSING: Any = object()
+class _Missing(Enum):
+    """The mark of a field a description does not have (None is JSON's null)."""
+
+    MISSING = "missing"
+
+
+_MISSING: Final = _Missing.MISSING
+
+_Field = JsonValue | _Missing
+_S = TypeVar("_S", bound=spaces.Space[Any])
 
 
 class _Bound(NamedTuple):
@@ -65,20 +77,20 @@ class _Bound(NamedTuple):
 class _Reader:
     """Reads the fields of one description and reports what is wrong with them."""
 
-    desc: Mapping[str, Any]
+    desc: Mapping[str, JsonValue]
     kind: str
     path: str
 
-    def fail(self, expected: str, got: Any) -> NoReturn:
+    def fail(self, expected: str, got: object) -> NoReturn:
         shown = "nothing" if got is _MISSING else _show(got)
         raise ProtocolError(
             f"{self.kind} description needs {expected}, got {shown}{_at(self.path)}"
         )
 
-    def get(self, key: str, default: Any = _MISSING) -> Any:
+    def get(self, key: str, default: _Field = _MISSING) -> _Field:
         return self.desc.get(key, default)
 
-    def int_(self, key: str, minimum: int | None, default: Any = _MISSING) -> int:
+    def int_(self, key: str, minimum: int | None, default: _Field = _MISSING) -> int:
         value = self.get(key, default)
         if not _is_int(value) or (minimum is not None and value < minimum):
             bound = "" if minimum is None else " > 0" if minimum == 1 else f" >= {minimum}"
@@ -88,24 +100,26 @@ class _Reader:
     def dtype(self, kinds: str, default: str) -> np.dtype[Any]:
         name = self.get("dtype", default)
         names = [d.name for d in tensor.DTYPES if d.numpy.kind in kinds]
-        if name not in names:
+        if not isinstance(name, str) or name not in names:
             self.fail(f"'dtype' one of {', '.join(names)}", name)
         return tensor.dtype_by_name(name).numpy.newbyteorder("=")
 
-    def ints(self, key: str, default: Any = _MISSING) -> tuple[list[int], tuple[int, ...]]:
+    def ints(self, key: str, default: _Field = _MISSING) -> tuple[list[int], tuple[int, ...]]:
         """An integer or a rectangular nested list of integers: (flat values, shape)."""
         value = self.get(key, default)
         leaves, shape = _nested(value)
-        if shape is None or not all(_is_int(v) for v in leaves):
+        if shape is None or not _all_ints(leaves):
             self.fail(f"{key!r} as an integer or a nested list of integers", value)
         if math.prod(shape) > _MAX_ELEMENTS:
             self.fail(f"{key!r} with at most {_MAX_ELEMENTS} elements", math.prod(shape))
         return leaves, shape
 
-    def int_array(self, key: str, leaves: list[int], shape: tuple[int, ...], dtype: Any) -> _Array:
-        lo, hi = _int_limits(np.dtype(dtype))
+    def int_array(
+        self, key: str, leaves: list[int], shape: tuple[int, ...], dtype: np.dtype[Any]
+    ) -> _Array:
+        lo, hi = _int_limits(dtype)
         if leaves and (min(leaves) < lo or max(leaves) > hi):
-            self.fail(f"{key!r} values within {np.dtype(dtype).name} [{lo}, {hi}]", leaves)
+            self.fail(f"{key!r} values within {dtype.name} [{lo}, {hi}]", leaves)
         return np.array(leaves, dtype=dtype).reshape(shape)
 
     def space(self, key: str) -> spaces.Space[Any]:
@@ -114,7 +128,7 @@ class _Reader:
             self.fail(f"{key!r} as a space description object", value)
         return _parse(value, f"{self.path}.{key}" if self.path else key)
 
-    def build(self, factory: Callable[[], spaces.Space[Any]]) -> spaces.Space[Any]:
+    def build(self, factory: Callable[[], _S]) -> _S:
         try:
             return factory()
         except (ValueError, TypeError, OverflowError, AssertionError) as exc:
@@ -124,13 +138,13 @@ class _Reader:
             ) from None
 
 
-def _nested(value: Any) -> tuple[list[Any], tuple[int, ...] | None]:
+def _nested(value: object) -> tuple[list[object], tuple[int, ...] | None]:
     """Leaves and shape of a scalar or a rectangular nested list; shape None if ragged."""
     if not isinstance(value, list | tuple):
         return [value], ()
     shape: list[int] = []
-    level: list[Any] = [value]
-    while level and all(isinstance(item, list | tuple) for item in level):
+    level: list[object] = [value]
+    while level and _all_rows(level):
         width = len(level[0])
         if any(len(item) != width for item in level) or len(shape) >= 32:
             return [], None
@@ -141,7 +155,15 @@ def _nested(value: Any) -> tuple[list[Any], tuple[int, ...] | None]:
     return level, tuple(shape)
 
 
-def _parse(desc: Any, path: str) -> spaces.Space[Any]:
+def _all_rows(items: list[object]) -> TypeGuard[list[list[object] | tuple[object, ...]]]:
+    return all(isinstance(item, list | tuple) for item in items)
+
+
+def _all_ints(items: list[object]) -> TypeGuard[list[int]]:
+    return all(_is_int(item) for item in items)
+
+
+def _parse(desc: JsonValue, path: str) -> spaces.Space[Any]:
     if not isinstance(desc, Mapping):
         raise ProtocolError(
             f"a space description must be a JSON object, got {_show(desc)}{_at(path)}"
@@ -163,7 +185,7 @@ def _box_bound(r: _Reader, key: str, dtype: np.dtype[Any], shape: tuple[int, ...
     if got is None or not (got in ((), shape) or got == (size,)):
         r.fail(f"{key!r} as one number or a flat list of {size} numbers", raw)
     if dtype.kind == "f":
-        if not all(_is_float_leaf(v) for v in leaves):
+        if not _all_float_leaves(leaves):
             r.fail(f"{key!r} of numbers, 'inf' or '-inf'", raw)
         values = _narrow_float(np.array([float(v) for v in leaves]), dtype)
         if values is None:
@@ -172,10 +194,11 @@ def _box_bound(r: _Reader, key: str, dtype: np.dtype[Any], shape: tuple[int, ...
     else:
         # Gymnasium allows infinite bounds on signed-int Boxes only.
         word = infinity if dtype.kind == "i" else None
-        if not all(v == word or _is_int(v) or _is_bool_leaf(v, dtype) for v in leaves):
+        if not _all_int_leaves(leaves, word, dtype):
             r.fail(f"{key!r} of integers{f' or {word!r}' if word else ''} for {dtype.name}", raw)
         lo, hi = _int_limits(dtype)
-        ints = [(lo if key == "low" else hi) if v == word else int(v) for v in leaves]
+        limit = lo if key == "low" else hi
+        ints = [int(v) if isinstance(v, int) else limit for v in leaves]  # else: v is word
         if ints and (min(ints) < lo or max(ints) > hi):
             r.fail(f"{key!r} within {dtype.name} [{lo}, {hi}]", raw)
         values = np.array(ints, dtype=dtype)
@@ -185,11 +208,24 @@ def _box_bound(r: _Reader, key: str, dtype: np.dtype[Any], shape: tuple[int, ...
     return _Bound(values.reshape(shape), free.reshape(shape))
 
 
-def _is_bool_leaf(value: Any, dtype: np.dtype[Any]) -> bool:
+def _all_float_leaves(leaves: list[object]) -> TypeGuard[list[float | str]]:
+    """Every leaf a float bound: a number or ``"inf"`` / ``"-inf"``."""
+    return all(_is_float_leaf(v) for v in leaves)
+
+
+def _all_int_leaves(
+    leaves: list[object], word: str | None, dtype: np.dtype[Any]
+) -> TypeGuard[list[int | str | None]]:
+    """Every leaf an integer bound: an int (a bool for a bool dtype), or ``word`` (infinity;
+    None for a dtype without one, which a null leaf then equals)."""
+    return all(v == word or _is_int(v) or _is_bool_leaf(v, dtype) for v in leaves)
+
+
+def _is_bool_leaf(value: object, dtype: np.dtype[Any]) -> bool:
     return dtype.kind == "b" and isinstance(value, bool)
 
 
-def _is_float_leaf(value: Any) -> bool:
+def _is_float_leaf(value: object) -> bool:
     if value in ("inf", "-inf"):
         return True
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -202,7 +238,7 @@ def _is_float_leaf(value: Any) -> bool:
 
 def _parse_box(r: _Reader) -> spaces.Space[Any]:
     raw = r.get("shape")
-    if not (isinstance(raw, list) and len(raw) <= 32 and all(_is_dim(n) for n in raw)):
+    if not _is_shape(raw):
         r.fail("'shape' as a list of non-negative integers", raw)
     shape = tuple(int(n) for n in raw)
     if math.prod(shape) > _MAX_ELEMENTS:
@@ -217,8 +253,8 @@ def _parse_box(r: _Reader) -> spaces.Space[Any]:
     if dtype.kind == "i":
         # Built from -inf, an int Box stores the dtype's minimum and flags it unbounded (it
         # samples such elements differently); built from arrays it cannot know, so restore it.
-        box.bounded_below = ~low.free  # type: ignore[attr-defined]
-        box.bounded_above = ~high.free  # type: ignore[attr-defined]
+        box.bounded_below = ~low.free
+        box.bounded_above = ~high.free
     return box
 
 
@@ -239,7 +275,7 @@ def _parse_multibinary(r: _Reader) -> spaces.Space[Any]:
         if n > _MAX_ELEMENTS:
             r.fail(f"'n' <= {_MAX_ELEMENTS}", n)
         return r.build(lambda: spaces.MultiBinary(int(n)))
-    if not (isinstance(n, list) and len(n) <= 32 and all(_is_dim(k) and k > 0 for k in n)):
+    if not (_is_shape(n) and all(k > 0 for k in n)):
         r.fail("'n' as an integer > 0 or a list of integers > 0", n)
     if math.prod(n) > _MAX_ELEMENTS:
         r.fail(f"'n' with at most {_MAX_ELEMENTS} elements", n)

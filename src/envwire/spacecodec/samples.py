@@ -14,11 +14,12 @@ from gymnasium import spaces
 
 from envwire import tensor
 from envwire.errors import ConfigError, InvalidArgumentError, ProtocolError
+from envwire.jsonio import JsonValue
 from envwire.spacecodec._common import (
     _Array,
     _at,
     _int_limits,
-    _is_dim,
+    _is_shape,
     _narrow_float,
     _Said,
 )
@@ -32,7 +33,7 @@ Arrays = Literal["list", "base64"]
 _ARRAY_SPACES = (spaces.Box, spaces.Discrete, spaces.MultiBinary, spaces.MultiDiscrete)
 
 
-def to_json(space: spaces.Space[Any], sample: Any, *, arrays: Arrays = "list") -> Any:
+def to_json(space: spaces.Space[Any], sample: object, *, arrays: Arrays = "list") -> JsonValue:
     """Encode a sample of ``space`` as JSON-serialisable data.
 
     Args:
@@ -55,7 +56,7 @@ def to_json(space: spaces.Space[Any], sample: Any, *, arrays: Arrays = "list") -
     return _encode(space, sample, arrays == "base64", "")
 
 
-def from_json(space: spaces.Space[Any], value: Any) -> Any:
+def from_json(space: spaces.Space[Any], value: JsonValue) -> object:
     """Decode JSON data into a sample of ``space``, with the types Gymnasium's samples have.
 
     Box, MultiBinary and MultiDiscrete give ndarrays of the space dtype (from a nested list, a
@@ -69,6 +70,10 @@ def from_json(space: spaces.Space[Any], value: Any) -> Any:
         InvalidArgumentError: the value does not have the structure of a sample of the space
             (membership is :func:`check`'s job); the message says what was expected and what came.
         ConfigError: the space class is not one envwire knows.
+
+    Returns:
+        The sample, typed ``object``: its type depends on the space, known only at run time
+        (callers hand it to the env or to a codec, or narrow it).
     """
     if type(space) is spaces.Box:  # the common observation space: no dispatch needed
         assert space.shape is not None
@@ -96,9 +101,12 @@ def _leaf(space: spaces.Space[Any]) -> tuple[np.dtype[Any], tuple[int, ...]]:
 
 
 # --- encoding
+#
+# Samples come in as ``object``: each encoder checks the structure it needs (and says what is
+# wrong). Implementations registered for a space class take that class's samples.
 
 
-def _encode_array(x: Any, dtype: np.dtype[Any] | None, b64: bool, path: str) -> Any:
+def _encode_array(x: object, dtype: np.dtype[Any] | None, b64: bool, path: str) -> JsonValue:
     try:
         arr = x if isinstance(x, np.ndarray) else np.asarray(x)
     except (ValueError, TypeError, OverflowError):
@@ -109,7 +117,8 @@ def _encode_array(x: Any, dtype: np.dtype[Any] | None, b64: bool, path: str) -> 
     if arr.dtype.kind not in "biuf":
         _bad(path, f"a numeric array{f' of {dtype}' if dtype is not None else ''}", x)
     if not b64:
-        return arr.tolist()
+        values: JsonValue = arr.tolist()  # nested lists of bools, ints and floats
+        return values
     try:
         packed = tensor.encode(arr)
     except ProtocolError as exc:
@@ -121,7 +130,7 @@ def _encode_array(x: Any, dtype: np.dtype[Any] | None, b64: bool, path: str) -> 
     }
 
 
-def _encode_batch(space: spaces.Space[Any], x: Any, b64: bool, path: str) -> Any:
+def _encode_batch(space: spaces.Space[Any], x: object, b64: bool, path: str) -> JsonValue:
     """A batch of samples (stacked Sequence, Graph nodes/edges) as one array or a list."""
     if _is_array_space(space):
         return _encode_array(x, space.dtype, b64, path)
@@ -129,19 +138,19 @@ def _encode_batch(space: spaces.Space[Any], x: Any, b64: bool, path: str) -> Any
 
 
 @functools.singledispatch
-def _encode(space: spaces.Space[Any], x: Any, b64: bool, path: str) -> Any:
+def _encode(space: spaces.Space[Any], x: object, b64: bool, path: str) -> JsonValue:
     raise ConfigError(f"cannot encode samples of a {type(space).__name__} space")
 
 
 @_encode.register(spaces.Box)
 @_encode.register(spaces.MultiBinary)
 @_encode.register(spaces.MultiDiscrete)
-def _encode_arrayspace(space: spaces.Space[Any], x: Any, b64: bool, path: str) -> Any:
+def _encode_arrayspace(space: spaces.Space[Any], x: object, b64: bool, path: str) -> JsonValue:
     return _encode_array(x, space.dtype, b64, path)
 
 
 @_encode.register(spaces.Discrete)
-def _encode_discrete(space: spaces.Discrete[Any], x: Any, b64: bool, path: str) -> Any:
+def _encode_discrete(space: spaces.Discrete[Any], x: object, b64: bool, path: str) -> int:
     if isinstance(x, np.ndarray) and x.shape == () and x.dtype.kind in "iu":
         return int(x)
     if not isinstance(x, int | np.integer):
@@ -150,27 +159,27 @@ def _encode_discrete(space: spaces.Discrete[Any], x: Any, b64: bool, path: str) 
 
 
 @_encode.register(spaces.Tuple)
-def _encode_tuple(space: spaces.Tuple[Any], x: Any, b64: bool, path: str) -> Any:
+def _encode_tuple(space: spaces.Tuple[Any], x: object, b64: bool, path: str) -> JsonValue:
     if not isinstance(x, tuple | list) or len(x) != len(space.spaces):
         _bad(path, f"a tuple of {len(space.spaces)} elements", x)
     return [_encode(sub, part, b64, f"{path}[{i}]") for i, (sub, part) in _pairs(space, x)]
 
 
 @_encode.register(spaces.Dict)
-def _encode_dict(space: spaces.Dict, x: Any, b64: bool, path: str) -> Any:
-    _check_keys(space, x, path)
-    return {k: _encode(sub, x[k], b64, f"{path}[{k!r}]") for k, sub in space.spaces.items()}
+def _encode_dict(space: spaces.Dict, x: object, b64: bool, path: str) -> JsonValue:
+    parts = _check_keys(space, x, path)
+    return {k: _encode(sub, parts[k], b64, f"{path}[{k!r}]") for k, sub in space.spaces.items()}
 
 
 @_encode.register(spaces.Text)
-def _encode_text(space: spaces.Text, x: Any, b64: bool, path: str) -> Any:
+def _encode_text(space: spaces.Text, x: object, b64: bool, path: str) -> str:
     if not isinstance(x, str):
         _bad(path, "a string", x)
     return x
 
 
 @_encode.register(spaces.Sequence)
-def _encode_sequence(space: spaces.Sequence, x: Any, b64: bool, path: str) -> Any:
+def _encode_sequence(space: spaces.Sequence, x: object, b64: bool, path: str) -> JsonValue:
     if space.stack:
         return _encode_batch(space.feature_space, x, b64, path)
     if not isinstance(x, tuple | list):
@@ -179,13 +188,15 @@ def _encode_sequence(space: spaces.Sequence, x: Any, b64: bool, path: str) -> An
 
 
 @_encode.register(spaces.Graph)
-def _encode_graph(space: spaces.Graph, x: Any, b64: bool, path: str) -> Any:
+def _encode_graph(space: spaces.Graph, x: object, b64: bool, path: str) -> JsonValue:
     if not isinstance(x, tuple) or len(x) != 3:
         _bad(path, "a GraphInstance(nodes, edges, edge_links)", x)
     nodes, edges, links = x
     if (edges is None) != (links is None) or (edges is not None and space.edge_space is None):
         _bad(path, "edges and edge_links both set (with an edge space) or both None", x)
-    out: dict[str, Any] = {"nodes": _encode_batch(space.node_space, nodes, b64, f"{path}['nodes']")}
+    out: dict[str, JsonValue] = {
+        "nodes": _encode_batch(space.node_space, nodes, b64, f"{path}['nodes']")
+    }
     if space.edge_space is not None and edges is not None:
         out["edges"] = _encode_batch(space.edge_space, edges, b64, f"{path}['edges']")
         out["edge_links"] = _encode_array(links, None, b64, f"{path}['edge_links']")
@@ -195,7 +206,7 @@ def _encode_graph(space: spaces.Graph, x: Any, b64: bool, path: str) -> Any:
 
 
 @_encode.register(spaces.OneOf)
-def _encode_oneof(space: spaces.OneOf[Any], x: Any, b64: bool, path: str) -> Any:
+def _encode_oneof(space: spaces.OneOf[Any], x: object, b64: bool, path: str) -> JsonValue:
     if not (isinstance(x, tuple | list) and len(x) == 2 and isinstance(x[0], int | np.integer)):
         _bad(path, "an (index, sample) pair", x)
     index = int(x[0])
@@ -205,9 +216,12 @@ def _encode_oneof(space: spaces.OneOf[Any], x: Any, b64: bool, path: str) -> Any
 
 
 # --- decoding
+#
+# Values come in as ``object`` (from_json's callers pass JSON; the decoders check everything
+# they read) and go out as samples, ``object`` too unless the space fixes their type.
 
 
-def _to_array(value: Any, path: str) -> _Array:
+def _to_array(value: object, path: str) -> _Array:
     """A numeric ndarray from a nested JSON list/number or an ``__ndarray__`` object."""
     if isinstance(value, Mapping):
         return _from_base64(value, path)
@@ -220,11 +234,11 @@ def _to_array(value: Any, path: str) -> _Array:
     return arr
 
 
-def _from_base64(value: Mapping[Any, Any], path: str) -> _Array:
+def _from_base64(value: Mapping[str, object], path: str) -> _Array:
     data, name, shape = value.get("__ndarray__"), value.get("dtype"), value.get("shape")
     if not (isinstance(data, str) and isinstance(name, str) and isinstance(shape, list)):
         _bad(path, 'an {"__ndarray__": base64, "dtype": name, "shape": [...]} object', value)
-    if len(shape) > 32 or not all(_is_dim(n) for n in shape):
+    if not _is_shape(shape):
         _bad(path, "'shape' as a list of non-negative integers", shape)
     try:
         raw = base64.b64decode(data, validate=True)
@@ -258,7 +272,7 @@ def _cast(arr: _Array, dtype: np.dtype[Any], path: str) -> _Array:
 
 
 def _decode_array(
-    value: Any, dtype: np.dtype[Any], shape: tuple[int, ...], path: str, *, batch: bool = False
+    value: object, dtype: np.dtype[Any], shape: tuple[int, ...], path: str, *, batch: bool = False
 ) -> _Array:
     arr = _cast(_to_array(value, path), dtype, path)
     if batch:  # a leading dimension of any length, then the element shape
@@ -278,7 +292,7 @@ def _decode_array(
     _bad(path, f"an array of shape {shape}", _Said(f"shape {arr.shape}"))
 
 
-def _decode_int(value: Any, dtype: np.dtype[Any], path: str) -> Any:
+def _decode_int(value: object, dtype: np.dtype[Any], path: str) -> np.integer[Any]:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, int | np.integer) or isinstance(value, bool):
@@ -286,10 +300,11 @@ def _decode_int(value: Any, dtype: np.dtype[Any], path: str) -> Any:
     lo, hi = _int_limits(dtype)
     if not lo <= int(value) <= hi:
         _bad(path, f"an integer within {dtype.name} [{lo}, {hi}]", value)
-    return dtype.type(value)
+    scalar: np.integer[Any] = dtype.type(value)  # an integer dtype's scalar type
+    return scalar
 
 
-def _decode_batch(space: spaces.Space[Any], value: Any, path: str) -> Any:
+def _decode_batch(space: spaces.Space[Any], value: object, path: str) -> object:
     if _is_array_space(space):
         return _decode_array(value, *_leaf(space), path, batch=True)
     if not isinstance(value, list | tuple):
@@ -298,44 +313,44 @@ def _decode_batch(space: spaces.Space[Any], value: Any, path: str) -> Any:
 
 
 @functools.singledispatch
-def _decode(space: spaces.Space[Any], value: Any, path: str) -> Any:
+def _decode(space: spaces.Space[Any], value: object, path: str) -> object:
     raise ConfigError(f"cannot decode samples of a {type(space).__name__} space")
 
 
 @_decode.register(spaces.Box)
 @_decode.register(spaces.MultiBinary)
 @_decode.register(spaces.MultiDiscrete)
-def _decode_arrayspace(space: spaces.Space[Any], value: Any, path: str) -> Any:
+def _decode_arrayspace(space: spaces.Space[Any], value: object, path: str) -> _Array:
     return _decode_array(value, *_leaf(space), path)
 
 
 @_decode.register(spaces.Discrete)
-def _decode_discrete(space: spaces.Discrete[Any], value: Any, path: str) -> Any:
+def _decode_discrete(space: spaces.Discrete[Any], value: object, path: str) -> np.integer[Any]:
     return _decode_int(value, space.dtype, path)
 
 
 @_decode.register(spaces.Tuple)
-def _decode_tuple(space: spaces.Tuple[Any], value: Any, path: str) -> Any:
+def _decode_tuple(space: spaces.Tuple[Any], value: object, path: str) -> tuple[object, ...]:
     if not isinstance(value, list | tuple) or len(value) != len(space.spaces):
         _bad(path, f"a list of {len(space.spaces)} elements", value)
     return tuple(_decode(sub, part, f"{path}[{i}]") for i, (sub, part) in _pairs(space, value))
 
 
 @_decode.register(spaces.Dict)
-def _decode_dict(space: spaces.Dict, value: Any, path: str) -> Any:
-    _check_keys(space, value, path)
-    return {k: _decode(sub, value[k], f"{path}[{k!r}]") for k, sub in space.spaces.items()}
+def _decode_dict(space: spaces.Dict, value: object, path: str) -> dict[str, object]:
+    parts = _check_keys(space, value, path)
+    return {k: _decode(sub, parts[k], f"{path}[{k!r}]") for k, sub in space.spaces.items()}
 
 
 @_decode.register(spaces.Text)
-def _decode_text(space: spaces.Text, value: Any, path: str) -> Any:
+def _decode_text(space: spaces.Text, value: object, path: str) -> str:
     if not isinstance(value, str):
         _bad(path, "a string", value)
     return value
 
 
 @_decode.register(spaces.Sequence)
-def _decode_sequence(space: spaces.Sequence, value: Any, path: str) -> Any:
+def _decode_sequence(space: spaces.Sequence, value: object, path: str) -> object:
     if space.stack:
         return _decode_batch(space.feature_space, value, path)
     if not isinstance(value, list | tuple):
@@ -347,20 +362,26 @@ _GRAPH_KEYS = frozenset({"nodes", "edges", "edge_links"})
 
 
 @_decode.register(spaces.Graph)
-def _decode_graph(space: spaces.Graph, value: Any, path: str) -> Any:
+def _decode_graph(space: spaces.Graph, value: object, path: str) -> spaces.GraphInstance:
     if not isinstance(value, Mapping) or "nodes" not in value or value.keys() - _GRAPH_KEYS:
         _bad(path, 'an object {"nodes", "edges", "edge_links"}', value)
-    nodes = _decode_batch(space.node_space, value["nodes"], f"{path}['nodes']")
+    # A Graph's node and edge spaces are a Box or a Discrete (Graph checks): arrays.
+    nodes = _decode_leaves(space.node_space, value["nodes"], f"{path}['nodes']")
     edges, links = value.get("edges"), value.get("edge_links")
     if edges is None and links is None:
         return spaces.GraphInstance(nodes, None, None)
     if edges is None or links is None or space.edge_space is None:
         _bad(path, "'edges' and 'edge_links' both given (with an edge space) or both null", value)
-    edge_values = _decode_batch(space.edge_space, edges, f"{path}['edges']")
+    edge_values = _decode_leaves(space.edge_space, edges, f"{path}['edges']")
     return spaces.GraphInstance(nodes, edge_values, _decode_links(links, f"{path}['edge_links']"))
 
 
-def _decode_links(value: Any, path: str) -> _Array:
+def _decode_leaves(space: spaces.Space[Any], value: object, path: str) -> _Array:
+    """A batch of samples of an array-valued space: :func:`_decode_batch` of such a space."""
+    return _decode_array(value, *_leaf(space), path, batch=True)
+
+
+def _decode_links(value: object, path: str) -> _Array:
     """Edge links, shape (m, 2): int32 from a list (as ``Graph.sample`` makes them), or the
     integer dtype a base64 array carries."""
     raw = _to_array(value, path)
@@ -374,7 +395,7 @@ def _decode_links(value: Any, path: str) -> _Array:
 
 
 @_decode.register(spaces.OneOf)
-def _decode_oneof(space: spaces.OneOf[Any], value: Any, path: str) -> Any:
+def _decode_oneof(space: spaces.OneOf[Any], value: object, path: str) -> tuple[np.int64, object]:
     if not isinstance(value, list | tuple) or len(value) != 2:
         _bad(path, "an [index, sample] pair", value)
     index = int(_decode_int(value[0], np.dtype(np.int64), f"{path}[0]"))

@@ -300,7 +300,7 @@ class World:
         options, self.pending_options = self.pending_options, None
         try:
             # a copy: Gymnasium's vector reset pops the reset mask out of the options it gets
-            reset = m.Reset(seed=seed, options=dict(options) if options else None)  # type: ignore[arg-type]
+            reset = m.Reset(seed=seed, options=dict(options) if options else None)
             reply = self.session.handle(reset)
         except BaseException:
             self.pending_seed, self.pending_options, self.live = seed, options, False

@@ -155,7 +155,8 @@ class TypedBinding(Binding):
             raise ActionRejected(f"invalid {name}: {_summary(detail)}", detail) from None
 
     def result(self, reply: m.ResetReply | m.StepReply, http: bool = False) -> str:
-        observation: BaseModel = reply.observation
+        observation = reply.observation
+        assert isinstance(observation, BaseModel)  # a typed env's observations are its model's
         reward = getattr(observation, "reward", None)
         if http and reward is not None:  # openenv-core's HTTP responses declare a float reward
             reward = float(reward)

@@ -12,6 +12,8 @@ One module per job:
 - :mod:`.layout`, specs from spaces: :class:`Layout` turns any Gymnasium space into
   ``TensorSpec`` leaves with UIDs and "." nesting, writes samples into tensors and reads them
   back, and validates actions tensor by tensor with errors that name the UID;
+- :mod:`.leaf`: :class:`Leaf`, one tensor of a space, and how its values become arrays and
+  back (and are checked against its spec);
 - :mod:`.native`: :class:`NativeLayout`, a dm_env env's own specs laid out the same way (no
   Gymnasium space in between);
 - :mod:`.settings`: typed reading of the ``settings`` maps of CreateWorld, JoinWorld, Reset and
@@ -34,12 +36,8 @@ from envwire.protocols.dmenvrpc.dtypes import (
     DataType,
     data_type_of,
 )
-from envwire.protocols.dmenvrpc.layout import (
-    VECTOR_OBSERVATIONS,
-    WORLD_OBSERVATIONS,
-    Layout,
-    Leaf,
-)
+from envwire.protocols.dmenvrpc.layout import VECTOR_OBSERVATIONS, WORLD_OBSERVATIONS, Layout
+from envwire.protocols.dmenvrpc.leaf import Leaf
 from envwire.protocols.dmenvrpc.machine import (
     SAME,
     TRANSITIONS,

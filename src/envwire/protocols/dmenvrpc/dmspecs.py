@@ -21,25 +21,28 @@ arrival. Values read back have the structure of the spec and each leaf the spec'
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 from dm_env import specs
 
 from envwire.errors import ConfigError
 from envwire.protocols.dmenvrpc.dtypes import data_type_of
-from envwire.protocols.dmenvrpc.layout import Layout, Leaf, named_parts
+from envwire.protocols.dmenvrpc.layout import Layout, named_parts
+from envwire.protocols.dmenvrpc.leaf import Leaf
+from envwire.protocols.dmenvrpc.tensors import Array
 
 __all__ = ["NativeLayout", "native_leaf"]
 
 
-def _bound(value: Any, dtype: Any, shape: tuple[int, ...]) -> Any:
+def _bound(value: npt.ArrayLike, dtype: np.dtype[Any] | None, shape: tuple[int, ...]) -> Array:
     array = np.asarray(value, dtype)
     return array if array.ndim == 0 else np.broadcast_to(array, shape).copy()
 
 
-def native_leaf(spec: Any, name: str, path: tuple[str | int, ...], uid: int) -> Leaf:
+def native_leaf(spec: object, name: str, path: tuple[str | int, ...], uid: int) -> Leaf:
     """The leaf of one dm_env spec (its ``space`` is the spec itself).
 
     Raises:
@@ -69,19 +72,24 @@ class NativeLayout(Layout):
 
     Raises:
         ConfigError: a key that is not a string or contains ".", or a spec with no tensor form.
+
+    Attributes:
+        spec: the spec laid out. A native layout has no ``space`` (it lays out no Gymnasium
+            space), so it does not run :class:`Layout`'s constructor, only its leaf making.
     """
 
     def __init__(
-        self, spec: Any, prefix: str, *, first_uid: int = 1, reserved: Iterable[str] = ()
+        self, spec: object, prefix: str, *, first_uid: int = 1, reserved: Iterable[str] = ()
     ) -> None:
-        super().__init__(spec, prefix, first_uid=first_uid, reserved=reserved)
+        self.spec = spec
+        self._lay_out(spec, prefix, first_uid, reserved, 0)
 
     @staticmethod
-    def _keyed(space: Any) -> bool:
+    def _keyed(space: object) -> bool:
         return isinstance(space, Mapping)
 
     @staticmethod
-    def _parts(space: Any) -> Iterable[tuple[str | int, Any]] | None:
+    def _parts(space: object) -> Iterable[tuple[str | int, object]] | None:
         if isinstance(space, Mapping):
             return named_parts(space, "spec key")
         if isinstance(space, tuple | list):
@@ -89,15 +97,15 @@ class NativeLayout(Layout):
         return None
 
     @staticmethod
-    def _leaf(space: Any, name: str, path: tuple[str | int, ...], uid: int) -> Leaf:
+    def _leaf(space: object, name: str, path: tuple[str | int, ...], uid: int) -> Leaf:
         return native_leaf(space, name, path, uid)
 
-    def compose(self, values: Mapping[int, Any]) -> Any:
+    def compose(self, values: Mapping[int, object]) -> object:
         """Assemble leaf values (by UID) in the structure of the spec."""
-        return _compose(self.space, iter(self.leaves), values)
+        return _compose(self.spec, iter(self.leaves), values)
 
 
-def _compose(spec: Any, leaves: Any, values: Mapping[int, Any]) -> Any:
+def _compose(spec: object, leaves: Iterator[Leaf], values: Mapping[int, object]) -> object:
     if isinstance(spec, Mapping):
         mapping = OrderedDict if isinstance(spec, OrderedDict) else dict
         return mapping((key, _compose(sub, leaves, values)) for key, sub in spec.items())

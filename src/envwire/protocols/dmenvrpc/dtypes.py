@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import numpy.typing as npt
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
 from envwire import tensor
@@ -73,7 +74,7 @@ BOOL: Final = BY_ENUM[pb.BOOL]
 INT64: Final = BY_ENUM[pb.INT64]
 
 
-def data_type_of(dtype: Any) -> DataType:
+def data_type_of(dtype: npt.DTypeLike) -> DataType:
     """The row a numpy dtype travels as (float16/int16/uint16 widened).
 
     Raises:

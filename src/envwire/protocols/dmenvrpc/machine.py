@@ -4,12 +4,13 @@ each :class:`Phase`, and the kind of each request."""
 from __future__ import annotations
 
 from enum import Enum
-from typing import Any, Final
+from typing import Final
 
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from google.protobuf.message import DecodeError
 
 from envwire.errors import ProtocolError, StateError
+from envwire.protocols.dmenvrpc.tensors import PayloadMessage
 
 __all__ = [
     "SAME",
@@ -118,7 +119,7 @@ def next_phase(phase: Phase, kind: Kind, world: str = "") -> Next:
     raise StateError(template.format(world=world))
 
 
-def parse_request(data: bytes) -> Any:
+def parse_request(data: bytes) -> pb.EnvironmentRequest:
     """An ``EnvironmentRequest`` from its serialized bytes.
 
     Raises:
@@ -132,7 +133,7 @@ def parse_request(data: bytes) -> Any:
         ) from None
 
 
-def request_kind(request: Any) -> Kind:
+def request_kind(request: PayloadMessage) -> Kind:
     """The kind of an ``EnvironmentRequest``.
 
     Raises:

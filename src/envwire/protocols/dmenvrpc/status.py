@@ -7,7 +7,7 @@ without a row reports its nearest ancestor's code (:func:`code_of`).
 
 from __future__ import annotations
 
-from typing import Any, Final
+from typing import Final
 
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from google.rpc import code_pb2, error_details_pb2, status_pb2
@@ -98,7 +98,7 @@ def code_of(error: EnvwireError | type[EnvwireError]) -> int:
     return lookup(CODES, error)
 
 
-def status_of(error: EnvwireError) -> Any:
+def status_of(error: EnvwireError) -> status_pb2.Status:
     """A ``google.rpc.Status`` for ``error``: its gRPC code, its message and an ``ErrorInfo``
     detail whose ``reason`` is the error's envwire ``code``."""
     status = status_pb2.Status(code=code_of(error), message=str(error))
@@ -107,12 +107,12 @@ def status_of(error: EnvwireError) -> Any:
     return status
 
 
-def error_response(error: EnvwireError) -> Any:
+def error_response(error: EnvwireError) -> pb.EnvironmentResponse:
     """An ``EnvironmentResponse`` carrying ``error`` in its ``error`` field."""
     return pb.EnvironmentResponse(error=status_of(error))
 
 
-def error_from_status(status: Any) -> EnvwireError:
+def error_from_status(status: status_pb2.Status) -> EnvwireError:
     """The envwire error a ``Status`` stands for (client side).
 
     An ``ErrorInfo`` detail from envwire names the exact class; otherwise (or when that class

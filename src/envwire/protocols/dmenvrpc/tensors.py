@@ -1,11 +1,17 @@
 """dm_env_rpc tensors: :func:`pack` / :func:`unpack` (row-major payloads, broadcast scalars, one
-variable dimension), with fast paths for large float and byte payloads."""
+variable dimension), with fast paths for large float and byte payloads.
+
+dm_env_rpc's generated protobuf classes carry no type information (mypy sees them as ``Any``).
+What this package reads of a received message is written down as a protocol
+(:class:`PayloadMessage`, :class:`TensorMessage`), so that those reads are checked; a message
+it builds and hands out is annotated with its protobuf class, for readers.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable
-from typing import Any, Final
+from collections.abc import Iterable, MutableSequence
+from typing import Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
@@ -18,6 +24,8 @@ __all__ = [
     "MAX_ELEMENTS",
     "MAX_SETTING_ELEMENTS",
     "Array",
+    "PayloadMessage",
+    "TensorMessage",
     "flat",
     "pack",
     "payload_of",
@@ -40,6 +48,28 @@ Array = npt.NDArray[Any]
 _SMALL = 16  # below this many elements, per-element protobuf access beats the buffer paths
 
 
+class PayloadMessage(Protocol):
+    """A message with a ``payload`` oneof: a ``Tensor``, a ``TensorSpec.Value``, an
+    ``EnvironmentRequest``.
+
+    The payload itself is the field the oneof names (``floats``, ``strings``, ...), read with
+    ``getattr``: its ``array`` holds the elements.
+    """
+
+    def WhichOneof(self, oneof_group: str, /) -> str | None:  # protobuf's name
+        """The name of the field set in ``oneof_group``, or None."""
+        ...
+
+
+class TensorMessage(PayloadMessage, Protocol):
+    """A dm_env_rpc ``Tensor``: a payload and a shape (-1 marks a variable dimension)."""
+
+    @property
+    def shape(self) -> MutableSequence[int]:
+        """The dimensions (a repeated field: extended in place, never assigned)."""
+        ...
+
+
 def _varint(n: int) -> bytes:
     out = bytearray()
     while n > 0x7F:
@@ -49,7 +79,7 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-def write(target: Any, array: Array, row: DataType) -> None:
+def write(target: PayloadMessage, array: Array, row: DataType) -> None:
     """Fill the payload of ``target`` (a ``Tensor`` or ``TensorSpec.Value``) with ``array``.
 
     The array must already have ``row``'s dtype (or hold ``str`` for STRING). Shape is the
@@ -71,7 +101,7 @@ def write(target: Any, array: Array, row: DataType) -> None:
         payload.SetInParent()
 
 
-def pack(value: Any, row: DataType | None = None) -> Any:
+def pack(value: object, row: DataType | None = None) -> pb.Tensor:
     """A ``Tensor`` holding ``value`` (a scalar, str, sequence or ndarray).
 
     ``row`` forces the data type (the value is cast); by default it follows the value's dtype.
@@ -93,7 +123,7 @@ def pack(value: Any, row: DataType | None = None) -> Any:
     return result
 
 
-def payload_of(message: Any, what: str = "tensor") -> DataType:
+def payload_of(message: PayloadMessage, what: str = "tensor") -> DataType:
     """The data type of a ``Tensor``'s (or ``Value``'s) payload.
 
     Raises:
@@ -105,7 +135,7 @@ def payload_of(message: Any, what: str = "tensor") -> DataType:
     return BY_FIELD[field]
 
 
-def flat(message: Any, row: DataType) -> Array:
+def flat(message: PayloadMessage, row: DataType) -> Array:
     """The payload of ``message`` as a flat array (object dtype for STRING and PROTO)."""
     items = getattr(message, row.field).array
     if row.numpy is None:
@@ -164,7 +194,7 @@ def resolve_shape(
     return tuple(dims)
 
 
-def unpack(message: Any, what: str = "tensor", limit: int = MAX_ELEMENTS) -> Array:
+def unpack(message: TensorMessage, what: str = "tensor", limit: int = MAX_ELEMENTS) -> Array:
     """A ``Tensor`` as an ndarray of its shape (object dtype for STRING and PROTO).
 
     Raises:

@@ -11,7 +11,7 @@ import numpy as np
 
 from envwire import jsonio
 from envwire.errors import InvalidArgumentError
-from envwire.protocols.dmenvrpc.tensors import MAX_SETTING_ELEMENTS, unpack
+from envwire.protocols.dmenvrpc.tensors import MAX_SETTING_ELEMENTS, TensorMessage, unpack
 
 __all__ = [
     "SETTINGS",
@@ -97,7 +97,7 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
 }
 
 
-def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
+def read_settings(settings: Mapping[str, TensorMessage], request: str) -> dict[str, Any]:
     """The typed values of a request's ``settings`` map.
 
     A ``kwargs`` setting collects constructor arguments into one dict: the ``kwargs`` setting
@@ -116,7 +116,7 @@ def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
     """
     known = {s.name: s for s in SETTINGS[request]}
     result: dict[str, Any] = {}
-    arguments: dict[str, list[tuple[tuple[str, ...], Any, str]]] = {}
+    arguments: dict[str, list[tuple[tuple[str, ...], object, str]]] = {}
     for name, message in settings.items():
         setting = known.get(name)
         parent = known.get(name.partition(".")[0])
@@ -131,6 +131,7 @@ def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
             raise InvalidArgumentError(f"unknown {request} setting {name!r} (known: {names})")
         elif setting.kind == "kwargs":
             found = _setting_value(setting, message, request)
+            assert isinstance(found, dict)  # a kwargs setting reads as a JSON object
             items = arguments.setdefault(name, [])
             items += [((key,), value, name) for key, value in found.items()]
         else:
@@ -145,7 +146,7 @@ def read_settings(settings: Mapping[str, Any], request: str) -> dict[str, Any]:
     return result
 
 
-def _argument(message: Any, where: str) -> Any:
+def _argument(message: TensorMessage, where: str) -> object:
     """A ``kwargs.NAME`` tensor as a Python value: a scalar, or nested lists."""
     array = unpack(message, where, MAX_SETTING_ELEMENTS)
     if array.ndim == 0:
@@ -154,7 +155,7 @@ def _argument(message: Any, where: str) -> Any:
     return array.tolist()
 
 
-def _nest(items: list[tuple[tuple[str, ...], Any, str]], request: str) -> dict[str, Any]:
+def _nest(items: list[tuple[tuple[str, ...], object, str]], request: str) -> dict[str, Any]:
     """Arguments by path as one nested dict; no path may be set twice or inside another."""
     items.sort(key=lambda item: item[0])
     result: dict[str, Any] = {}
@@ -172,7 +173,12 @@ def _nest(items: list[tuple[tuple[str, ...], Any, str]], request: str) -> dict[s
     return result
 
 
-def _setting_value(setting: Setting, message: Any, request: str) -> Any:
+def _setting_value(setting: Setting, message: TensorMessage, request: str) -> object:
+    """The value of a setting of a known kind (a kwargs setting's: a dict).
+
+    Raises:
+        InvalidArgumentError: the tensor does not hold a value of the setting's kind.
+    """
     where = f"{request} setting {setting.name!r}"
     array = unpack(message, where, MAX_SETTING_ELEMENTS)
     match setting.kind:

@@ -26,10 +26,11 @@ import json
 import math
 from dataclasses import dataclass
 from enum import Enum, IntEnum
-from typing import Any, Final
+from typing import Final, TypeGuard
 
 from envwire import jsonio
 from envwire.errors import InvalidArgumentError, ProtocolError, StateError
+from envwire.jsonio import JsonObject, JsonValue
 
 __all__ = [
     "CloseCommand",
@@ -96,7 +97,7 @@ class ResetCommand:
 class StepCommand:
     """Run one step with ``action``, the action in its wire form (a JSON list)."""
 
-    action: list[Any]
+    action: list[JsonValue]
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,14 +117,14 @@ Command = ResetCommand | StepCommand | RenderCommand | CloseCommand
 class InitObservation:
     """Reply to reset: the first observation, in its wire form."""
 
-    observation: Any
+    observation: JsonValue
 
 
 @dataclass(frozen=True, slots=True)
 class StepResult:
     """Reply to step: the observation (wire form), the reward and whether the episode ended."""
 
-    observation: Any
+    observation: JsonValue
     reward: float
     done: bool
 
@@ -149,7 +150,7 @@ class ErrorReply:
 
 Reply = InitObservation | StepResult | RenderResult | ErrorReply
 
-_CMD_NAMES: Final[dict[type[Any], str]] = {
+_CMD_NAMES: Final[dict[type[Command], str]] = {
     ResetCommand: "reset",
     StepCommand: "step",
     RenderCommand: "render",
@@ -167,7 +168,7 @@ def _snippet(text: str | bytes) -> str:
     return shown if len(shown) <= _SNIPPET else shown[:_SNIPPET] + "..."
 
 
-def _load_object(text: str | bytes, what: str) -> dict[str, Any]:
+def _load_object(text: str | bytes, what: str) -> JsonObject:
     if isinstance(text, bytes):
         # A binary frame: Godot peers left in binary write mode send UTF-8 JSON in them. Left
         # to json.loads, bytes would be guessed as UTF-16 or UTF-32 and fail unreadably.
@@ -189,25 +190,25 @@ def _load_object(text: str | bytes, what: str) -> dict[str, Any]:
     return value
 
 
-def _dump(message: dict[str, Any], allow_nan: bool) -> str:
+def _dump(message: JsonObject, allow_nan: bool) -> str:
     try:
         return json.dumps(message, separators=(",", ":"), allow_nan=allow_nan)
     except ValueError as exc:  # NaN or infinity while allow_nan is False
         raise InvalidArgumentError(f"cannot send {message!r} as JSON: {exc}") from None
 
 
-def _field(message: dict[str, Any], name: str, what: str) -> Any:
+def _field(message: JsonObject, name: str, what: str) -> JsonValue:
     try:
         return message[name]
     except KeyError:
         raise ProtocolError(f"{what} is missing {name!r} (got keys {sorted(message)})") from None
 
 
-def _is_number(value: Any) -> bool:
+def _is_number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _as_int(value: Any, what: str) -> int:
+def _as_int(value: object, what: str) -> int:
     if isinstance(value, str):
         try:
             return int(value.strip())
@@ -228,7 +229,7 @@ def encode_command(command: Command) -> str:
         InvalidArgumentError: the action holds NaN or an infinity, which JSON cannot carry
             to a Godot game.
     """
-    message: dict[str, Any] = {"cmd": _CMD_NAMES[type(command)]}
+    message: JsonObject = {"cmd": _CMD_NAMES[type(command)]}
     match command:
         case ResetCommand(seed=seed) if seed is not None:
             message["seed"] = seed
@@ -271,7 +272,7 @@ def encode_reply(reply: Reply) -> str:
     """The JSON text of ``reply`` (NaN and infinities are written as Python's json writes them)."""
     match reply:
         case InitObservation(observation=observation):
-            message: dict[str, Any] = {"init_observation": observation}
+            message: JsonObject = {"init_observation": observation}
         case StepResult(observation=observation, reward=reward, done=done):
             message = {"observation": observation, "reward": reward, "done": done}
         case RenderResult(error_code=code):
@@ -328,13 +329,13 @@ class Phase(Enum):
 
 
 # The transition table: the phase each command leads to, and the reply each phase waits for.
-_AFTER: Final[dict[type[Any], Phase]] = {
+_AFTER: Final[dict[type[Command], Phase]] = {
     ResetCommand: Phase.RESETTING,
     StepCommand: Phase.STEPPING,
     RenderCommand: Phase.RENDERING,
     CloseCommand: Phase.CLOSED,
 }
-_AWAITS: Final[dict[Phase, type[Any]]] = {
+_AWAITS: Final[dict[Phase, type[Reply]]] = {
     Phase.RESETTING: InitObservation,
     Phase.STEPPING: StepResult,
     Phase.RENDERING: RenderResult,

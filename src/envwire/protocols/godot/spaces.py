@@ -18,6 +18,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 from envwire.errors import InvalidArgumentError, ProtocolError, UnsupportedError
+from envwire.jsonio import JsonValue
 
 __all__ = ["SUPPORTED_SPACES", "check_space", "from_wire", "to_wire"]
 
@@ -29,7 +30,7 @@ SUPPORTED_SPACES: tuple[type[spaces.Space[Any]], ...] = (
 )
 
 
-def check_space(space: Any, role: str) -> None:
+def check_space(space: object, role: str) -> None:
     """Refuse a space whose samples this protocol cannot carry.
 
     Args:
@@ -47,7 +48,7 @@ def check_space(space: Any, role: str) -> None:
 
 
 @singledispatch
-def to_wire(space: spaces.Space[Any], sample: Any) -> list[Any]:
+def to_wire(space: spaces.Space[Any], sample: object) -> list[JsonValue]:
     """The wire form of ``sample``, a member of ``space``.
 
     Raises:
@@ -59,7 +60,8 @@ def to_wire(space: spaces.Space[Any], sample: Any) -> list[Any]:
 
 
 @to_wire.register
-def _discrete_to_wire(space: spaces.Discrete, sample: Any) -> list[Any]:
+def _discrete_to_wire(space: spaces.Discrete, sample: Any) -> list[JsonValue]:
+    # Any: whatever came is handed to int(), whose TypeError or ValueError is the check.
     try:
         return [int(sample)]
     except (TypeError, ValueError):
@@ -69,17 +71,19 @@ def _discrete_to_wire(space: spaces.Discrete, sample: Any) -> list[Any]:
 @to_wire.register(spaces.Box)
 @to_wire.register(spaces.MultiDiscrete)
 @to_wire.register(spaces.MultiBinary)
-def _array_to_wire(space: spaces.Space[Any], sample: Any) -> list[Any]:
+def _array_to_wire(space: spaces.Space[Any], sample: object) -> list[JsonValue]:
     try:
         flat = np.asarray(sample, dtype=space.dtype).reshape(-1)
     except (TypeError, ValueError):
         raise InvalidArgumentError(f"{sample!r} is not a sample of {space}") from None
-    values: list[Any] = flat.tolist()
+    values: list[JsonValue] = flat.tolist()  # numbers (bools for a MultiBinary)
     return values
 
 
 @singledispatch
-def from_wire(space: spaces.Space[Any], value: Any, what: str = "observation") -> Any:
+def from_wire(
+    space: spaces.Space[Any], value: JsonValue, what: str = "observation"
+) -> int | npt.NDArray[Any]:
     """The sample of ``space`` that ``value`` (a decoded JSON value) encodes.
 
     Args:
@@ -97,7 +101,7 @@ def from_wire(space: spaces.Space[Any], value: Any, what: str = "observation") -
 
 
 @from_wire.register
-def _discrete_from_wire(space: spaces.Discrete, value: Any, what: str = "observation") -> Any:
+def _discrete_from_wire(space: spaces.Discrete, value: object, what: str = "observation") -> int:
     flat = _numbers(value, 1, space, what)
     number = float(flat[0])
     if not (math.isfinite(number) and number.is_integer()):
@@ -108,7 +112,9 @@ def _discrete_from_wire(space: spaces.Discrete, value: Any, what: str = "observa
 @from_wire.register(spaces.Box)
 @from_wire.register(spaces.MultiDiscrete)
 @from_wire.register(spaces.MultiBinary)
-def _array_from_wire(space: spaces.Space[Any], value: Any, what: str = "observation") -> Any:
+def _array_from_wire(
+    space: spaces.Space[Any], value: object, what: str = "observation"
+) -> npt.NDArray[Any]:
     assert space.shape is not None
     assert space.dtype is not None
     flat = _numbers(value, math.prod(space.shape), space, what)
@@ -118,7 +124,7 @@ def _array_from_wire(space: spaces.Space[Any], value: Any, what: str = "observat
         return flat.astype(space.dtype).reshape(space.shape)
 
 
-def _numbers(value: Any, size: int, space: spaces.Space[Any], what: str) -> npt.NDArray[Any]:
+def _numbers(value: object, size: int, space: spaces.Space[Any], what: str) -> npt.NDArray[Any]:
     try:
         array = np.asarray(value)
     except (TypeError, ValueError):  # ragged nesting

@@ -8,6 +8,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from envwire import jsonio, spacecodec
 from envwire import messages as m
@@ -46,6 +47,9 @@ from envwire.protocols.gymsocket.packets import (
 __all__ = ["ClientConnection"]
 
 _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
+
+#: What a reply parser returns: the event and the end offset (None: the reply is incomplete).
+_Parsed = tuple[HandshakeReply | m.Reply | EnvwireError, int]
 
 
 class ClientConnection(Side):
@@ -133,12 +137,13 @@ class ClientConnection(Side):
         self._expect.append(packet)
         return U8.pack(packet) + body
 
-    def _action(self, action: Any) -> bytes:
+    def _action(self, action: object) -> bytes:
         if self._int_actions and isinstance(action, int | np.integer):
             return b"\x00" + pack_field(b"%d" % action)
         if self._extended and isinstance(action, np.ndarray) and action.dtype in CODE_BY_DTYPE:
             return b"\x01" + pack_field(pack_tensor(action))
-        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.action_space, action)))
+        space = self._known(self.action_space, "action")
+        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(space, action)))
 
     def receive_view(self, view: memoryview) -> None:
         """Feed received bytes without copying them when nothing is buffered: the next
@@ -180,7 +185,7 @@ class ClientConnection(Side):
             return self._incomplete()
         expect = self._expect[0]
         try:
-            parsed = self._parse_step_ex() if expect is Packet.STEP_EX else None
+            parsed: _Parsed | None = self._parse_step_ex() if expect is Packet.STEP_EX else None
             if parsed is None:
                 parsed = self._parse_reply(expect)
         except ProtocolError:
@@ -197,9 +202,9 @@ class ClientConnection(Side):
         event, end = parsed
         self._consume(end)
         self._expect.popleft()
-        return event  # type: ignore[no-any-return]
+        return event
 
-    def _parse_step_ex(self) -> tuple[Any, int] | None:
+    def _parse_step_ex(self) -> tuple[m.StepReply, int] | None:
         """The common case, parsed in one go: an OK extended step reply with an array."""
         data = self._buf.data
         if not self._errors or len(data) < 6 or data[0] != STATUS_OK:
@@ -219,7 +224,7 @@ class ClientConnection(Side):
         info = jsonio.loads_info(bytes(data[tail + 14 : end]))
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
-    def _parse_reply(self, expect: Packet | str) -> tuple[Any, int] | None:
+    def _parse_reply(self, expect: Packet | str) -> _Parsed | None:
         buf = self._buf
         if expect == "handshake":
             got = buf.field(0)
@@ -242,7 +247,7 @@ class ClientConnection(Side):
             pos = 1
         return self._parse_body(expect, pos)
 
-    def _parse_body(self, expect: Packet | str, pos: int) -> tuple[Any, int] | None:
+    def _parse_body(self, expect: Packet | str, pos: int) -> _Parsed | None:
         buf = self._buf
         match expect:
             case Packet.RESET:
@@ -291,9 +296,8 @@ class ClientConnection(Side):
                     return None
                 if kind != ACT_JSON:
                     raise ProtocolError(f"sampled action of unknown type {kind} (known: 0 JSON)")
-                return m.SampleReply(
-                    spacecodec.from_json(self.action_space, jsonio.loads(got[0]))
-                ), got[1]
+                space = self._known(self.action_space, "action")
+                return m.SampleReply(spacecodec.from_json(space, jsonio.loads(got[0]))), got[1]
             case Packet.MONITOR if self.flags & Flags.MONITOR_REPLY:
                 got = buf.field(pos)
                 if got is None:
@@ -312,7 +316,7 @@ class ClientConnection(Side):
                 return (_remote_error(error) if error else m.Ok()), got[1]
         raise ProtocolError(f"no reply format for {expect!r}")  # pragma: no cover
 
-    def _parse_vector_step(self, pos: int) -> tuple[Any, int] | None:
+    def _parse_vector_step(self, pos: int) -> tuple[m.VectorStepReply, int] | None:
         obs = self._read_observation(pos)
         if obs is None:
             return None
@@ -329,7 +333,7 @@ class ClientConnection(Side):
         infos = jsonio.loads_info(info[0])
         return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), info[1]
 
-    def _read_observation(self, pos: int) -> tuple[Any, int] | None:
+    def _read_observation(self, pos: int) -> tuple[object, int] | None:
         kind = self._buf.u8(pos)
         if kind in (OBS_TENSOR, OBS_BYTES):
             return self._read_array(kind, pos + 1)
@@ -338,10 +342,11 @@ class ClientConnection(Side):
             return None
         raw, end = got
         if kind == OBS_JSON:
-            return spacecodec.from_json(self.observation_space, jsonio.loads(raw)), end
+            space = self._known(self.observation_space, "observation")
+            return spacecodec.from_json(space, jsonio.loads(raw)), end
         raise ProtocolError(f"unknown observation type {kind}")
 
-    def _read_array(self, kind: int, pos: int) -> tuple[Any, int] | None:
+    def _read_array(self, kind: int, pos: int) -> tuple[npt.NDArray[Any], int] | None:
         """A tensor or byte-list field at ``pos``, read in place from the receive buffer: the
         array's bytes are copied once, into the (writable) array returned."""
         data = self._buf.data

@@ -14,10 +14,10 @@ from enum import IntEnum, IntFlag
 from typing import Any, Final, Literal
 
 import numpy as np
-from gymnasium.spaces import Discrete
+from gymnasium.spaces import Discrete, Space
 
 from envwire import jsonio, tensor
-from envwire.errors import EnvwireError, ProtocolError, TooLargeError
+from envwire.errors import EnvwireError, ProtocolError, TooLargeError, UsageError
 
 __all__ = [
     "ACT_JSON",
@@ -154,7 +154,7 @@ json_default = jsonio.plain_default
 _ENCODER = json.JSONEncoder(separators=(",", ":"), default=json_default)
 
 
-def json_bytes(value: Any) -> bytes:
+def json_bytes(value: object) -> bytes:
     return _ENCODER.encode(value).encode()
 
 
@@ -239,8 +239,8 @@ class Side:
     def __init__(self) -> None:
         self._buf = Buffer()
         self._set_flags(Flags(0))
-        self.action_space: Any = None
-        self.observation_space: Any = None
+        self.action_space: Space[Any] | None = None
+        self.observation_space: Space[Any] | None = None
         self._int_actions = False
 
     def _set_flags(self, flags: Flags) -> None:
@@ -256,11 +256,22 @@ class Side:
         else:
             self._fast_steps = frozenset({int(Packet.STEP)})
 
-    def set_spaces(self, action_space: Any, observation_space: Any) -> None:
+    def set_spaces(self, action_space: Space[Any], observation_space: Space[Any]) -> None:
         """Tell the codec the env's spaces (needed to decode actions/observations)."""
         self.action_space, self.observation_space = action_space, observation_space
         # Discrete(int64) actions are by far the most common: they skip the JSON machinery.
         self._int_actions = isinstance(action_space, Discrete) and action_space.dtype == np.int64
+
+    @staticmethod
+    def _known(space: Space[Any] | None, role: str) -> Space[Any]:
+        """``space``, set by :meth:`set_spaces`.
+
+        Raises:
+            UsageError: it was not set (a session without an env has no spaces).
+        """
+        if space is None:
+            raise UsageError(f"the {role} space is not known: set_spaces was not called")
+        return space
 
     def receive_data(self, data: bytes | bytearray | memoryview) -> None:
         """Feed bytes from the peer; ``b""`` means the peer closed its side."""

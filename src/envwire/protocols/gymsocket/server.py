@@ -11,10 +11,11 @@ from __future__ import annotations
 import functools
 import struct
 from collections import deque
+from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
-from gymnasium.spaces import Box
+from gymnasium.spaces import Box, Space
 
 from envwire import jsonio, spacecodec
 from envwire import messages as m
@@ -68,6 +69,9 @@ MAX_RESET_OPTIONS: Final = 1024 * 1024
 #: The largest field of an Upload packet (directory, API key, algorithm id).
 MAX_UPLOAD_FIELD: Final = 64 * 1024
 
+#: What a packet parser returns: the event and the end offset (None: the packet is incomplete).
+_Parsed = tuple[m.Request | Invalid, int]
+
 
 class ServerConnection(Side):
     """The server's end: parses the handshake and commands, encodes replies.
@@ -97,12 +101,14 @@ class ServerConnection(Side):
         self.monitor_layout = monitor_layout
         self._pending: deque[Packet | None] = deque()  # one entry per request awaiting a reply
         self._monitor_replies: deque[bool] = deque()  # per waiting Monitor: answered by a string?
-        self._json_box = False
+        # A numeric Box's dtype: its observations of that dtype are written as JSON directly.
+        self._json_box: np.dtype[Any] | None = None
 
-    def set_spaces(self, action_space: Any, observation_space: Any) -> None:
+    def set_spaces(self, action_space: Space[Any], observation_space: Space[Any]) -> None:
         """Tell the codec the env's spaces (needed to decode actions/observations)."""
         super().set_spaces(action_space, observation_space)
-        self._json_box = type(observation_space) is Box and observation_space.dtype.kind in "iuf"
+        box = type(observation_space) is Box and observation_space.dtype.kind in "iuf"
+        self._json_box = observation_space.dtype if box else None
 
     def next_event(self) -> Handshake | m.Request | Invalid | NeedData:
         """The next complete event.
@@ -149,7 +155,7 @@ class ServerConnection(Side):
         event, end = parsed
         self._consume(end)
         self._pending.append(packet)
-        return event  # type: ignore[no-any-return]
+        return event
 
     def _refusal(self, packet: Packet) -> str | None:
         """Why this connection's flags rule the packet out, if they do."""
@@ -182,11 +188,12 @@ class ServerConnection(Side):
                 return self._incomplete()
             end = options[1]
             try:
-                vector = jsonio.loads(options[0])
+                decoded = jsonio.loads(options[0])
             except ValueError as exc:
                 raise ProtocolError(f"vector options are not JSON: {exc}") from None
-            if not isinstance(vector, dict):
+            if not isinstance(decoded, dict):
                 raise ProtocolError("vector options must be a JSON object")
+            vector = decoded
         self._consume(end)
         self._set_flags(Flags(flags & KNOWN_FLAGS))
         env_name = decode_text(name[0], "env name")
@@ -215,7 +222,8 @@ class ServerConnection(Side):
 
     # -- parsing of each packet: (event, end offset) or None when incomplete ---------------
 
-    def _parse_action(self, pos: int) -> tuple[Any, int] | None:
+    def _parse_action(self, pos: int) -> tuple[object, int] | None:
+        """(the action, or an :class:`Invalid` refusing it; the end offset)."""
         kind = self._buf.u8(pos)
         body = self._buf.field(pos + 1, self.max_action, "an action") if kind is not None else None
         if kind is None or body is None:
@@ -226,7 +234,7 @@ class ServerConnection(Side):
         except EnvwireError as exc:
             return Invalid(InvalidActionError(str(exc))), end
 
-    def _decode_action(self, kind: int, raw: bytes) -> Any:
+    def _decode_action(self, kind: int, raw: bytes) -> object:
         if self.action_space is None:
             raise UsageError("this session has no env, so it takes no actions")
         if kind == ACT_JSON:
@@ -241,17 +249,17 @@ class ServerConnection(Side):
             return unpack_tensor(raw)[0]
         raise InvalidActionError(f"unknown action type {kind} (known: 0 JSON, 1 tensor)")
 
-    def _p_step(self, pos: int) -> tuple[Any, int] | None:
+    def _p_step(self, pos: int) -> _Parsed | None:
         parsed = self._parse_action(pos)
         if parsed is None:
             return None
         action, end = parsed
         return (action if isinstance(action, Invalid) else m.Step(action)), end
 
-    def _p_reset(self, pos: int) -> tuple[Any, int]:
+    def _p_reset(self, pos: int) -> _Parsed:
         return m.Reset(), pos
 
-    def _p_reset_ex(self, pos: int) -> tuple[Any, int] | None:
+    def _p_reset_ex(self, pos: int) -> _Parsed | None:
         body = self._buf.field(pos, MAX_RESET_OPTIONS, "the reset options")
         if body is None:
             return None
@@ -267,7 +275,7 @@ class ServerConnection(Side):
         except (ValueError, TypeError) as exc:
             return Invalid(ProtocolError(f"reset options: {exc}")), end
 
-    def _p_get_space(self, pos: int) -> tuple[Any, int] | None:
+    def _p_get_space(self, pos: int) -> _Parsed | None:
         which = self._buf.u8(pos)
         if which is None:
             return None
@@ -277,10 +285,10 @@ class ServerConnection(Side):
             ), pos + 1
         return m.GetSpace(m.SpaceKind(which)), pos + 1
 
-    def _p_sample(self, pos: int) -> tuple[Any, int]:
+    def _p_sample(self, pos: int) -> _Parsed:
         return m.SampleAction(), pos
 
-    def _p_monitor(self, pos: int) -> tuple[Any, int] | None:
+    def _p_monitor(self, pos: int) -> _Parsed | None:
         buf = self._buf
         if self.flags & Flags.MONITOR_REPLY or self.monitor_layout == "video":
             later: bool | None = True
@@ -301,10 +309,10 @@ class ServerConnection(Side):
             path, resume=bool(resume), force=bool(force), video=bool(video)
         ), directory[1]
 
-    def _p_render(self, pos: int) -> tuple[Any, int]:
+    def _p_render(self, pos: int) -> _Parsed:
         return m.Render(), pos
 
-    def _p_upload(self, pos: int) -> tuple[Any, int] | None:
+    def _p_upload(self, pos: int) -> _Parsed | None:
         fields = []
         for _ in range(3):
             got = self._buf.field(pos, MAX_UPLOAD_FIELD, "an upload field")
@@ -399,25 +407,28 @@ class ServerConnection(Side):
                 style: spacecodec.Style = "envwire" if self._extended else "gym-socket"
                 return pack_field(json_bytes(spacecodec.describe(space, style=style)))
             case Packet.SAMPLE_ACTION, m.SampleReply(action=action):
-                return b"\x00" + pack_field(
-                    json_bytes(spacecodec.to_json(self.action_space, action))
-                )
+                space = self._known(self.action_space, "action")
+                return b"\x00" + pack_field(json_bytes(spacecodec.to_json(space, action)))
             case Packet.MONITOR, m.MonitorReply():
                 return pack_field(b"") if self._monitor_replies.popleft() else None
             case Packet.RENDER, m.RenderReply():
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
 
-    def _batch(self, obs: Any) -> bytes:
+    def _batch(self, obs: object) -> bytes:
         """A batch of observations: a tensor when it is one array, else JSON."""
         if isinstance(obs, np.ndarray) and obs.dtype in CODE_BY_DTYPE:
             return b"\x02" + pack_field(pack_tensor(obs))
-        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))
+        return self._json_observation(obs)
 
-    def _observation(self, obs: Any) -> bytes:
+    def _json_observation(self, obs: object) -> bytes:
+        space = self._known(self.observation_space, "observation")
+        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(space, obs)))
+
+    def _observation(self, obs: object) -> bytes:
         return b"".join(self._observation_parts(obs))
 
-    def _observation_parts(self, obs: Any) -> list[Any]:
+    def _observation_parts(self, obs: object) -> list[bytes | memoryview]:
         """An observation as buffers to join: a header, then (for arrays) the array's own
         memory, so that its bytes are copied once, by whoever joins or sends them."""
         if type(obs) is np.ndarray:
@@ -428,11 +439,11 @@ class ServerConnection(Side):
                 return [header, data.reshape(-1).data]
             if self._extended and obs.dtype in CODE_BY_DTYPE:
                 return [b"\x02" + pack_field(pack_tensor(obs))]
-            if self._json_box and obs.dtype == self.observation_space.dtype:
+            if self._json_box is not None and obs.dtype == self._json_box:
                 # What spacecodec.to_json writes for a Box sample of its own dtype, without
                 # the dispatch on the space: the original JSON path runs this every step.
                 return [b"\x00" + pack_field(json_bytes(obs.tolist()))]
-        return [b"\x00" + pack_field(json_bytes(spacecodec.to_json(self.observation_space, obs)))]
+        return [self._json_observation(obs)]
 
 
 @functools.lru_cache(maxsize=64)
@@ -444,7 +455,7 @@ def _byte_list_header(ndim: int) -> struct.Struct:
 _VECTOR_PACKETS = frozenset({Packet.VECTOR_RESET, Packet.VECTOR_STEP})
 _EPISODE_PACKETS = frozenset({Packet.RESET, Packet.STEP, Packet.RESET_EX, Packet.STEP_EX})
 
-_PARSERS = {
+_PARSERS: dict[Packet, Callable[[ServerConnection, int], _Parsed | None]] = {
     Packet.RESET: ServerConnection._p_reset,
     Packet.STEP: ServerConnection._p_step,
     Packet.GET_SPACE: ServerConnection._p_get_space,
