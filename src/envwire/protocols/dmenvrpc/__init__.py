@@ -14,10 +14,10 @@ One module per job:
   back, and validates actions tensor by tensor with errors that name the UID;
 - :mod:`.leaf`: :class:`Leaf`, one tensor of a space, and how its values become arrays and
   back (and are checked against its spec);
-- :mod:`.native`: :class:`NativeLayout`, a dm_env env's own specs laid out the same way (no
+- :mod:`.dmspecs`: :class:`NativeLayout`, a dm_env env's own specs laid out the same way (no
   Gymnasium space in between);
-- :mod:`.settings`: typed reading of the ``settings`` maps of CreateWorld, JoinWorld, Reset and
-  ResetWorld;
+- :mod:`.worldsettings`: typed reading of the ``settings`` maps of CreateWorld, JoinWorld,
+  Reset and ResetWorld;
 - :mod:`.machine`, the connection state machine: :data:`TRANSITIONS`, a table of what each
   request does in each :class:`Phase`;
 - :mod:`.status`: errors as ``google.rpc.Status`` (with an ``ErrorInfo`` detail carrying
