@@ -183,21 +183,26 @@ class EnvSpec:
             return f"{str(target).partition(':')[0]}."
         return f"{self.entry_point.partition(':')[0]}."
 
-    def target(self) -> Any:
-        """The class (or factory) envs are made with, loaded without making one.
+    def target(self) -> Callable[..., object] | None:
+        """The class (or factory) envs are made with, loaded without making one (for ``gym:``
+        ids, what Gymnasium registered, which may be None).
 
         Raises:
             ConfigError: the entry point cannot be loaded.
         """
-        if self.entry_point.startswith(DM_CONTROL):
-            return functools.partial(control.load, self.entry_point)
         if not self.entry_point.startswith("gym:"):
-            return load_entry_point(self.entry_point)
+            return self._factory()
         try:
-            target: Any = gymnasium.spec(self.entry_point[4:]).entry_point
+            target = gymnasium.spec(self.entry_point[4:]).entry_point
         except gymnasium.error.Error as exc:
             raise ConfigError(f"{self.id}: {exc}") from exc
         return load_entry_point(target) if isinstance(target, str) else target
+
+    def _factory(self) -> Callable[..., object]:
+        """:meth:`target` for the entry points that are not Gymnasium ids."""
+        if self.entry_point.startswith(DM_CONTROL):
+            return functools.partial(control.load, self.entry_point)
+        return load_entry_point(self.entry_point)
 
     def metadata(self) -> dict[str, Any]:
         """The ``metadata`` the env's class declares ({} for factories, or when the entry point
@@ -219,7 +224,8 @@ class EnvSpec:
         return "rgb_array" if "rgb_array" in self.metadata().get("render_modes", ()) else None
 
     def make(self, **overrides: Any) -> gymnasium.Env[Any, Any]:
-        """Construct the env.
+        """Construct the env, with ``overrides`` over the spec's constructor arguments (both
+        handed to the env's own code as they are).
 
         Raises:
             ConfigError: the entry point cannot be imported or does not make an env.
@@ -238,7 +244,7 @@ class EnvSpec:
                 raise ConfigError(f"{self.id}: gymnasium.make failed: {exc}") from exc
             except Exception as exc:
                 raise EnvError(f"{self.id}: making the env raised {_describe(exc)}") from exc
-        factory = self.target()
+        factory = self._factory()  # gym: ids were made above
         view = {}  # a dm_env env's rendering settings are its Gymnasium form's
         if self.entry_point.startswith(DM_CONTROL) or (
             isinstance(factory, type) and issubclass(factory, dm_env.Environment)

@@ -14,7 +14,14 @@ from typing import Any
 from pydantic import Field
 
 from envwire.errors import InvalidActionError, StateError
-from envwire.kinds.typed import Action, EnvMetadata, Observation, State, TypedEnv
+from envwire.kinds.typed import (
+    Action,
+    EnvMetadata,
+    Observation,
+    State,
+    Transform,
+    TypedEnv,
+)
 from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium
 
 __all__ = ["COLUMNS", "ROWS", "Connect4Action", "Connect4Env", "Connect4Observation", "winner"]
@@ -61,8 +68,8 @@ class Connect4Env(TypedEnv[Connect4Action, Connect4Observation, State]):
     action_type = Connect4Action
     observation_type = Connect4Observation
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, transform: Transform[Any] | None = None) -> None:
+        super().__init__(transform=transform)
         self._state = State(episode_id=None, step_count=0)
         self._board = [[0] * COLUMNS for _ in range(ROWS)]
         self._player = 1
@@ -78,7 +85,7 @@ class Connect4Env(TypedEnv[Connect4Action, Connect4Observation, State]):
         )
 
     def reset(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: object
     ) -> Connect4Observation:
         self._state = State(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
         self._board = [[0] * COLUMNS for _ in range(ROWS)]
@@ -86,7 +93,7 @@ class Connect4Env(TypedEnv[Connect4Action, Connect4Observation, State]):
         return self._observation(0.0)
 
     def step(
-        self, action: Connect4Action, timeout_s: float | None = None, **kwargs: Any
+        self, action: Connect4Action, timeout_s: float | None = None, **kwargs: object
     ) -> Connect4Observation:
         if self._winner is not None:
             raise StateError("the game is over: reset to play again")
@@ -117,6 +124,6 @@ class Connect4Env(TypedEnv[Connect4Action, Connect4Observation, State]):
         )
 
 
-def gymnasium_env(**kwargs: Any) -> TypedGymEnv:
+def gymnasium_env(*, transform: Transform[Any] | None = None) -> TypedGymEnv:
     """The Gymnasium registration's entry point."""
-    return as_gymnasium(Connect4Env(**kwargs))
+    return as_gymnasium(Connect4Env(transform=transform))

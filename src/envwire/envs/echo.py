@@ -13,7 +13,15 @@ from typing import Any
 
 from pydantic import Field
 
-from envwire.kinds.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
+from envwire.kinds.typed import (
+    Action,
+    EnvMetadata,
+    Observation,
+    State,
+    Transform,
+    TypedEnv,
+    tool,
+)
 from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium
 
 __all__ = ["EchoAction", "EchoEnv", "EchoObservation", "gymnasium_env"]
@@ -40,19 +48,19 @@ class EchoEnv(TypedEnv[EchoAction, EchoObservation, State]):
     action_type = EchoAction
     observation_type = EchoObservation
 
-    def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+    def __init__(self, *, transform: Transform[Any] | None = None) -> None:
+        super().__init__(transform=transform)
         self._episode_id: str | None = None
         self._steps = 0
 
     def reset(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: object
     ) -> EchoObservation:
         self._episode_id, self._steps = episode_id or str(uuid.uuid4()), 0
         return EchoObservation(echoed_message=READY, message_length=0, done=False, reward=0.0)
 
     def step(
-        self, action: EchoAction, timeout_s: float | None = None, **kwargs: Any
+        self, action: EchoAction, timeout_s: float | None = None, **kwargs: object
     ) -> EchoObservation:
         self._steps += 1
         length = len(action.message)
@@ -81,6 +89,6 @@ class EchoEnv(TypedEnv[EchoAction, EchoObservation, State]):
         return message
 
 
-def gymnasium_env(**kwargs: Any) -> TypedGymEnv:
+def gymnasium_env(*, transform: Transform[Any] | None = None) -> TypedGymEnv:
     """The Gymnasium registration's entry point: an :class:`EchoEnv` behind its adapter."""
-    return as_gymnasium(EchoEnv(**kwargs))
+    return as_gymnasium(EchoEnv(transform=transform))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -181,7 +181,7 @@ def _check_together(settings: Settings) -> None:
 # -- the command line ---------------------------------------------------------------------
 
 
-def _argument_type(kind: Kind) -> Any:
+def _argument_type(kind: Kind) -> Callable[[str], Value]:
     def parse(text: str) -> Value:
         try:
             return kind.parse(text)

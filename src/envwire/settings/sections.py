@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import ClassVar, TypeVar
 
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
@@ -62,10 +62,13 @@ class Meta:
     shown: str = ""
 
 
+V = TypeVar("V", bound=Value)
+
+
 def setting(
-    default: Value, kind: Kind, help: str, *, key: str = "", flag: str = "", shown: str = ""
-) -> Any:
-    """A settings field (see :class:`Meta`)."""
+    default: V, kind: Kind, help: str, *, key: str = "", flag: str = "", shown: str = ""
+) -> V:
+    """A settings field (see :class:`Meta`) whose default is ``default``."""
     return field(default=default, metadata={"envwire": Meta(kind, help, key, flag, shown)})
 
 

@@ -15,16 +15,31 @@ the sandbox cannot be built and no unsafe sandbox is allowed.
 from __future__ import annotations
 
 import uuid
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from pydantic import Field
 
 from envwire.envs.coding.sandbox import Sandbox, SandboxLimits, SandboxResult
 from envwire.errors import InvalidActionError
-from envwire.kinds.typed import Action, EnvMetadata, Observation, State, TypedEnv, tool
+from envwire.kinds.typed import (
+    Action,
+    EnvMetadata,
+    Observation,
+    State,
+    Transform,
+    TypedEnv,
+    tool,
+)
 from envwire.kinds.typed.gymenv import TypedGymEnv, as_gymnasium
 
-__all__ = ["CodeAction", "CodeObservation", "CodingEnv", "CodingState", "gymnasium_env"]
+__all__ = [
+    "CodeAction",
+    "CodeObservation",
+    "CodingEnv",
+    "CodingOptions",
+    "CodingState",
+    "gymnasium_env",
+]
 
 
 class CodeAction(Action):
@@ -46,6 +61,17 @@ class CodingState(State):
     """The episode's state plus the last run's exit code."""
 
     last_exit_code: int | None = None
+
+
+class CodingOptions(TypedDict, total=False):
+    """The keyword arguments of :class:`CodingEnv` (a catalog entry's ``kwargs``)."""
+
+    runs_per_episode: int
+    wall_time: float
+    memory: int
+    output: int
+    disk: int
+    transform: Transform[Any] | None
 
 
 class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
@@ -71,9 +97,10 @@ class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
         memory: int = 512 << 20,
         output: int = 64 << 10,
         disk: int = 64 << 20,
-        **kwargs: Any,
+        *,
+        transform: Transform[Any] | None = None,
     ) -> None:
-        super().__init__(**kwargs)
+        super().__init__(transform=transform)
         if runs_per_episode < 1:
             raise ValueError(f"runs_per_episode must be >= 1, got {runs_per_episode}")
         self.runs_per_episode = runs_per_episode
@@ -83,7 +110,7 @@ class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
         self._state = CodingState(episode_id=None, step_count=0)
 
     def reset(
-        self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any
+        self, seed: int | None = None, episode_id: str | None = None, **kwargs: object
     ) -> CodeObservation:
         self._state = CodingState(episode_id=episode_id or str(uuid.uuid4()), step_count=0)
         return CodeObservation(done=False, reward=0.0)
@@ -92,7 +119,7 @@ class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
         return self.sandbox.run(code)
 
     def step(
-        self, action: CodeAction, timeout_s: float | None = None, **kwargs: Any
+        self, action: CodeAction, timeout_s: float | None = None, **kwargs: object
     ) -> CodeObservation:
         if action.language.lower() != "python":
             raise InvalidActionError(
@@ -129,6 +156,6 @@ class CodingEnv(TypedEnv[CodeAction, CodeObservation, CodingState]):
         return {"stdout": result.stdout, "stderr": result.stderr, "exit_code": result.exit_code}
 
 
-def gymnasium_env(**kwargs: Any) -> TypedGymEnv:
+def gymnasium_env(**options: Unpack[CodingOptions]) -> TypedGymEnv:
     """The Gymnasium registration's entry point."""
-    return as_gymnasium(CodingEnv(**kwargs))
+    return as_gymnasium(CodingEnv(**options))

@@ -290,11 +290,11 @@ class Sandbox:
         handed = [code_fd, filter_fd, status_w]  # the child's copies; ours close once it runs
         try:
             with self.pool.slot(self.queue_timeout) as slot:
-                user: dict[str, Any] = {}
+                user: int | None = None
                 if self.as_root:
                     uid = self.uid_base + slot
                     if all(public(path) for path in view.binds):
-                        user = {"user": uid, "group": uid, "extra_groups": []}
+                        user = uid
                     else:
                         stage = {"uid": uid, "gid": uid, "expose": list(view.binds), "argv": argv}
                         argv = [
@@ -306,7 +306,7 @@ class Sandbox:
                             json.dumps(stage),
                         ]
                 return self._supervise(
-                    argv, limits, enforcement, namespace, handed=handed, cwd="/", env={}, **user
+                    argv, limits, enforcement, namespace, handed=handed, cwd="/", env={}, uid=user
                 )
         finally:
             for fd in [*handed, status_r]:
@@ -347,13 +347,10 @@ class Sandbox:
                     "LANG": "C.UTF-8",
                     "PATH": "/nonexistent",
                 }
-                user: dict[str, Any] = {}
-                if uid is not None:
-                    user = {"user": uid, "group": uid, "extra_groups": []}
                 watch = UserMembers(uid)
                 return self._supervise(
                     self._bootstrap(cfg), limits, enforcement, watch, directory=workdir,
-                    cwd=workdir, env=env, **user,
+                    cwd=workdir, env=env, uid=uid,
                 )  # fmt: skip
         finally:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -367,12 +364,16 @@ class Sandbox:
         *,
         directory: str | None = None,
         handed: list[int] | None = None,
-        **popen: Any,
+        cwd: str,
+        env: dict[str, str],
+        uid: int | None = None,
     ) -> SandboxResult:
         """Start ``argv``, enforce the limits from outside, clean up every process it made.
 
         ``handed``: descriptors the child inherits; closed here (and emptied) once it started,
-        so that a pipe among them ends when the child's copies do.
+        so that a pipe among them ends when the child's copies do. ``cwd`` and ``env``: the
+        child's directory and environment; ``uid``: the user (and group, with no
+        supplementary groups) it runs as, None for this process's own.
         """
         start = time.monotonic()
         process = subprocess.Popen(
@@ -383,7 +384,11 @@ class Sandbox:
             start_new_session=True,
             close_fds=True,
             pass_fds=tuple(handed or ()),
-            **popen,
+            cwd=cwd,
+            env=env,
+            user=uid,
+            group=uid,
+            extra_groups=None if uid is None else [],
         )
         while handed:
             os.close(handed.pop())

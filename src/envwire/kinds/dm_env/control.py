@@ -16,7 +16,9 @@ from __future__ import annotations
 import ctypes.util
 import difflib
 import os
-from typing import Any
+import types
+
+import dm_env
 
 from envwire.errors import ConfigError
 
@@ -26,7 +28,7 @@ __all__ = ["PREFIX", "load", "require", "split_name", "suite_names"]
 PREFIX = "dm_control/"
 
 
-def _suite() -> Any:
+def _suite() -> types.ModuleType:
     """``dm_control.suite``, imported with a rendering backend that works here.
 
     Raises:
@@ -42,7 +44,8 @@ def _suite() -> Any:
             f"dm_control suite envs need the dm-control package (pip install "
             f"'envwire[dm-control]'): {exc}"
         ) from exc
-    return suite
+    module: types.ModuleType = suite  # dm_control has no type hints
+    return module
 
 
 def suite_names() -> list[str]:
@@ -82,7 +85,7 @@ def require() -> None:
     _suite()
 
 
-def load(name: str, **kwargs: Any) -> Any:
+def load(name: str, **kwargs: object) -> dm_env.Environment:
     """The suite env called ``name`` (``dm_control/<domain>-<task>``), made by
     ``suite.load`` with ``kwargs``.
 

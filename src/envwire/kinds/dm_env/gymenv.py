@@ -30,6 +30,7 @@ from typing import Any
 import dm_env
 import gymnasium
 import numpy as np
+import numpy.typing as npt
 
 from envwire.errors import ConfigError
 from envwire.kinds.dm_env.specs import DmSpecs, one_number, space_of, to_dm, to_gym
@@ -46,12 +47,12 @@ _RANDOM_STATES = (
 _WRAPPED = ("_env", "env")  # the attributes through which dm_env wrappers hold their env
 
 
-def is_dm_env(env: Any) -> bool:
+def is_dm_env(env: object) -> bool:
     """True for ``dm_env.Environment`` instances."""
     return isinstance(env, dm_env.Environment)
 
 
-def seed_dm_env(env: Any, seed: int) -> bool:
+def seed_dm_env(env: object, seed: int) -> bool:
     """Seed ``env`` as the module docstring says; False when it cannot be seeded."""
     target = env
     for _ in range(16):  # a chain of wrappers, not a cycle
@@ -124,7 +125,7 @@ class DmEnvGym(gymnasium.Env[Any, Any]):
         observation, _, _, _, info = self._convert(self.dm_env.reset())
         return observation, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """One step, with ``action`` cast to the env's action spec."""
         return self._convert(self.dm_env.step(to_dm(action, self.specs.action)))
 
@@ -141,22 +142,26 @@ class DmEnvGym(gymnasium.Env[Any, Any]):
         """The env's own specs."""
         return self.specs
 
-    def render(self) -> Any:
+    def render(self) -> npt.NDArray[np.uint8] | None:
         """A frame of the env's physics, in ``rgb_array`` mode (else None)."""
         if self.render_mode != "rgb_array":
             return None
-        return self.dm_env.physics.render(**self.render_kwargs)
+        frame: npt.NDArray[np.uint8] = self.dm_env.physics.render(**self.render_kwargs)
+        return frame
 
     def close(self) -> None:
         self.dm_env.close()
 
 
-def as_gymnasium(env: Any, **kwargs: Any) -> DmEnvGym:
-    """Host a dm_env env as a ``gymnasium.Env`` (keyword arguments: :class:`DmEnvGym`'s).
+def as_gymnasium(
+    env: object, render_mode: str | None = None, render_kwargs: dict[str, Any] | None = None
+) -> DmEnvGym:
+    """Host a dm_env env as a ``gymnasium.Env`` (``render_mode``, ``render_kwargs``: as
+    :class:`DmEnvGym` takes them).
 
     Raises:
         ConfigError: ``env`` is not a ``dm_env.Environment``, or cannot be converted.
     """
     if not is_dm_env(env):
         raise ConfigError(f"{type(env).__name__} is not a dm_env.Environment")
-    return DmEnvGym(env, **kwargs)
+    return DmEnvGym(env, render_mode, render_kwargs)

@@ -25,15 +25,23 @@ from __future__ import annotations
 import collections
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
+import dm_env
 import numpy as np
 from dm_env import specs
 from gymnasium import spaces
 
 from envwire.errors import ConfigError
 
-__all__ = ["DmSpecs", "one_number", "space_of", "to_dm", "to_gym"]
+__all__ = ["DmSpecs", "GymValue", "SpecTree", "one_number", "space_of", "to_dm", "to_gym"]
+
+#: A dm_env spec structure: an ``Array`` spec (``BoundedArray``, ``DiscreteArray``, ...), or
+#: a mapping, tuple or list of such structures.
+SpecTree: TypeAlias = "specs.Array | Mapping[str, SpecTree] | tuple[SpecTree, ...] | list[SpecTree]"
+#: A value in Gymnasium's form of a spec structure: arrays (an ``int64`` scalar for a
+#: ``DiscreteArray``), in dicts and tuples.
+GymValue: TypeAlias = "np.ndarray[Any, Any] | np.int64 | dict[str, GymValue] | tuple[GymValue, ...]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,20 +53,20 @@ class DmSpecs:
         reward, discount: the same for rewards and discounts.
     """
 
-    observation: Any
-    action: Any
-    reward: Any
-    discount: Any
+    observation: SpecTree
+    action: SpecTree
+    reward: SpecTree
+    discount: SpecTree
 
     @classmethod
-    def of(cls, env: Any) -> DmSpecs:
+    def of(cls, env: dm_env.Environment) -> DmSpecs:
         """The specs of ``env`` (a ``dm_env.Environment``)."""
         return cls(
             env.observation_spec(), env.action_spec(), env.reward_spec(), env.discount_spec()
         )
 
 
-def space_of(spec: Any, where: str = "spec") -> spaces.Space[Any]:
+def space_of(spec: SpecTree, where: str = "spec") -> spaces.Space[Any]:
     """The Gymnasium space of a dm_env spec (see the module docstring).
 
     Args:
@@ -96,7 +104,7 @@ def space_of(spec: Any, where: str = "spec") -> spaces.Space[Any]:
     raise ConfigError(f"{where}: {spec!r} has no Gymnasium space")
 
 
-def one_number(spec: Any, where: str, what: str) -> None:
+def one_number(spec: object, where: str, what: str) -> None:
     """Check that values of ``spec`` (a reward or discount spec) are one number each.
 
     Raises:
@@ -110,8 +118,11 @@ def one_number(spec: Any, where: str, what: str) -> None:
         )
 
 
-def to_gym(value: Any, spec: Any) -> Any:
-    """An env's observation in the Gymnasium form of ``spec``."""
+def to_gym(value: Any, spec: SpecTree) -> GymValue:
+    """An env's observation in the Gymnasium form of ``spec``.
+
+    ``value`` is nested as ``spec`` is (its structure is only known at run time).
+    """
     if isinstance(spec, Mapping):
         return {key: to_gym(value[key], spec[key]) for key in value}
     if isinstance(spec, tuple | list):
@@ -121,8 +132,12 @@ def to_gym(value: Any, spec: Any) -> Any:
     return np.asarray(value, spec.dtype)
 
 
-def to_dm(value: Any, spec: Any) -> Any:
-    """A Gymnasium action in the structure and dtypes of the env's action ``spec``."""
+def to_dm(value: Any, spec: SpecTree) -> object:
+    """A Gymnasium action in the structure and dtypes of the env's action ``spec``.
+
+    ``value`` is nested as the Gymnasium form of ``spec`` is (checked against the action
+    space before it comes here).
+    """
     if isinstance(spec, Mapping):
         mapping = collections.OrderedDict if isinstance(spec, collections.OrderedDict) else dict
         return mapping((key, to_dm(value[key], sub)) for key, sub in spec.items())

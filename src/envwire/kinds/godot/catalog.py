@@ -141,7 +141,8 @@ def space_from_description(description: SpaceLike) -> spaces.Space[Any]:
 
 
 def godot_game(*, render_mode: str | None = None, **fields: Any) -> GodotEnv:
-    """An env entry point for the catalog: the fields of :class:`GodotGameSpec` as plain data.
+    """An env entry point for the catalog: the fields of :class:`GodotGameSpec` as plain data
+    (a config file's values, checked by :class:`GodotGameSpec` itself).
 
     So a config file can serve a game through every front end (each session launches its own
     game instance)::

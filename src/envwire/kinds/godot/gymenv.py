@@ -54,6 +54,7 @@ from envwire.errors import (
     StateError,
     TransportError,
 )
+from envwire.jsonio import JsonValue
 from envwire.kinds.godot.gameserver import GameDisconnected, GameServer
 from envwire.kinds.godot.launch import GameProcess, describe_exit, split_command
 from envwire.protocols.godot.messages import (
@@ -270,7 +271,7 @@ class GodotEnv(gym.Env[Any, Any]):
         self._has_reset = True
         return observation, {}
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Run one step. The game's ``done`` is reported as ``terminated``; never truncated.
 
         Raises:
@@ -340,7 +341,8 @@ class GodotEnv(gym.Env[Any, Any]):
 
     # --- internals ------------------------------------------------------------------------
 
-    def _observation(self, value: Any, name: str) -> Any:
+    def _observation(self, value: JsonValue, name: str) -> object:
+        """The observation a reply carried in its wire form (decoded JSON)."""
         try:
             return from_wire(self.observation_space, value, "observation")
         except ProtocolError as exc:

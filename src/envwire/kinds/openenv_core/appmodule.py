@@ -31,7 +31,7 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 from pydantic import BaseModel
 
@@ -41,6 +41,7 @@ from envwire.kinds.typed.gymenv import generic_models
 
 __all__ = [
     "MANIFEST",
+    "CoreServer",
     "OpenEnvTarget",
     "StepCall",
     "detect",
@@ -105,7 +106,7 @@ class OpenEnvTarget:
     @property
     def env_class(self) -> type | None:
         """The class the factory makes, when it is known without making one."""
-        factory: Any = self.factory
+        factory: object = self.factory
         while hasattr(factory, "func"):  # functools.partial
             factory = factory.func
         return factory if inspect.isclass(factory) else None
@@ -127,11 +128,37 @@ class StepCall:
     kwargs: Mapping[str, Any]
 
 
-def _is_model(value: Any) -> bool:
+class CoreServer(Protocol):
+    """What is read of openenv-core's ``HTTPEnvServer`` (duck-typed, so that openenv-core
+    need not be imported to tell one): its factory and its two model slots (None when the
+    app was built without models)."""
+
+    @property
+    def _env_factory(self) -> Callable[[], Any]: ...
+
+    @property
+    def action_cls(self) -> object: ...
+
+    @property
+    def observation_cls(self) -> object: ...
+
+
+def _is_model(value: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
-def _looks_like_server(value: Any) -> bool:
+def _model(key: str, value: object) -> type[BaseModel]:
+    """``value``, checked to be a pydantic model class.
+
+    Raises:
+        ConfigError: it is not one.
+    """
+    if not _is_model(value):
+        raise ConfigError(f"openenv {key} {value!r} is not a pydantic model class")
+    return value
+
+
+def _looks_like_server(value: object) -> TypeGuard[CoreServer]:
     """Duck-typed openenv-core ``HTTPEnvServer``: a factory and the two model slots."""
     return (
         not isinstance(value, type)
@@ -147,7 +174,7 @@ def _base_models() -> tuple[type[BaseModel], type[BaseModel]]:
     return Action, Observation
 
 
-def _routes(app: Any) -> Iterator[Any]:
+def _routes(app: object) -> Iterator[object]:
     """Every route of a Starlette/FastAPI app, mounted sub-apps included."""
     for route in getattr(app, "routes", ()) or ():
         yield route
@@ -156,7 +183,7 @@ def _routes(app: Any) -> Iterator[Any]:
             yield from _routes(inner)
 
 
-def _closure_values(function: Any) -> Iterator[Any]:
+def _closure_values(function: object) -> Iterator[object]:
     for cell in getattr(function, "__closure__", None) or ():
         try:
             yield cell.cell_contents
@@ -164,7 +191,7 @@ def _closure_values(function: Any) -> Iterator[Any]:
             continue
 
 
-def find_server(app: Any) -> Any:
+def find_server(app: object) -> CoreServer:
     """The ``HTTPEnvServer`` whose routes an app carries (``app`` itself if it is one).
 
     openenv-core registers its endpoints as closures over the server object; the ``/ws`` and
@@ -185,10 +212,11 @@ def find_server(app: Any) -> Any:
     )
 
 
-def from_server(server: Any, app: Any = None) -> OpenEnvTarget:
+def from_server(server: CoreServer, app: object = None) -> OpenEnvTarget:
     """The target an openenv-core ``HTTPEnvServer`` (and the app it registered on) serves."""
     config = getattr(server, "_concurrency_config", None)
-    limit: Any = getattr(config, "max_concurrent_envs", None) or getattr(
+    # An int in openenv-core: the config's, else (a config without one) the server's own.
+    limit: int = getattr(config, "max_concurrent_envs", 0) or getattr(
         server, "_max_concurrent_envs", 1
     )
     timeout = getattr(config, "session_timeout", None)
@@ -210,7 +238,7 @@ def from_server(server: Any, app: Any = None) -> OpenEnvTarget:
     )
 
 
-def _load_attr(entry: str) -> Any:
+def _load_attr(entry: str) -> object:
     try:
         return import_attr(entry, repr(entry))
     except ConfigError:
@@ -222,7 +250,7 @@ def _load_attr(entry: str) -> Any:
         ) from exc
 
 
-def _is_environment_class(value: Any) -> bool:
+def _is_environment_class(value: object) -> TypeGuard[type]:
     """A subclass of openenv-core's ``Environment`` (recognised by its module's name, so that
     openenv-core need not be imported to tell)."""
     return isinstance(value, type) and any(
@@ -306,10 +334,8 @@ def from_config(
         ConfigError: something cannot be imported, or the settings are inconsistent.
     """
     factory = _load_attr(env)
-    models = {"action": _load_attr(action), "observation": _load_attr(observation)}
-    for key, model in models.items():
-        if not _is_model(model):
-            raise ConfigError(f"openenv {key} {model!r} is not a pydantic model class")
+    loaded = {"action": _load_attr(action), "observation": _load_attr(observation)}
+    models = {key: _model(key, value) for key, value in loaded.items()}
     if not callable(factory):
         raise ConfigError(f"{env} is not callable: give the env class or a factory")
     target = OpenEnvTarget(

@@ -26,21 +26,32 @@ import contextlib
 import dataclasses
 import inspect
 import threading
-from collections.abc import Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, ParamSpec, Protocol, TypedDict, TypeVar
 
 import gymnasium
 from pydantic import BaseModel
 
 from envwire.errors import EnvError, InvalidArgumentError, UnsupportedError
+from envwire.jsonio import JsonObject, JsonValue
 from envwire.kinds.openenv_core.appmodule import OpenEnvTarget, StepCall
 from envwire.kinds.typed.gymenv import about, step_result
 from envwire.spacecodec.modelspace import ModelSpace
 
-__all__ = ["OpenEnvGymEnv", "OpenEnvSpace", "RpcFailure", "openenv_jsonable"]
+__all__ = [
+    "McpAnswer",
+    "McpClient",
+    "McpError",
+    "OpenEnvGymEnv",
+    "OpenEnvSpace",
+    "RpcFailure",
+    "ServerTool",
+    "openenv_jsonable",
+]
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 # JSON-RPC codes openenv-core answers with (the numbers are JSON-RPC 2.0's).
 _INVALID_PARAMS = -32602
@@ -55,14 +66,69 @@ class OpenEnvSpace(ModelSpace):
         production: (action spaces) the app was built in openenv-core's production mode.
     """
 
-    def __init__(self, model: type[BaseModel], *, production: bool = False, **kw: Any) -> None:
-        super().__init__(model, **kw)
+    def __init__(
+        self,
+        model: type[BaseModel],
+        *,
+        production: bool = False,
+        state_model: type[BaseModel] | None = None,
+        about: BaseModel | None = None,
+        tools: tuple[dict[str, Any], ...] = (),
+    ) -> None:
+        super().__init__(model, state_model=state_model, about=about, tools=tools)
         self.production = production
 
-    def contains(self, x: Any) -> bool:
+    def contains(self, x: object) -> bool:
         if isinstance(x, StepCall):
             x = x.action
         return isinstance(x, BaseModel)
+
+
+class McpClient(Protocol):
+    """What is used of an env's MCP client (FastMCP's ``Client``, duck-typed): an async
+    context manager that lists and calls tools."""
+
+    def list_tools(self) -> Awaitable[list[object]]:
+        """The tools the server offers."""
+        ...
+
+    def call_tool(self, *, name: str, arguments: object) -> Awaitable[object]:
+        """Call tool ``name`` with ``arguments`` (the request's, passed on as they came)."""
+        ...
+
+    async def __aenter__(self) -> object:
+        """Connect."""
+        ...
+
+    async def __aexit__(self, *exc_info: object) -> object:
+        """Disconnect."""
+        ...
+
+
+class ServerTool(Protocol):
+    """What is used of a tool of an env's FastMCP server (duck-typed)."""
+
+    name: str
+    description: str | None
+
+    @property
+    def fn(self) -> Callable[..., object]:
+        """The function the tool runs."""
+        ...
+
+
+class McpError(TypedDict):
+    """A JSON-RPC error of the env's MCP (openenv-core's code and message)."""
+
+    code: int
+    message: str
+
+
+class McpAnswer(TypedDict, total=False):
+    """What the ``mcp`` operation answers: the JSON-RPC ``result``, or its ``error``."""
+
+    result: JsonValue
+    error: McpError
 
 
 class RpcFailure(Exception):
@@ -74,7 +140,7 @@ class RpcFailure(Exception):
         self.message = message
 
 
-def openenv_jsonable(value: Any, depth: int = 0) -> Any:
+def openenv_jsonable(value: object, depth: int = 0) -> JsonValue:
     """A tool result as openenv-core makes it JSON-serialisable: models are dumped, objects
     with attributes (FastMCP's result dataclass) become their attribute dicts, anything else
     unknown becomes its ``str``."""
@@ -93,7 +159,7 @@ def openenv_jsonable(value: Any, depth: int = 0) -> Any:
     return str(value)
 
 
-def _overrides(env: Any, name: str) -> bool:
+def _overrides(env: object, name: str) -> bool:
     """Whether the env's class overrides openenv-core's default ``name`` (``reset_async``,
     ``step_async``), which only calls the synchronous method."""
     method = getattr(type(env), name, None)
@@ -187,7 +253,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
 
     # -- where calls run ------------------------------------------------------------------
 
-    def _sync(self, function: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    def _sync(self, function: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
         if self._pool is None:
             return function(*args, **kwargs)
         return self._pool.submit(function, *args, **kwargs).result()
@@ -212,11 +278,12 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             observation = self._sync(self.env.reset, **_accepted(self.env.reset, kwargs))
         return self._checked(observation, "reset"), {}
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Step with an action model (or a :class:`StepCall` carrying step keywords)."""
         kwargs: dict[str, Any] = {}
         if isinstance(action, StepCall):
-            action, kwargs = action.action, dict(action.kwargs)
+            kwargs = dict(action.kwargs)
+            action = action.action
         if self._async_step:
             kwargs = _accepted(self.env.step_async, kwargs)
             observation = self._run(self.env.step_async(action, **kwargs))
@@ -225,7 +292,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             observation = self._sync(self.env.step, action, **kwargs)
         return step_result(self._checked(observation, "step"))
 
-    def _checked(self, observation: Any, method: str) -> Any:
+    def _checked(self, observation: object, method: str) -> BaseModel:
         if not isinstance(observation, BaseModel) or not hasattr(observation, "done"):
             raise EnvError(
                 f"{type(self.env).__name__}.{method} returned {type(observation).__name__}, "
@@ -233,9 +300,9 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             )
         return observation
 
-    def extension(self, name: str, *args: Any) -> Any:
+    def extension(self, name: str, *args: object) -> JsonObject | McpAnswer:
         """Out-of-band operations: ``state`` (the state as JSON data), ``mcp(method, params)``
-        (a JSON-RPC result, or :class:`RpcFailure`).
+        (an :class:`McpAnswer`: the JSON-RPC result, or the error of an :class:`RpcFailure`).
 
         Raises:
             InvalidArgumentError: an unknown operation.
@@ -244,7 +311,8 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             case "state", ():
                 state = self._sync(getattr, self.env, "state")
                 if hasattr(state, "model_dump"):
-                    return state.model_dump(mode="json")
+                    dumped: JsonObject = state.model_dump(mode="json")
+                    return dumped
                 return dict(state) if state else {}
             case "mcp", (str() as method, dict() as params):
                 try:
@@ -255,7 +323,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
 
     # -- MCP ------------------------------------------------------------------------------
 
-    def _mcp(self, method: str, params: dict[str, Any]) -> Any:
+    def _mcp(self, method: str, params: dict[str, Any]) -> JsonValue:
         client = getattr(self.env, "mcp_client", None)
         server = getattr(self.env, "mcp_server", None)
         if method not in ("tools/list", "tools/call"):
@@ -276,10 +344,10 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
                     self._with_client(client, lambda c: c.call_tool(name=name, arguments=arguments))
                 )
             else:
-                tools = _server_tools(server)
-                if name not in tools:
+                found = _server_tools(server)
+                if name not in found:
                     raise RpcFailure(_INVALID_PARAMS, f"Tool not found: {name}")
-                function = tools[name].fn
+                function = found[name].fn
                 result = (
                     self._run(function(**arguments))
                     if inspect.iscoroutinefunction(function)
@@ -291,7 +359,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             raise RpcFailure(_INTERNAL_ERROR, str(exc)) from None
         return openenv_jsonable(result)
 
-    async def _with_client(self, client: Any, call: Callable[[Any], Any]) -> Any:
+    async def _with_client(self, client: McpClient, call: Callable[[McpClient], Awaitable[T]]) -> T:
         connected = getattr(client, "is_connected", None)
         if callable(connected) and connected():
             return await call(client)
@@ -313,7 +381,7 @@ class OpenEnvGymEnv(gymnasium.Env[Any, Any]):
             self._loop = None
 
 
-def _server_tools(server: Any) -> dict[str, Any]:
+def _server_tools(server: object) -> dict[str, ServerTool]:
     """A FastMCP server's tools by name (FastMCP 2's ``get_tools`` or 3's ``list_tools``)."""
     getter = getattr(server, "get_tools", None) or getattr(server, "list_tools", None)
     if getter is None:
@@ -326,7 +394,7 @@ def _server_tools(server: Any) -> dict[str, Any]:
     return dict(found) if isinstance(found, Mapping) else {t.name: t for t in found}
 
 
-def _server_tool_spec(tool: Any) -> dict[str, Any]:
+def _server_tool_spec(tool: ServerTool) -> JsonObject:
     return {
         "name": tool.name,
         "description": tool.description or "",

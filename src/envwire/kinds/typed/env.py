@@ -79,8 +79,9 @@ class Tool:
             "inputSchema": self.input_schema,
         }
 
-    def call(self, arguments: dict[str, Any]) -> Any:
-        """Validate ``arguments`` against the input schema, then call the tool.
+    def call(self, arguments: dict[str, Any]) -> object:
+        """Validate ``arguments`` against the input schema, then call the tool; what the tool
+        returned (the host passes it on).
 
         Raises:
             InvalidArgumentError: the arguments do not fit the schema.
@@ -131,6 +132,9 @@ class TypedEnv(ABC, Generic[ActT, ObsT, StateT]):
 
     def __init__(self, *, transform: Transform[Any] | None = None) -> None:
         self.transform = transform
+
+    # ``**kwargs`` are the client's own keywords, handed to the env's code as they came; typed
+    # Any so that a subclass may name the ones it takes with types of its own.
 
     @abstractmethod
     def reset(self, seed: int | None = None, episode_id: str | None = None, **kwargs: Any) -> ObsT:

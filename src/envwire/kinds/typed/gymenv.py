@@ -21,7 +21,7 @@ from __future__ import annotations
 import inspect
 import typing
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Protocol, TypeGuard
 
 import gymnasium
 from pydantic import BaseModel, ValidationError
@@ -37,6 +37,7 @@ from envwire.kinds.typed.models import EnvMetadata, State
 from envwire.spacecodec.modelspace import ModelSpace
 
 __all__ = [
+    "TypedEnvLike",
     "TypedGymEnv",
     "about",
     "as_gymnasium",
@@ -47,7 +48,28 @@ __all__ = [
 ]
 
 
-def _is_model(value: Any) -> bool:
+class TypedEnvLike(Protocol):
+    """What :class:`TypedGymEnv` uses of a typed env (envwire's :class:`TypedEnv`, or a
+    foreign one such as openenv-core's ``Environment``): ``reset`` takes the keywords its
+    signature names, ``step`` an action model, and both return an observation model."""
+
+    @property
+    def reset(self) -> Callable[..., object]:
+        """Start an episode."""
+        ...
+
+    @property
+    def step(self) -> Callable[..., object]:
+        """Take one step."""
+        ...
+
+    @property
+    def state(self) -> object:
+        """The episode's state (a model, or a mapping of its fields)."""
+        ...
+
+
+def _is_model(value: object) -> TypeGuard[type[BaseModel]]:
     return isinstance(value, type) and issubclass(value, BaseModel)
 
 
@@ -61,7 +83,7 @@ def generic_models(cls: type) -> tuple[type[BaseModel], ...] | None:
     return None
 
 
-def model_types(env: Any) -> tuple[type[BaseModel], type[BaseModel], type[BaseModel]]:
+def model_types(env: object) -> tuple[type[BaseModel], type[BaseModel], type[BaseModel]]:
     """(action, observation, state) models of a typed env.
 
     Raises:
@@ -84,7 +106,7 @@ def model_types(env: Any) -> tuple[type[BaseModel], type[BaseModel], type[BaseMo
     return declared[0], declared[1], declared[2]  # type: ignore[return-value]
 
 
-def is_typed_env(obj: Any) -> bool:
+def is_typed_env(obj: object) -> TypeGuard[TypedEnvLike]:
     """True for objects :func:`as_gymnasium` can host."""
     if isinstance(obj, gymnasium.Env) or not all(
         callable(getattr(obj, name, None)) for name in ("reset", "step")
@@ -107,7 +129,7 @@ def _filtered(names: frozenset[str], any_name: bool, kwargs: Mapping[str, Any]) 
     return {k: v for k, v in kwargs.items() if any_name or k in names}
 
 
-def about(env: Any) -> EnvMetadata:
+def about(env: object) -> EnvMetadata:
     """What ``/metadata`` says of an env: its ``get_metadata()``, else its class name."""
     getter = getattr(env, "get_metadata", None)
     raw = getter() if callable(getter) else None
@@ -134,7 +156,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
 
     metadata: dict[str, Any] = {"render_modes": []}  # noqa: RUF012
 
-    def __init__(self, env: Any) -> None:
+    def __init__(self, env: TypedEnvLike) -> None:
         self.typed = env
         self.action_type, self.observation_type, self.state_type = model_types(env)
         self._tools: dict[str, Tool] = (
@@ -150,7 +172,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
         # Our own base leaves transforms to the host; foreign envs apply theirs themselves.
         self._transform = env.transform if isinstance(env, TypedEnv) else None
 
-    def _checked(self, observation: Any, method: str) -> Any:
+    def _checked(self, observation: object, method: str) -> BaseModel:
         if self._transform is not None:
             observation = self._transform(observation)
         if not isinstance(observation, self.observation_type):
@@ -168,7 +190,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
         kwargs = _filtered(*self._reset_params, {"seed": seed, **(options or {})})
         return self._checked(self.typed.reset(**kwargs), "reset"), {}
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         """Step with an action model (a mapping is validated into one first)."""
         if not isinstance(action, self.action_type):
             try:
@@ -179,7 +201,7 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
                 ) from None
         return step_result(self._checked(self.typed.step(action), "step"))
 
-    def extension(self, name: str, *args: Any) -> Any:
+    def extension(self, name: str, *args: object) -> object:
         """Out-of-band operations: ``state``, ``call_tool(name, arguments)``.
 
         Raises:
@@ -205,7 +227,11 @@ class TypedGymEnv(gymnasium.Env[Any, Any]):
 
 def step_result(observation: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
     """A typed observation as Gymnasium's step tuple: its reward (None counts 0), ``done`` as
-    terminated, never truncated, no info."""
+    terminated, never truncated, no info.
+
+    ``observation`` is a pydantic model of the env's own class, which has ``reward`` and
+    ``done`` fields (OpenEnv's convention; its class is only known at run time).
+    """
     reward = observation.reward
     return observation, 0.0 if reward is None else float(reward), bool(observation.done), False, {}
 
@@ -216,7 +242,7 @@ def _summary(exc: ValidationError) -> str:
     )
 
 
-def as_gymnasium(env: Any) -> TypedGymEnv:
+def as_gymnasium(env: object) -> TypedGymEnv:
     """Host a typed env as a ``gymnasium.Env``.
 
     Raises:
