@@ -34,6 +34,7 @@ from envwire.errors import (
 )
 from envwire.observe import Observability
 from envwire.protocols.gymsocket import NEED_DATA, Flags, Handshake, Invalid, ServerConnection
+from envwire.protocols.gymsocket.packets import NeedData
 from envwire.server.buffers import BufferBudget
 from envwire.server.listener import ThreadedListener
 from envwire.server.ratelog import RateLimitedLog
@@ -42,7 +43,7 @@ from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.sessions import SessionTable
 from envwire.session import Session
 from envwire.settings import GymSocketSettings
-from envwire.sockets import busy_poll, configure_stream
+from envwire.sockets import Stream, busy_poll, configure_stream
 
 __all__ = ["GymSocketFrontEnd"]
 
@@ -53,7 +54,7 @@ _peer_log = RateLimitedLog(log)
 _RECV = 256 * 1024
 
 
-class GymSocketFrontEnd(ThreadedListener):
+class GymSocketFrontEnd(ThreadedListener["_Connection"]):
     """Serves the session table over gym-socket on ``host:port`` (port 0 picks one).
 
     Args:
@@ -106,7 +107,7 @@ class GymSocketFrontEnd(ThreadedListener):
         """Bind, listen and start accepting; returns the bound address."""
         return self.listen(512)
 
-    def connection(self, sock: Any, peer: Any, ticket: Ticket) -> _Connection:
+    def connection(self, sock: Stream, peer: object, ticket: Ticket) -> _Connection:
         return _Connection(self, sock, peer, ticket)
 
     def refusal(self, error: EnvwireError) -> bytes:
@@ -143,7 +144,7 @@ def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
     }
 
 
-def is_typed_space(space: Any) -> bool:
+def is_typed_space(space: object) -> bool:
     """Whether a space is a typed env's (pydantic models, no tensor form)."""
     return type(space).__name__ == "ModelSpace"
 
@@ -151,7 +152,9 @@ def is_typed_space(space: Any) -> bool:
 class _Connection:
     """One client: its socket, codec and session."""
 
-    def __init__(self, front: GymSocketFrontEnd, sock: Any, peer: Any, ticket: Ticket) -> None:
+    def __init__(
+        self, front: GymSocketFrontEnd, sock: Stream, peer: object, ticket: Ticket
+    ) -> None:
         self.front = front
         self.sock = sock
         self.peer = peer
@@ -196,7 +199,7 @@ class _Connection:
         """Read and answer the handshake, all of it within the ticket's deadline; True when a
         session is open."""
         codec = self.codec
-        event: Any = NEED_DATA
+        event: object = NEED_DATA
         try:
             while event is NEED_DATA:
                 remaining = self.ticket.remaining()
@@ -209,6 +212,7 @@ class _Connection:
             seconds = self.front.admission.limits.handshake_timeout
             self._refuse(f"no handshake within {seconds:g} s")
             return False
+        assert isinstance(event, Handshake)  # before its handshake the codec yields no other
         reply = self._handshake(event)
         self.ticket.passed()
         if reply is None:
@@ -258,7 +262,7 @@ class _Connection:
             out: list[bytes] = []
             while True:
                 event = codec.next_event()
-                if event is NEED_DATA:
+                if isinstance(event, NeedData):
                     break
                 reply = self._handle(event)
                 if reply is None:
@@ -273,7 +277,7 @@ class _Connection:
                 return
 
     def _receive(self, flags: int) -> bytes:
-        return self.sock.recv(_RECV, flags)  # type: ignore[no-any-return]
+        return self.sock.recv(_RECV, flags)
 
     def _flush(self, out: list[bytes]) -> None:
         if out and not self._dead:
@@ -281,7 +285,7 @@ class _Connection:
                 self.sock.sendall(b"".join(out))
             out.clear()
 
-    def _handle(self, event: Any) -> bytes | None:
+    def _handle(self, event: Handshake | m.Request | Invalid) -> bytes | None:
         """The bytes answering one event; None means: close the connection now."""
         codec = self.codec
         if isinstance(event, Handshake):
@@ -366,7 +370,9 @@ class _Connection:
             return None
         self.session = session
         session.set_on_hang(self._on_hang)
-        if session.autoreset_mode is None:
+        if session.spec is None:
+            pass  # no env named (only Upload and Close follow): the codec needs no spaces
+        elif session.autoreset_mode is None:
             self.codec.set_spaces(session.action_space, session.observation_space)
         else:  # JSON actions and observations of a vector session are batches
             self.codec.set_spaces(

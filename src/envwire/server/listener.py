@@ -12,26 +12,41 @@ import logging
 import socket
 import ssl
 import threading
-from typing import Any
+from typing import Generic, Protocol, TypeVar
 
 from envwire.errors import EnvwireError
 from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import Admission, ConnectionLimits, Ticket
+from envwire.sockets import Stream
 from envwire.sockets.tls import TlsSocket
 
-__all__ = ["ThreadedListener"]
+__all__ = ["Served", "ThreadedListener"]
 
 log = logging.getLogger("envwire.listener")
 
 
-class ThreadedListener:
+class Served(Protocol):
+    """A front end's object serving one admitted connection."""
+
+    #: The connection's admission ticket (ended when the listener forgets the connection).
+    ticket: Ticket
+
+    def run(self) -> None:
+        """Serve the connection until it ends (the body of its thread)."""
+        ...
+
+
+C = TypeVar("C", bound=Served)
+
+
+class ThreadedListener(Generic[C]):
     """A TCP listener with a thread per admitted connection (the blocking front ends' base).
 
     Subclasses set ``host``, ``port`` and ``thread_name``, and implement :meth:`connection`,
-    which wraps a socket (a :class:`~envwire.sockets.tls.TlsSocket` under TLS) in an object
-    with a ``run()`` method (the thread's body), and :meth:`refusal`, the bytes that tell a
-    refused client why. The connection object calls ``ticket.passed()`` once its handshake is
-    done, and :meth:`forget` when it ends.
+    which wraps a socket (a :class:`~envwire.sockets.tls.TlsSocket` under TLS) in a
+    :class:`Served` object of type ``C`` (its ``run()`` is the thread's body), and
+    :meth:`refusal`, the bytes that tell a refused client why. The connection object calls
+    ``ticket.passed()`` once its handshake is done, and :meth:`forget` when it ends.
 
     Args:
         limits: the connection bounds (default: :class:`ConnectionLimits`'s).
@@ -46,14 +61,15 @@ class ThreadedListener:
         self, limits: ConnectionLimits | None = None, tls: ssl.SSLContext | None = None
     ) -> None:
         self._listener: socket.socket | None = None
-        self._connections: set[Any] = set()
+        self._connections: set[C] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.tls = tls
         self.admission = Admission(limits or ConnectionLimits(), self._start, self._refuse)
 
-    def connection(self, sock: Any, peer: Any, ticket: Ticket) -> Any:
-        """The object serving one admitted socket."""
+    def connection(self, sock: Stream, peer: object, ticket: Ticket) -> C:
+        """The object serving one admitted socket; ``peer`` is its address as ``accept``
+        gave it."""
         raise NotImplementedError
 
     def refusal(self, error: EnvwireError) -> bytes:
@@ -89,20 +105,21 @@ class ThreadedListener:
 
     def _serve(self, ticket: Ticket) -> None:
         """A connection's thread: TLS (within the handshake deadline), then the front end."""
-        sock: Any = ticket.sock
+        sock: Stream = ticket.sock
         if self._stopping.is_set():
             sock.close()
             ticket.end()
             return
         if self.tls is not None:
             try:
-                sock = TlsSocket(sock, self.tls, server_side=True)
-                sock.handshake(ticket.remaining())
+                secure = TlsSocket(ticket.sock, self.tls, server_side=True)
+                secure.handshake(ticket.remaining())
             except (OSError, ssl.SSLError) as exc:
                 log.debug("TLS handshake with %s failed: %s", ticket.peer, exc)
                 ticket.sock.close()
                 ticket.end()
                 return
+            sock = secure
         conn = self.connection(sock, ticket.peer, ticket)
         conn.ticket = ticket
         with self._lock:
@@ -123,7 +140,7 @@ class ThreadedListener:
         finally:
             sock.close()
 
-    def forget(self, conn: Any) -> None:
+    def forget(self, conn: C) -> None:
         """A connection ended: stop tracking it and free its slot (idempotent)."""
         with self._lock:
             self._connections.discard(conn)
@@ -131,7 +148,7 @@ class ThreadedListener:
         if ticket is not None:
             ticket.end()
 
-    def stop_listening(self) -> list[Any]:
+    def stop_listening(self) -> list[C]:
         """Stop accepting; the connections still open, for the caller to drop."""
         self._stopping.set()
         if self._listener is not None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import Any
 
 __all__ = ["RateLimitedLog"]
 
@@ -41,7 +40,7 @@ class RateLimitedLog:
         self._dropped = 0
         self._lock = threading.Lock()
 
-    def __call__(self, message: str, *args: Any) -> bool:
+    def __call__(self, message: str, *args: object) -> bool:
         """Log ``message % args`` if the budget allows; returns whether it was logged."""
         if not self.logger.isEnabledFor(self.level):
             return False

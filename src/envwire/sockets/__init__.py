@@ -9,12 +9,13 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import TypeVar
+from typing import Protocol, TypeVar
 
 from envwire.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_BUSY_POLL_US",
+    "Stream",
     "busy_poll",
     "busy_poll_seconds",
     "close_stream",
@@ -27,7 +28,48 @@ _T = TypeVar("_T")
 MAX_BUSY_POLL_US = 10_000
 
 
-def configure_stream(sock: socket.socket, timeout: float | None) -> None:
+class Stream(Protocol):
+    """A connected blocking byte stream, as the transports use one: a ``socket.socket``, or
+    a :class:`~envwire.sockets.tls.TlsSocket` standing in for one."""
+
+    def recv(self, size: int, flags: int = 0, /) -> bytes:
+        """Up to ``size`` bytes; b"" at the end of the stream."""
+        ...
+
+    def recv_into(self, buffer: bytearray | memoryview, nbytes: int = 0, flags: int = 0, /) -> int:
+        """Bytes received into ``buffer``: how many (0 at the end of the stream)."""
+        ...
+
+    def send(self, data: bytes | bytearray | memoryview, flags: int = 0, /) -> int:
+        """Send some of ``data``: how many bytes went."""
+        ...
+
+    def sendall(self, data: bytes | bytearray | memoryview, /) -> None:
+        """Send all of ``data``."""
+        ...
+
+    def settimeout(self, timeout: float | None, /) -> None:
+        """Python's own timeout of blocking calls (None: wait forever)."""
+        ...
+
+    def setsockopt(self, level: int, option: int, value: int | bytes, /) -> None:
+        """Set a socket option."""
+        ...
+
+    def shutdown(self, how: int, /) -> None:
+        """Shut one or both directions down."""
+        ...
+
+    def close(self) -> None:
+        """Close the stream."""
+        ...
+
+    def fileno(self) -> int:
+        """The file descriptor (for ``poll``)."""
+        ...
+
+
+def configure_stream(sock: Stream, timeout: float | None) -> None:
     """Blocking mode with kernel-side timeouts, no Nagle delay.
 
     Python's own socket timeouts poll() before every recv and send: one more system call per
@@ -42,7 +84,7 @@ def configure_stream(sock: socket.socket, timeout: float | None) -> None:
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
 
-def close_stream(sock: socket.socket) -> None:
+def close_stream(sock: Stream) -> None:
     """Shut both directions down, which wakes a thread blocked in ``recv`` on it (closing
     alone does not), then close the socket. Never raises."""
     with contextlib.suppress(OSError):

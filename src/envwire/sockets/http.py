@@ -13,7 +13,6 @@ Backpressure: a reply goes out before the next request is read, and a client has
 
 from __future__ import annotations
 
-import socket
 import threading
 import time
 from collections.abc import Sequence
@@ -30,7 +29,7 @@ from envwire.protocols.http.http11 import (
     response_bytes,
 )
 from envwire.protocols.http.websocket import accept_bytes
-from envwire.sockets import close_stream
+from envwire.sockets import Stream, close_stream
 
 __all__ = ["DEFAULT_SEND_TIMEOUT", "BodyPolicy", "HttpConnection"]
 
@@ -67,7 +66,7 @@ class HttpConnection:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: Stream,
         *,
         max_body: int,
         keepalive: float | None,

@@ -25,7 +25,6 @@ import socket
 import ssl
 import threading
 import time
-from typing import Any
 
 from envwire.errors import ConfigError
 
@@ -234,10 +233,11 @@ class TlsSocket:
     def settimeout(self, timeout: float | None) -> None:
         self.raw.settimeout(timeout)
 
-    def setsockopt(self, level: int, option: int, value: Any) -> None:
+    def setsockopt(self, level: int, option: int, value: int | bytes) -> None:
         self.raw.setsockopt(level, option, value)
 
-    def getpeername(self) -> Any:
+    def getpeername(self) -> object:
+        """The raw socket's peer address (``(host, port)`` for IPv4, ...)."""
         return self.raw.getpeername()
 
     def version(self) -> str | None:

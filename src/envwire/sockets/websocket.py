@@ -43,7 +43,7 @@ from envwire.protocols.http.websocket import (
     handshake_problem,
     text_frame,
 )
-from envwire.sockets import close_stream
+from envwire.sockets import Stream, close_stream
 from envwire.sockets.http import DEFAULT_SEND_TIMEOUT, HttpConnection
 
 __all__ = [
@@ -95,9 +95,7 @@ def upgrade(http: HttpConnection, request: Request) -> bytes | None:
     return http.accept_websocket(request)
 
 
-def handshake(
-    sock: socket.socket, timeout: float, *, max_size: int = DEFAULT_MAX_HANDSHAKE
-) -> bytes:
+def handshake(sock: Stream, timeout: float, *, max_size: int = DEFAULT_MAX_HANDSHAKE) -> bytes:
     """Read and answer the opening handshake on a newly accepted socket.
 
     The request must arrive whole within ``timeout`` seconds and ``max_size`` bytes, have no
@@ -131,7 +129,7 @@ def handshake(
     return trailing
 
 
-def _send_within(sock: socket.socket, data: bytes, timeout: float | None) -> None:
+def _send_within(sock: Stream, data: bytes, timeout: float | None) -> None:
     """``sock.sendall(data)`` on a blocking socket, given up after ``timeout`` seconds.
 
     The socket stays blocking (another thread reads it with ``MSG_DONTWAIT``, which a socket
@@ -172,7 +170,7 @@ class WebSocketChannel:
 
     def __init__(
         self,
-        sock: socket.socket,
+        sock: Stream,
         trailing: bytes = b"",
         *,
         max_size: int | None = 100 * 1024 * 1024,

@@ -22,7 +22,7 @@ import socket
 import threading
 import time
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from envwire.errors import EnvTimeoutError, EnvwireError
 from envwire.protocols.http.http11 import Request, Response, json_response, response_bytes
@@ -33,6 +33,7 @@ from envwire.server.ratelog import RateLimitedLog
 from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.settings import HttpSettings
+from envwire.sockets import Stream
 from envwire.sockets.http import HttpConnection
 from envwire.sockets.websocket import WebSocketChannel
 
@@ -114,7 +115,7 @@ class PlainMount:
         """Nothing to stop."""
 
 
-class HttpFrontEnd(ThreadedListener):
+class HttpFrontEnd(ThreadedListener["_Connection"]):
     """Serves its mounts on ``host:port`` (port 0 picks one).
 
     Args:
@@ -159,7 +160,7 @@ class HttpFrontEnd(ThreadedListener):
             mount.start(self)
         return address
 
-    def connection(self, sock: Any, peer: Any, ticket: Ticket) -> _Connection:
+    def connection(self, sock: Stream, peer: object, ticket: Ticket) -> _Connection:
         return _Connection(self, sock, peer, ticket)
 
     def refusal(self, error: EnvwireError) -> bytes:
@@ -207,7 +208,7 @@ class HttpFrontEnd(ThreadedListener):
 class _Connection:
     """One client connection: HTTP requests, possibly upgraded to a WebSocket."""
 
-    def __init__(self, front: HttpFrontEnd, sock: Any, peer: Any, ticket: Ticket) -> None:
+    def __init__(self, front: HttpFrontEnd, sock: Stream, peer: object, ticket: Ticket) -> None:
         self.front = front
         self.peer = peer
         self.ticket = ticket

@@ -19,12 +19,12 @@ away, while clients that never finish hold at most ``max_pending`` threads for a
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 from envwire.errors import CapacityError, EnvwireError, ProtocolError
 from envwire.server.security.addresses import AddressLimiter
@@ -44,9 +44,14 @@ class ConnectionLimits:
 
 
 class Ticket:
-    """One admitted connection: its socket, client address and handshake deadline."""
+    """One admitted connection: its socket, client address and handshake deadline.
 
-    def __init__(self, admission: Admission, sock: Any, peer: Any, address: str) -> None:
+    ``peer`` is the address ``accept`` gave (``(host, port)`` for IPv4), kept for logs.
+    """
+
+    def __init__(
+        self, admission: Admission, sock: socket.socket, peer: object, address: str
+    ) -> None:
         self.sock = sock
         self.peer = peer
         self.address = address
@@ -81,7 +86,7 @@ class Admission:
         self,
         limits: ConnectionLimits,
         start: Callable[[Ticket], None],
-        refuse: Callable[[Any, EnvwireError], None],
+        refuse: Callable[[socket.socket, EnvwireError], None],
     ) -> None:
         self.limits = limits
         self._start = start
@@ -96,7 +101,7 @@ class Admission:
         self._stopped = False
         self._sweeper: threading.Thread | None = None
 
-    def admit(self, sock: Any, peer: Any, address: str) -> None:
+    def admit(self, sock: socket.socket, peer: object, address: str) -> None:
         """Refuse, start or queue a connection just accepted (the accept loop's thread)."""
         try:
             self.connections.acquire(address)
