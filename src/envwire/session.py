@@ -15,10 +15,11 @@ import posixpath
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from enum import Enum
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeGuard
 
+import gymnasium
 import numpy as np
 from gymnasium.vector.utils import batch_space
 
@@ -33,6 +34,7 @@ from envwire.errors import (
     StateError,
     UnsupportedError,
 )
+from envwire.kinds.dm_env import DmSpecs
 from envwire.registry import EnvSpec
 
 __all__ = [
@@ -54,8 +56,14 @@ class Worker(Protocol):
     #: Called (from another thread) when an env call hangs past its timeout.
     on_hang: Callable[[EnvTimeoutError], None] | None
 
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
-        """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error."""
+    def call(self, method: str, *args: object, timeout: float) -> Any:
+        """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error.
+
+        Returns:
+            What the host method returned (:class:`~envwire.runtime.EnvHost` has their
+            types): its type depends on ``method``, so the session, which named the method,
+            says what it expects where it takes the result.
+        """
         ...
 
     def close(self) -> None:
@@ -207,7 +215,7 @@ class Session:
         self.num_envs = num_envs
         self.autoreset_mode = autoreset_mode
         self.workers = max(1, workers)
-        self.batch_action_space: Any = None
+        self.batch_action_space: gymnasium.Space[Any] | None = None
         self.monitor_root = monitor_root
         self._worker_factory = worker_factory
         self._lock = threading.Lock()
@@ -217,12 +225,11 @@ class Session:
         self.step_count = 0
         self.episode_return = 0.0
         self.total_steps = 0
-        self.last_seed: int | None = None
+        self.last_seed: int | Sequence[int | None] | None = None
         self.monitor_directory: str | None = None
         self.worker: Worker | None = None
-        self.action_space: Any = None
-        self.observation_space: Any = None
-        self._check_action: Callable[[Any], None] = lambda action: None
+        self._spaces: tuple[gymnasium.Space[Any], gymnasium.Space[Any]] | None = None
+        self._check_action: Callable[[object], None] = lambda action: None
         if spec is None:
             self.state = State.NO_ENV
             return
@@ -244,6 +251,29 @@ class Session:
         self._allowed = self._table[state]
 
     @property
+    def action_space(self) -> gymnasium.Space[Any]:
+        """The env's action space (one copy's, in a vector session).
+
+        Raises:
+            StateError: the session has no env (gym-socket's empty env name).
+        """
+        return self._env_spaces()[0]
+
+    @property
+    def observation_space(self) -> gymnasium.Space[Any]:
+        """The env's observation space (one copy's, in a vector session).
+
+        Raises:
+            StateError: the session has no env.
+        """
+        return self._env_spaces()[1]
+
+    def _env_spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
+        if self._spaces is None:
+            raise StateError(f"session {self.id[:8]} has no env, so no spaces")
+        return self._spaces
+
+    @property
     def env_id(self) -> str:
         """The served env's id ('' for a session without an env)."""
         return self.spec.id if self.spec is not None else ""
@@ -263,14 +293,14 @@ class Session:
             self.spec, self.num_envs, self.autoreset_mode, self.workers
         )
         self.worker.on_hang = self._hung
-        self.action_space, self.observation_space = self._call("spaces")
+        self._spaces = self._call("spaces")
         if self.autoreset_mode is not None:
             self.batch_action_space = batch_space(self.action_space, self.num_envs)
             self._check_action = spacecodec.checker(self.batch_action_space, what="actions")
         else:
             self._check_action = spacecodec.checker(self.action_space)
 
-    def _call(self, method: str, *args: Any) -> Any:
+    def _call(self, method: str, *args: object) -> Any:
         assert self.spec is not None and self.worker is not None
         try:
             return self.worker.call(method, *args, timeout=self.spec.step_timeout)
@@ -278,13 +308,14 @@ class Session:
             self.state = State.BROKEN
             raise
 
-    def native_specs(self) -> Any:
-        """The env's own specs when it is a dm_env env (:class:`~envwire.kinds.dm_env.DmSpecs`),
-        else None; always None for vector sessions."""
+    def native_specs(self) -> DmSpecs | None:
+        """The env's own specs when it is a dm_env env, else None; always None for vector
+        sessions."""
         if self.autoreset_mode is not None or self.worker is None:
             return None
         with self._lock:
-            return self._call("dm_specs")
+            specs: DmSpecs | None = self._call("dm_specs")
+        return specs
 
     def handle(self, request: m.Request) -> m.Reply:
         """Carry out one request.
@@ -363,8 +394,8 @@ class Session:
                 return f"{name} in {where}: the handshake named no env"
         return f"{name} is not allowed in {where} while it is {self.state.value}"
 
-    def _reset(self, seed: Any, options: dict[str, Any] | None) -> m.ResetReply:
-        self._check_seed(seed)
+    def _reset(self, seed: object, options: dict[str, Any] | None) -> m.ResetReply:
+        seed = self._checked_seed(seed)
         if self.state is State.BROKEN:
             assert self.worker is not None
             self.worker.close()
@@ -384,22 +415,25 @@ class Session:
         self.last_seed = seed
         return m.ResetReply(obs, info)
 
-    def _check_seed(self, seed: Any) -> None:
-        def valid(s: Any) -> bool:
+    def _checked_seed(self, seed: object) -> int | Sequence[int | None] | None:
+        """``seed`` once checked: None, a non-negative int, or (vector sessions) one of
+        those per copy."""
+
+        def valid(s: object) -> TypeGuard[int | None]:
             return s is None or (isinstance(s, int) and not isinstance(s, bool) and s >= 0)
 
         if valid(seed):
-            return
+            return seed
         if self.autoreset_mode is not None and isinstance(seed, list | tuple):
             if len(seed) == self.num_envs and all(valid(s) for s in seed):
-                return
+                return seed
             raise InvalidArgumentError(
                 f"a list of seeds needs {self.num_envs} non-negative integers or nulls, "
                 f"got {seed!r}"
             )
         raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
 
-    def _step(self, action: Any) -> m.StepReply | m.VectorStepReply:
+    def _step(self, action: object) -> m.StepReply | m.VectorStepReply:
         if self.autoreset_mode is not None:
             return self._step_vector(action)
         self._check_action(action)
@@ -416,7 +450,7 @@ class Session:
             self.state = State.ENDED
         return m.StepReply(obs, reward, terminated, truncated, info)
 
-    def _step_vector(self, actions: Any) -> m.VectorStepReply:
+    def _step_vector(self, actions: object) -> m.VectorStepReply:
         self._check_action(actions)
         try:
             obs, rewards, terminations, truncations, infos = self._call("step", actions)
@@ -448,7 +482,7 @@ class Session:
         if tap is not None:
             tap.closed()
 
-    def frame(self) -> Any:
+    def frame(self) -> object:
         """The env's rendered frame now, or None when it cannot render.
 
         For observers recording frames: call it only from a tap (the session's lock is held).

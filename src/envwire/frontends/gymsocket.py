@@ -375,6 +375,7 @@ class _Connection:
         elif session.autoreset_mode is None:
             self.codec.set_spaces(session.action_space, session.observation_space)
         else:  # JSON actions and observations of a vector session are batches
+            assert session.batch_action_space is not None  # set for every vector session
             self.codec.set_spaces(
                 session.batch_action_space,
                 batch_space(session.observation_space, session.num_envs),

@@ -205,6 +205,7 @@ class EpisodeTap:
     def _vector_step(self, actions: object, reply: m.VectorStepReply) -> None:
         assert self.batch_observations is not None  # only vector sessions step in batches
         observations = list(iterate(self.batch_observations, reply.observations))
+        assert self.batch_actions is not None  # set for every vector session
         per_copy = list(iterate(self.batch_actions, actions))
         infos = reply.infos
         final_obs = infos.get("final_obs")

@@ -17,6 +17,7 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError, UnsupportedError
+from envwire.kinds.dm_env import DmSpecs
 from envwire.kinds.openenv_core.appmodule import resolve
 from envwire.kinds.openenv_core.gymenv import OpenEnvGymEnv
 from envwire.messages import autoreset_mode
@@ -32,10 +33,14 @@ HOST_METHODS = frozenset(
 
 
 def dispatch(
-    host: Any, methods: frozenset[str], env_id: str, method: str, args: tuple[Any, ...]
-) -> Any:
+    host: object, methods: frozenset[str], env_id: str, method: str, args: tuple[object, ...]
+) -> object:
     """Call ``host.method(*args)`` if ``methods`` allows it; foreign exceptions from the env
     become :class:`EnvError` naming the env and the method.
+
+    Returns:
+        What the method returned, passed along as it is (its type depends on ``method``: the
+        session that asked knows it).
 
     Raises:
         InvalidArgumentError: a method the host does not offer.
@@ -65,7 +70,7 @@ class EnvHost:
         self.env = _make_rendering(spec)
         self.monitor_: EpisodeMonitor | None = None
 
-    def call(self, method: str, args: tuple[Any, ...]) -> Any:
+    def call(self, method: str, args: tuple[object, ...]) -> object:
         """Run ``method(*args)``; env exceptions become :class:`EnvError` naming the env.
 
         Raises:
@@ -84,15 +89,15 @@ class EnvHost:
             self.monitor_.on_reset(self.env)
         return obs, info
 
-    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
-        """Step the env."""
+    def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """Step the env (the session checked ``action`` against the action space)."""
         obs, reward, terminated, truncated, info = self.env.step(action)
         result = (obs, float(reward), bool(terminated), bool(truncated), info)
         if self.monitor_ is not None:
             self.monitor_.on_step(self.env, result[1], result[2] or result[3])
         return result
 
-    def render(self) -> Any:
+    def render(self) -> object:
         """Render the env; the frame also goes to the monitor's current video.
 
         A render that raises is noted in the monitor's statistics (``video_error``), since
@@ -108,7 +113,7 @@ class EnvHost:
             self.monitor_.add_frame(frame)
         return frame
 
-    def extension(self, name: str, *args: Any) -> Any:
+    def extension(self, name: str, *args: object) -> object:
         """An env-specific operation outside the Gymnasium API (a typed env's ``state`` and
         MCP tools): forwarded to ``env.unwrapped.extension(name, *args)``.
 
@@ -120,11 +125,11 @@ class EnvHost:
             raise UnsupportedError(f"{self.spec.id} has no {name!r} operation")
         return target(name, *args)
 
-    def dm_specs(self) -> Any:
-        """A dm_env env's own specs (:class:`~envwire.kinds.dm_env.DmSpecs`); None for other
-        envs."""
+    def dm_specs(self) -> DmSpecs | None:
+        """A dm_env env's own specs; None for other envs."""
         own = getattr(self.env.unwrapped, "dm_specs", None)
-        return own() if callable(own) else None
+        specs = own() if callable(own) else None
+        return specs if isinstance(specs, DmSpecs) else None
 
     def monitor(self, directory: str, resume: bool, force: bool, video: bool) -> str:
         """Start recording into ``directory`` (already confined by the session)."""
@@ -176,7 +181,7 @@ class VectorHost:
         except Exception as exc:
             raise EnvError(f"{spec.id}: making {num_envs} copies raised {exc!r}") from exc
 
-    def call(self, method: str, args: tuple[Any, ...]) -> Any:
+    def call(self, method: str, args: tuple[object, ...]) -> object:
         """Run ``method(*args)``; env exceptions become :class:`EnvError` naming the env."""
         return dispatch(self, self.METHODS, self.spec.id, method, args)
 
@@ -193,7 +198,7 @@ class VectorHost:
             options = {**options, "reset_mask": np.asarray(options["reset_mask"], np.bool_)}
         return self.vector.reset(seed=seed, options=options)  # type: ignore[arg-type]
 
-    def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    def step(self, actions: object) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every copy; arrays of rewards, terminations and truncations."""
         return self.vector.step(actions)
 

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
 
 from envwire.errors import EnvTimeoutError
 from envwire.registry import EnvSpec
@@ -37,7 +36,7 @@ class InlineWorker:
         self._timeout = 0.0
         WATCHDOG.watch(self)
 
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
+    def call(self, method: str, *args: object, timeout: float) -> object:
         if self.hung:
             raise EnvTimeoutError(f"{self.spec.id}: the env hung earlier and was abandoned")
         self._method, self._timeout = method, timeout

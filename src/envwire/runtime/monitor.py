@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium
 import numpy as np
 import numpy.typing as npt
 from PIL import Image
@@ -79,7 +80,7 @@ class EpisodeMonitor:
         self._recording = False
         self.video_error: str | None = None
 
-    def on_reset(self, env: Any) -> None:
+    def on_reset(self, env: gymnasium.Env[Any, Any]) -> None:
         """A new episode began: close the previous one and maybe start a video."""
         self._finish_episode()
         if self.initial_reset_timestamp is None:
@@ -92,7 +93,7 @@ class EpisodeMonitor:
         self._recording = self.video and self.video_error is None and video_schedule(self._episode)
         self._capture(env)
 
-    def on_step(self, env: Any, reward: float, done: bool) -> None:
+    def on_step(self, env: gymnasium.Env[Any, Any], reward: float, done: bool) -> None:
         """Account one step; at the episode's end, write statistics and video."""
         self._steps += 1
         self._return += reward
@@ -118,7 +119,7 @@ class EpisodeMonitor:
         self._frames.clear()
         self._write_stats()
 
-    def _capture(self, env: Any) -> None:
+    def _capture(self, env: gymnasium.Env[Any, Any]) -> None:
         if not self._recording or getattr(env, "render_mode", None) != "rgb_array":
             return
         try:

@@ -13,7 +13,8 @@ import multiprocessing.connection
 import signal
 import threading
 from collections.abc import Callable
-from typing import Any
+from multiprocessing.context import ForkServerContext, SpawnContext
+from multiprocessing.process import BaseProcess
 
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
@@ -54,7 +55,7 @@ def _portable(exc: BaseException) -> EnvwireError:
     return EnvError(f"{type(exc).__name__}: {exc}")
 
 
-def _context() -> multiprocessing.context.BaseContext:
+def _context() -> ForkServerContext | SpawnContext:
     # forkserver: a clean parent (no threads) forks each worker, with the heavy imports done.
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
@@ -75,7 +76,7 @@ class ProcessWorker:
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         ctx = _context()
         self._conn, child_conn = ctx.Pipe()
-        self._process: Any = ctx.Process(  # type: ignore[attr-defined]
+        self._process: BaseProcess = ctx.Process(
             target=_child_main,
             args=(child_conn, spec, num_envs, mode),
             daemon=True,
@@ -90,12 +91,12 @@ class ProcessWorker:
             self._kill()
             raise
 
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
+    def call(self, method: str, *args: object, timeout: float) -> object:
         with self._lock:
             self.send(method, *args)
             return self._receive(method, timeout)
 
-    def send(self, method: str, *args: Any) -> None:
+    def send(self, method: str, *args: object) -> None:
         """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
         if self._conn.closed:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
@@ -104,11 +105,11 @@ class ProcessWorker:
         except (OSError, ValueError):
             raise self._crashed(method) from None
 
-    def finish(self, method: str, timeout: float) -> Any:
+    def finish(self, method: str, timeout: float) -> object:
         """The result of the call :meth:`send` started."""
         return self._receive(method, timeout)
 
-    def _receive(self, method: str, timeout: float) -> Any:
+    def _receive(self, method: str, timeout: float) -> object:
         if not self._conn.poll(timeout):
             self._kill()
             raise EnvTimeoutError(

@@ -6,15 +6,38 @@ so the group equals one ``SyncVectorEnv``.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, Protocol, TypeVar
 
 import gymnasium
 import numpy as np
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
-from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
+from envwire.errors import EnvError, EnvTimeoutError, EnvwireError, InvalidArgumentError
 
-__all__ = ["VectorGroup", "split_sizes"]
+__all__ = ["Slice", "VectorGroup", "split_sizes"]
+
+
+class Slice(Protocol):
+    """A worker holding one slice of a group's copies (a process or Ray worker hosting a
+    ``VectorHost``): calls are started on every slice, then finished, so the slices step
+    concurrently."""
+
+    def send(self, method: str, *args: object) -> None:
+        """Start ``host.method(*args)`` without waiting."""
+        ...
+
+    def finish(self, method: str, timeout: float) -> Any:
+        """The result of the call :meth:`send` started: the host method's own, whose type
+        depends on ``method`` (a pair of spaces, a reset pair, a step's five batches)."""
+        ...
+
+    def close(self) -> None:
+        """Free the slice's envs and worker. Never raises."""
+        ...
+
+
+S = TypeVar("S", bound=Slice)
 
 
 def split_sizes(total: int, parts: int) -> list[int]:
@@ -24,7 +47,7 @@ def split_sizes(total: int, parts: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(parts)]
 
 
-def _slices(space: gymnasium.Space[Any], value: Any, sizes: list[int]) -> list[Any]:
+def _slices(space: gymnasium.Space[Any], value: object, sizes: list[int]) -> list[object]:
     """Split a batch along its first axis into batches of ``sizes``.
 
     Arrays are split by view; other batches (dicts, tuples, texts) go through Gymnasium's own
@@ -38,27 +61,33 @@ def _slices(space: gymnasium.Space[Any], value: Any, sizes: list[int]) -> list[A
             )
         return list(np.split(value, np.cumsum(sizes)[:-1]))
     items = list(iterate(batch_space(space, total), value))
-    parts: list[Any] = []
+    parts: list[object] = []
     start = 0
     for size in sizes:
-        chunk = items[start : start + size]
-        empty: Any = create_empty_array(space, size)
-        parts.append(concatenate(space, chunk, empty))
+        parts.append(_batch(space, items[start : start + size], size))
         start += size
     return parts
 
 
-def _join(space: gymnasium.Space[Any], parts: list[Any], sizes: list[int]) -> Any:
+def _batch(space: gymnasium.Space[Any], items: list[object], size: int) -> object:
+    """``size`` samples of ``space`` as one batch, by Gymnasium's ``concatenate``."""
+    # Gymnasium's annotations disagree: create_empty_array returns None for some spaces, and
+    # concatenate takes that None without declaring it.
+    empty: Any = create_empty_array(space, size)
+    return concatenate(space, items, empty)
+
+
+def _join(space: gymnasium.Space[Any], parts: list[object], sizes: list[int]) -> object:
     """The inverse of :func:`_slices`."""
-    if all(isinstance(p, np.ndarray) for p in parts):
-        return np.concatenate(parts)
+    arrays = [p for p in parts if isinstance(p, np.ndarray)]
+    if len(arrays) == len(parts):
+        return np.concatenate(arrays)
     items = [
         item
         for part, size in zip(parts, sizes, strict=True)
         for item in iterate(batch_space(space, size), part)
     ]
-    empty: Any = create_empty_array(space, sum(sizes))
-    return concatenate(space, items, empty)
+    return _batch(space, items, sum(sizes))
 
 
 def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
@@ -100,22 +129,25 @@ def _blank(template: np.ndarray[Any, Any], size: int) -> np.ndarray[Any, Any]:
     return np.zeros((size, *template.shape[1:]), template.dtype)
 
 
-class VectorGroup:
-    """N copies split over several process workers, stepped concurrently.
+class VectorGroup(Generic[S]):
+    """N copies split over several workers (:class:`Slice`), stepped concurrently.
 
     Implements the worker interface (``call``/``close``). Seeds follow ``SyncVectorEnv``: copy
     ``i`` of the whole group gets ``seed + i``, so a group equals one ``SyncVectorEnv``.
     """
 
-    def __init__(self, workers: list[Any], sizes: list[int], timeout: float = 120.0) -> None:
+    def __init__(self, workers: list[S], sizes: list[int], timeout: float = 120.0) -> None:
         self.workers = workers
         self.sizes = sizes
-        self.on_hang: Any = None
+        self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         self._offsets = [int(o) for o in np.cumsum([0, *sizes[:-1]])]
-        self._last_obs: list[Any] = [None] * len(workers)  # for masked resets that skip a slice
-        self.action_space, self.observation_space = workers[0].call("spaces", timeout=timeout)
+        self._last_obs: list[object] = [None] * len(workers)  # for masked resets that skip a slice
+        workers[0].send("spaces")
+        self.action_space: gymnasium.Space[Any]
+        self.observation_space: gymnasium.Space[Any]
+        self.action_space, self.observation_space = workers[0].finish("spaces", timeout)
 
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
+    def call(self, method: str, *args: object, timeout: float) -> object:
         try:
             return self._call(method, args, timeout)
         except EnvwireError:
@@ -123,13 +155,12 @@ class VectorGroup:
         except Exception as exc:  # joining or splitting batches of a malformed shape
             raise EnvError(f"vector {method} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _call(self, method: str, args: tuple[Any, ...], timeout: float) -> Any:
+    def _call(self, method: str, args: tuple[object, ...], timeout: float) -> object:
         obs_space, sizes = self.observation_space, self.sizes
-        match method:
-            case "spaces":
+        match method, args:
+            case "spaces", _:
                 return self.action_space, self.observation_space
-            case "reset":
-                seed, options = args
+            case "reset", (seed, dict() | None as options):
                 sent = []
                 for i, (worker, offset, size) in enumerate(
                     zip(self.workers, self._offsets, sizes, strict=True)
@@ -143,11 +174,10 @@ class VectorGroup:
                 for i in sent:
                     self._last_obs[i], infos[i] = self.workers[i].finish("reset", timeout)
                 return _join(obs_space, self._last_obs, sizes), _join_infos(infos, sizes)
-            case "step":
-                (actions,) = args
+            case "step", (actions,):
                 parts = _slices(self.action_space, actions, sizes)
-                for worker, part in zip(self.workers, parts, strict=True):
-                    worker.send("step", part)
+                for worker, batch in zip(self.workers, parts, strict=True):
+                    worker.send("step", batch)
                 results = [w.finish("step", timeout) for w in self.workers]
                 self._last_obs = [r[0] for r in results]
                 return (
@@ -157,7 +187,7 @@ class VectorGroup:
                     np.concatenate([r[3] for r in results]),
                     _join_infos([r[4] for r in results], self.sizes),
                 )
-            case "close":
+            case "close", _:
                 self.close()
                 return None
         raise InvalidArgumentError(f"unknown vector host method {method!r}")
@@ -167,15 +197,22 @@ class VectorGroup:
             worker.close()
 
 
-def _slice_seed(seed: Any, offset: int, size: int) -> Any:
+def _slice_seed(seed: object, offset: int, size: int) -> int | list[int | None] | None:
+    """One slice's seeds: ``seed + offset`` for one seed, its part of a list of per-copy seeds.
+
+    Raises:
+        InvalidArgumentError: neither a seed, a list of seeds nor None.
+    """
     if seed is None:
         return None
     if isinstance(seed, int):
         return seed + offset
-    return list(seed)[offset : offset + size]
+    if isinstance(seed, Sequence):
+        return list(seed)[offset : offset + size]
+    raise InvalidArgumentError(f"a seed must be an integer, a list of them or null, got {seed!r}")
 
 
-def _slice_options(options: dict[str, Any] | None, offset: int, size: int) -> Any:
+def _slice_options(options: dict[str, Any] | None, offset: int, size: int) -> dict[str, Any] | None:
     """Reset options for one slice: Gymnasium's per-copy ``reset_mask`` is sliced too."""
     if not options or "reset_mask" not in options:
         return options

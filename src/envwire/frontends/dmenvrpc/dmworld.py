@@ -24,10 +24,11 @@ it is about to lose one.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Mapping, MutableMapping
+from typing import Any, SupportsFloat
 
 import numpy as np
+from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
 from envwire.frontends.dmenvrpc.world import DISCOUNT, REWARD, Connection, World
 from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Leaf, Phase, write
@@ -48,6 +49,7 @@ class NativeWorld(World):
 
     def _lay_out(self) -> None:
         native = self.session.native_specs()
+        assert native is not None  # the world table makes a NativeWorld for dm_env envs only
         self.actions = NativeLayout(native.action, "action")
         self.observations = NativeLayout(
             native.observation, "observation", reserved=WORLD_OBSERVATIONS
@@ -58,7 +60,7 @@ class NativeWorld(World):
         self._discount_leaf = native_leaf(native.discount, DISCOUNT, (), uid + 1)
         self._warned = False
 
-    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, pb.TensorSpec]:
         extras = super()._extra_specs(settings)
         extras[REWARD] = self._reward_leaf.spec()
         if DISCOUNT in extras:
@@ -66,20 +68,25 @@ class NativeWorld(World):
         return extras
 
     def _observe(
-        self, conn: Connection, out: Any, requested: Any, reward: float, info: dict[str, Any]
+        self,
+        conn: Connection,
+        out: MutableMapping[int, pb.Tensor],
+        requested: list[int],
+        reward: float,
+        info: dict[str, Any],
     ) -> None:
         if self.extra_uids[DISCOUNT] not in conn.uids:
             self._check_implied(conn, info.get(_DISCOUNT_KEY))
         super()._observe(conn, out, requested, reward, info)
 
-    def _put_reward(self, out: Any, reward: float) -> None:
+    def _put_reward(self, out: pb.Tensor, reward: float) -> None:
         _put(out, self._reward_leaf, reward)
 
-    def _put_discount(self, out: Any, conn: Connection, info: Mapping[str, Any]) -> None:
+    def _put_discount(self, out: pb.Tensor, conn: Connection, info: Mapping[str, Any]) -> None:
         discount = info.get(_DISCOUNT_KEY)
         _put(out, self._discount_leaf, 1.0 if discount is None else discount)
 
-    def _check_implied(self, conn: Connection, discount: Any) -> None:
+    def _check_implied(self, conn: Connection, discount: SupportsFloat | None) -> None:
         """Warn once when the state cannot carry the env's discount to ``conn``."""
         implied = _IMPLIED.get(conn.phase)
         if self._warned or discount is None or implied is None or discount == implied:
@@ -95,7 +102,7 @@ class NativeWorld(World):
         )
 
 
-def _put(out: Any, leaf: Leaf, value: Any) -> None:
+def _put(out: pb.Tensor, leaf: Leaf, value: SupportsFloat) -> None:
     """Write one value as a tensor of ``leaf``'s spec."""
     out.shape.extend(leaf.shape)
     write(out, np.broadcast_to(np.asarray(value, leaf.row.numpy), leaf.shape), leaf.row)

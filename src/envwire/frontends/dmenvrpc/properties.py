@@ -38,8 +38,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
+import gymnasium
+from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from dm_env_rpc.v1.extensions import properties_pb2
 from google.protobuf import any_pb2
 
@@ -61,6 +63,9 @@ __all__ = ["PROPERTIES", "Properties", "Property"]
 _STRING, _INT64 = dmenvrpc.STRING, dmenvrpc.INT64
 _DOUBLE = dmenvrpc.DOUBLE
 
+#: A property's value, before it is packed as a tensor of its row.
+_Value: TypeAlias = str | int | float | list[str]
+
 
 @dataclass(frozen=True, slots=True)
 class Property:
@@ -77,7 +82,7 @@ class Property:
         """True for the keys that describe a joined world."""
         return not self.key.startswith("server")
 
-    def spec(self) -> Any:
+    def spec(self) -> properties_pb2.PropertySpec:
         """Its ``PropertySpec``."""
         spec = properties_pb2.PropertySpec(
             is_readable=self.row is not None,
@@ -130,7 +135,7 @@ class Properties:
     def __init__(self, catalog: Catalog, worlds: WorldTable) -> None:
         self.catalog = catalog
         self.worlds = worlds
-        self._readers: dict[str, Callable[[World], Any]] = {
+        self._readers: dict[str, Callable[[World], _Value]] = {
             "env.id": lambda w: w.session.env_id,
             "env.metadata": self._metadata,
             "env.render_mode": lambda w: w.spec.render_mode() or "",
@@ -147,7 +152,7 @@ class Properties:
             "world.autoreset_mode": lambda w: w.session.autoreset_mode or "",
         }
 
-    def handle(self, request: Any, conn: Connection) -> Any:
+    def handle(self, request: any_pb2.Any, conn: Connection) -> any_pb2.Any:
         """Answer an ``extension`` request (an ``Any`` holding a ``PropertyRequest``).
 
         Raises:
@@ -189,7 +194,7 @@ class Properties:
             raise UnknownPropertyError(f"property {key!r} describes a joined world: join one first")
         return prop
 
-    def _read(self, prop: Property, conn: Connection) -> Any:
+    def _read(self, prop: Property, conn: Connection) -> _Value:
         if prop.row is None:
             raise PropertyPermissionError(
                 f"property {prop.key!r} is a listable parent, not a value"
@@ -206,7 +211,7 @@ class Properties:
         assert conn.world is not None
         return self._readers[prop.key](conn.world)
 
-    def _write(self, key: str, value: Any, conn: Connection) -> None:
+    def _write(self, key: str, value: pb.Tensor, conn: Connection) -> None:
         prop = self._lookup(key, conn)
         if not prop.writable:
             raise PropertyPermissionError(f"property {key!r} is read-only")
@@ -250,7 +255,7 @@ def _seed(world: World) -> int:
     return seed if isinstance(seed, int) else -1  # None, or one seed per copy
 
 
-def _space_json(space: Any) -> str:
+def _space_json(space: gymnasium.Space[Any]) -> str:
     try:
         return json.dumps(spacecodec.describe(space))
     except ConfigError as exc:  # a space envwire cannot describe (a typed env's model space)

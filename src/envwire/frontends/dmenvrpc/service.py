@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any
+from typing import Any, ParamSpec, TypeAlias, TypeVar
 
 import grpc
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
@@ -70,6 +70,13 @@ _OPTIONS = (
 #: no crowd of idle threads behind it.
 IDLE_THREAD_SECONDS = 10.0
 
+P = ParamSpec("P")
+T = TypeVar("T")
+#: A queued call: the future for its result, the function and its arguments.
+_Work: TypeAlias = tuple[
+    futures.Future[Any], Callable[..., object], tuple[object, ...], dict[str, object]
+]
+
 
 class _DaemonPool(futures.Executor):
     """A thread pool of daemon threads, made as needed up to ``max_workers``; a thread idle
@@ -87,7 +94,7 @@ class _DaemonPool(futures.Executor):
     def __init__(self, max_workers: int, idle_seconds: float = IDLE_THREAD_SECONDS) -> None:
         self._max = max_workers
         self._idle_seconds = idle_seconds
-        self._work: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._work: queue.SimpleQueue[_Work | None] = queue.SimpleQueue()
         self._lock = threading.Lock()
         self._threads = 0
         self._idle = 0  # threads waiting for work that no queued item has claimed
@@ -99,8 +106,8 @@ class _DaemonPool(futures.Executor):
         """Threads alive in the pool (busy or idle)."""
         return self._threads
 
-    def submit(self, fn: Callable[..., Any], /, *args: Any, **kwargs: Any) -> futures.Future[Any]:
-        future: futures.Future[Any] = futures.Future()
+    def submit(self, fn: Callable[P, T], /, *args: P.args, **kwargs: P.kwargs) -> futures.Future[T]:
+        future: futures.Future[T] = futures.Future()
         with self._lock:
             if self._shutdown:
                 raise RuntimeError("cannot schedule new work after shutdown")
@@ -175,7 +182,7 @@ class GrpcFrontEnd:
         self.max_message = settings.grpc_max_message_size
         self.security = security
         self.idle_timeout = idle_timeout
-        self._server: Any = None
+        self._server: grpc.Server | None = None
         self._pool: _DaemonPool | None = None
         self._streams: set[_Stream] = set()
         self._lock = threading.Lock()
@@ -224,7 +231,9 @@ class GrpcFrontEnd:
             threading.Thread(target=self._reap_idle, name="envwire-grpc-idle", daemon=True).start()
         return self.host, bound
 
-    def _process(self, requests: Iterator[bytes], context: Any) -> Iterator[Any]:
+    def _process(
+        self, requests: Iterator[bytes], context: grpc.ServicerContext
+    ) -> Iterator[pb.EnvironmentResponse]:
         """One ``Process`` stream: a response for each request, in order (after the token
         and the client's share of streams are checked: ``context.abort`` raises)."""
         address = address_of(context.peer())
@@ -289,7 +298,7 @@ class GrpcFrontEnd:
 class _Stream:
     """One ``Process`` call: its connection state and the dispatch of its requests."""
 
-    def __init__(self, front: GrpcFrontEnd, context: Any, address: str) -> None:
+    def __init__(self, front: GrpcFrontEnd, context: grpc.ServicerContext, address: str) -> None:
         self.front = front
         self.context = context
         self.address = address  # holds one of its streams until end()
@@ -300,7 +309,7 @@ class _Stream:
         self._ending = self._ended = False
         self._lock = threading.Lock()
 
-    def handle(self, data: bytes) -> Any:
+    def handle(self, data: bytes) -> pb.EnvironmentResponse:
         """The response to one serialized request (errors become ``error`` responses)."""
         self.busy, self.last_active = True, time.monotonic()
         conn = self.conn
@@ -329,7 +338,7 @@ class _Stream:
             if self._ending:
                 self.end()
 
-    def _dispatch(self, kind: Kind, request: Any) -> Any:
+    def _dispatch(self, kind: Kind, request: pb.EnvironmentRequest) -> pb.EnvironmentResponse:
         conn, worlds = self.conn, self.front.worlds
         response = pb.EnvironmentResponse()
         match kind:

@@ -21,7 +21,7 @@ that is how ended copies start again.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -86,11 +86,11 @@ class VectorWorld(World):
             self.pending_seed = seed
         self.pending_options = None if mask is None else {"reset_mask": mask}
 
-    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, pb.TensorSpec]:
         names = [REWARD, TERMINATED, TRUNCATED]
         if settings.get("discount"):
             names.append(DISCOUNT)
-        extras: dict[str, Any] = {}
+        extras: dict[str, pb.TensorSpec] = {}
         for name in names:
             spec = pb.TensorSpec(name=name, dtype=_ROWS.get(name, dmenvrpc.DOUBLE).enum)
             spec.shape.append(self.num_envs)
@@ -102,7 +102,7 @@ class VectorWorld(World):
             extras[INFO] = pb.TensorSpec(name=INFO, dtype=pb.STRING)
         return extras
 
-    def _act(self, conn: Connection, actions: Any) -> Phase:
+    def _act(self, conn: Connection, actions: Mapping[int, pb.Tensor]) -> Phase:
         reply = self._env_step(conn, self.actions.read(actions, "action"))
         assert isinstance(reply, m.VectorStepReply)
         self.obs, self.info = reply.observations, reply.infos
@@ -118,7 +118,12 @@ class VectorWorld(World):
         self._blank()
 
     def _observe(
-        self, conn: Connection, out: Any, requested: Any, reward: float, info: dict[str, Any]
+        self,
+        conn: Connection,
+        out: MutableMapping[int, pb.Tensor],
+        requested: list[int],
+        reward: float,
+        info: dict[str, Any],
     ) -> None:
         self.observations.write(conn.last_obs, out, requested)
         arrays = self.outcome_arrays

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
 from typing import Any
 
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
@@ -61,9 +61,9 @@ class Connection:
         self.created: set[str] = set()
         self.seat = 0
         self.seen = -1  # the world episode this connection's sequence belongs to
-        self.last_obs: Any = None
+        self.last_obs: object = None
         self.truncated = False
-        self.specs: Any = None
+        self.specs: pb.ActionObservationSpecs | None = None  # set when it joins a world
         self.uids: frozenset[int] = frozenset()
         # The last StepRequest's requested_observations, and the same checked, repeats dropped:
         # a client asks for the same ones every step, so they are checked once.
@@ -97,7 +97,7 @@ class World:
         self.episode = 0  # how many episodes the env has started
         self.live = False  # the latest episode is under way
         self.outcome = Phase.TERMINATED  # how the latest episode ended
-        self.obs: Any = None
+        self.obs: object = None
         self.info: dict[str, Any] = {}
         self.to_play: int | None = None
         self.rewards: dict[int, float] = {}
@@ -144,7 +144,7 @@ class World:
 
     # -- joining and leaving -------------------------------------------------------------
 
-    def join(self, conn: Connection, settings: Mapping[str, Any]) -> Any:
+    def join(self, conn: Connection, settings: Mapping[str, Any]) -> pb.ActionObservationSpecs:
         """Seat ``conn``; returns its ``ActionObservationSpecs``.
 
         Raises:
@@ -175,7 +175,7 @@ class World:
         conn.asked = None
         return conn.specs
 
-    def _specs(self, settings: Mapping[str, Any]) -> Any:
+    def _specs(self, settings: Mapping[str, Any]) -> pb.ActionObservationSpecs:
         specs = pb.ActionObservationSpecs()
         for uid, spec in self.actions.specs().items():
             specs.actions[uid].CopyFrom(spec)
@@ -185,7 +185,7 @@ class World:
             specs.observations[self.extra_uids[name]].CopyFrom(spec)
         return specs
 
-    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, Any]:
+    def _extra_specs(self, settings: Mapping[str, Any]) -> dict[str, pb.TensorSpec]:
         """The specs of the observations the world adds, by name, for JoinWorld ``settings``."""
         extras = {REWARD: pb.TensorSpec(name=REWARD, dtype=pb.DOUBLE)}
         if settings.get("discount"):
@@ -212,7 +212,7 @@ class World:
 
     # -- stepping -----------------------------------------------------------------------
 
-    def step(self, conn: Connection, request: Any, out: Any) -> None:
+    def step(self, conn: Connection, request: pb.StepRequest, out: pb.StepResponse) -> None:
         """Carry out ``conn``'s StepRequest, filling the StepResponse ``out``.
 
         Raises:
@@ -250,7 +250,7 @@ class World:
             self._observe(conn, out.observations, requested, reward, info)
 
     @staticmethod
-    def _requested(conn: Connection, asked: Any) -> list[int]:
+    def _requested(conn: Connection, asked: Sequence[int]) -> list[int]:
         """The requested observation UIDs, repeats dropped (they are redundant).
 
         Raises:
@@ -259,14 +259,15 @@ class World:
         requested = list(dict.fromkeys(asked))
         for uid in requested:
             if uid not in conn.uids:
-                known = ", ".join(f"{u} ({s.name!r})" for u, s in conn.specs.observations.items())
+                specs = conn.specs.observations if conn.specs is not None else {}
+                known = ", ".join(f"{u} ({s.name!r})" for u, s in specs.items())
                 raise InvalidArgumentError(
                     f"requested observation uid {uid} is not in the observation specs "
                     f"(known: {known})"
                 )
         return requested
 
-    def _act(self, conn: Connection, actions: Any) -> Phase:
+    def _act(self, conn: Connection, actions: Mapping[int, pb.Tensor]) -> Phase:
         if not actions and self.players > 1:
             return Phase.RUNNING  # a player without a move just looks
         if self.to_play is not None and self.to_play != conn.seat:
@@ -286,7 +287,7 @@ class World:
             return self.outcome
         return Phase.RUNNING
 
-    def _env_step(self, conn: Connection, action: Any) -> m.Reply:
+    def _env_step(self, conn: Connection, action: object) -> m.Reply:
         """Step the env; if it fails, the episode ends (INTERRUPTED) and the error is raised."""
         try:
             return self.session.handle(m.Step(action))
@@ -320,7 +321,7 @@ class World:
         else:
             self.rewards[mover] = self.rewards.get(mover, 0.0) + reward
 
-    def _turn(self, info: Mapping[str, Any], observation: Any) -> int | None:
+    def _turn(self, info: Mapping[str, Any], observation: object) -> int | None:
         if self.players == 1:
             return None
         seat = info.get("to_play")
@@ -330,7 +331,12 @@ class World:
         return int(seat) if seat is not None else None
 
     def _observe(
-        self, conn: Connection, out: Any, requested: Any, reward: float, info: dict[str, Any]
+        self,
+        conn: Connection,
+        out: MutableMapping[int, pb.Tensor],
+        requested: list[int],
+        reward: float,
+        info: dict[str, Any],
     ) -> None:
         self.observations.write(conn.last_obs, out, requested)
         extras = self.extra_uids
@@ -344,15 +350,17 @@ class World:
             elif uid == extras[INFO]:
                 out[uid].strings.array.append(jsonio.dumps_info(info, typed=True).decode())
 
-    def _put_reward(self, out: Any, reward: float) -> None:
+    def _put_reward(self, out: pb.Tensor, reward: float) -> None:
         out.doubles.array.append(reward)
 
-    def _put_discount(self, out: Any, conn: Connection, info: Mapping[str, Any]) -> None:
+    def _put_discount(self, out: pb.Tensor, conn: Connection, info: Mapping[str, Any]) -> None:
         out.doubles.array.append(0.0 if conn.phase is Phase.TERMINATED else 1.0)
 
     # -- resets -------------------------------------------------------------------------
 
-    def reset(self, conn: Connection, settings: Mapping[str, Any]) -> Any:
+    def reset(
+        self, conn: Connection, settings: Mapping[str, Any]
+    ) -> pb.ActionObservationSpecs | None:
         """``conn``'s ResetRequest: its next Step starts a new episode; returns its specs.
 
         Raises:

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError
+from envwire.jsonio import JsonValue
 from envwire.kinds.typed.models import EnvMetadata, State, wire_json
 from envwire.protocols.openenv import (
     ResetRequest,
@@ -73,7 +74,12 @@ class Binding(ABC):
 
     kind: str
 
-    def __init__(self, env_id: str, action_space: Any, observation_space: Any) -> None:
+    def __init__(
+        self,
+        env_id: str,
+        action_space: gymnasium.Space[Any],
+        observation_space: gymnasium.Space[Any],
+    ) -> None:
         self.env_id = env_id
         self.action_space = action_space
         self.observation_space = observation_space
@@ -83,8 +89,8 @@ class Binding(ABC):
         """The Reset request and the episode id the client asked for (if any)."""
 
     @abstractmethod
-    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> Any:
-        """The native action for a step's data.
+    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> object:
+        """The native action for a step's data (a sample of the action space).
 
         Raises:
             ActionRejected: the data does not describe an action.
@@ -117,12 +123,12 @@ class Binding(ABC):
     #: state).
     production = False
 
-    def step_call(self, action: Any, kwargs: Mapping[str, Any]) -> Any:
-        """The step request for an action and the HTTP ``/step`` body's other keys (which
-        only OpenEnv's own envs receive)."""
+    def step_call(self, action: object, kwargs: Mapping[str, Any]) -> object:
+        """The step request for an action (one :meth:`action` made) and the HTTP ``/step``
+        body's other keys (which only OpenEnv's own envs receive)."""
         return action
 
-    def sample(self, action: Any) -> Any:
+    def sample(self, action: object) -> JsonValue:
         """A sampled action as wire JSON."""
         raise InvalidArgumentError(f"{self.env_id}: actions cannot be sampled")
 
@@ -146,7 +152,7 @@ class TypedBinding(Binding):
         options = args.model_dump(exclude_unset=True, exclude={"seed"})
         return m.Reset(seed=args.seed, options=options), args.episode_id
 
-    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> Any:
+    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> BaseModel:
         try:
             return self.action_model.model_validate(data)
         except ValidationError as exc:
@@ -194,7 +200,11 @@ class GymBinding(Binding):
     kind = "gymnasium"
 
     def __init__(
-        self, env_id: str, action_space: Any, observation_space: Any, arrays: Arrays = "base64"
+        self,
+        env_id: str,
+        action_space: gymnasium.Space[Any],
+        observation_space: gymnasium.Space[Any],
+        arrays: Arrays = "base64",
     ) -> None:
         super().__init__(env_id, action_space, observation_space)
         self.arrays: Arrays = arrays
@@ -214,7 +224,7 @@ class GymBinding(Binding):
             raise ActionRejected("invalid reset arguments: options must be an object", detail)
         return m.Reset(seed=args.seed, options=options), args.episode_id or str(uuid.uuid4())
 
-    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> Any:
+    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> object:
         unknown = sorted(set(data) - {"action", "metadata"})
         if "action" not in data or unknown:
             detail = (
@@ -250,7 +260,7 @@ class GymBinding(Binding):
             ]
             raise ActionRejected(f"action: {exc}", detail) from None
 
-    def _obs(self, observation: Any) -> Any:
+    def _obs(self, observation: object) -> JsonValue:
         try:
             return spacecodec.to_json(self.observation_space, observation, arrays=self.arrays)
         except EnvwireError as exc:
@@ -316,7 +326,7 @@ class GymBinding(Binding):
             "arrays": self.arrays,
         }
 
-    def sample(self, action: Any) -> Any:
+    def sample(self, action: object) -> JsonValue:
         return spacecodec.to_json(self.action_space, action, arrays=self.arrays)
 
 
@@ -336,7 +346,7 @@ _ARRAY_SCHEMA = {
 }
 
 
-def _space_schema(space: Any) -> dict[str, Any]:
+def _space_schema(space: gymnasium.Space[Any]) -> dict[str, Any]:
     """A JSON Schema for the JSON form of ``space``'s samples (the spacecodec forms)."""
     spaces = gymnasium.spaces
     if isinstance(space, spaces.Discrete):
@@ -362,7 +372,7 @@ def _space_schema(space: Any) -> dict[str, Any]:
     return {"description": repr(space)}
 
 
-def _scalar(value: Any) -> str:
+def _scalar(value: object) -> str:
     """A reward as JSON text, without the json module's per-call overhead."""
     if value is None:
         return "null"

@@ -56,7 +56,7 @@ class OpenEnvBinding(TypedBinding):
             episode_id, str
         ) else None
 
-    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> Any:
+    def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> BaseModel:
         model: type[BaseModel] = self.action_model
         kind = data.get("type")
         if isinstance(kind, str):
@@ -69,9 +69,12 @@ class OpenEnvBinding(TypedBinding):
             detail = validation_detail(exc, prefix)
             raise ActionRejected("Invalid message", detail) from None
 
-    def step_call(self, action: Any, kwargs: Mapping[str, Any]) -> Any:
+    def step_call(self, action: object, kwargs: Mapping[str, Any]) -> object:
         """The step request for an action and the HTTP body's other keywords."""
-        return StepCall(action, dict(kwargs)) if kwargs else action
+        if not kwargs:
+            return action
+        assert isinstance(action, BaseModel)  # made by action(): a model
+        return StepCall(action, dict(kwargs))
 
     def tools(self) -> list[dict[str, Any]]:
         return []

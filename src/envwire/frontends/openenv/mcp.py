@@ -27,6 +27,8 @@ from envwire.errors import (
     UnknownEnvError,
 )
 from envwire.frontends.openenv.service import Hang, OpenEnvService, Record
+from envwire.jsonio import JsonObject, JsonValue
+from envwire.kinds.openenv_core.gymenv import McpAnswer
 from envwire.protocols.openenv import RpcCode, RpcRequest, dumps, jsonable, rpc_error, rpc_result
 
 __all__ = ["UnknownToolError", "answer", "step", "tool_step"]
@@ -35,7 +37,7 @@ _NO_MCP = "Environment does not support MCP"
 
 
 class _Failure(Exception):
-    def __init__(self, code: RpcCode, message: str, data: Any = None) -> None:
+    def __init__(self, code: RpcCode, message: str, data: JsonValue = None) -> None:
         super().__init__(message)
         self.code, self.message, self.data = code, message, data
 
@@ -69,7 +71,7 @@ def answer(
 
 def _result(
     service: OpenEnvService, request: RpcRequest, env_id: str, record: Record | None, peer: str
-) -> Any:
+) -> JsonValue:
     params, method = request.params, request.method
     extensions = service.compat.extensions
     match method:
@@ -92,7 +94,7 @@ def _result(
     raise _Failure(RpcCode.METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-def _close(service: OpenEnvService, params: dict[str, Any], record: Record | None) -> Any:
+def _close(service: OpenEnvService, params: dict[str, Any], record: Record | None) -> JsonObject:
     token = params.get("session_id")
     if not isinstance(token, str) or not token:
         raise _Failure(RpcCode.INVALID_PARAMS, "Invalid params - 'session_id' is required")
@@ -118,7 +120,7 @@ def _tools(
     params: dict[str, Any],
     env_id: str,
     record: Record | None,
-) -> Any:
+) -> JsonValue:
     token = params.get("session_id")
     if record is None and isinstance(token, str) and token:
         record = _find(service, token)
@@ -128,7 +130,7 @@ def _tools(
     temporary = record is None
     target = service.open(env_id, "mcp", transient=True) if record is None else record
     try:
-        answered = service.extension(target, "mcp", method, dict(params))
+        answered: McpAnswer = service.extension(target, "mcp", method, dict(params))
     finally:
         if temporary:
             service.close(target)
@@ -146,7 +148,7 @@ def _typed_tools(
     params: dict[str, Any],
     env_id: str,
     record: Record | None,
-) -> Any:
+) -> JsonValue:
     """An envwire typed env's tools (a Gymnasium env has none)."""
     binding = service.binding(env_id) if record is None else record.binding
     specs = binding.tools()
@@ -168,7 +170,7 @@ def _typed_tools(
             service.close(target)
 
 
-def _call_tool(service: OpenEnvService, record: Record, name: str, arguments: Any) -> Any:
+def _call_tool(service: OpenEnvService, record: Record, name: str, arguments: object) -> JsonObject:
     """A typed env's tool called in the record's session, as openenv-core words the result.
 
     Raises:

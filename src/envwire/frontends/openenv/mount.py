@@ -230,7 +230,7 @@ class _Session:
         channel.send_text(text)
         channel.close(1013 if isinstance(exc, CapacityError) else 1011, type(exc).__name__)
 
-    def _error(self, code: ErrorCode, text: str, envwire_code: str, **extra: Any) -> str:
+    def _error(self, code: ErrorCode, text: str, envwire_code: str, **extra: object) -> str:
         """An error message; envwire's finer code rides along unless in strict mode."""
         if self.mount.service.compat.extensions:
             extra["envwire_code"] = envwire_code

@@ -87,7 +87,7 @@ def split_path(path: str, served: Callable[[str], bool], default: str) -> tuple[
     return default, path.lstrip("/"), ""
 
 
-def _detail(status: int, text: str, **extra: Any) -> Response:
+def _detail(status: int, text: str, **extra: object) -> Response:
     headers = [("retry-after", "1")] if status == 503 else []
     return json_response(status, dumps({"detail": text, **extra}), headers)
 

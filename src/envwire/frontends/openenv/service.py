@@ -17,7 +17,9 @@ import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, Protocol, TypeVar
+
+import gymnasium
 
 from envwire import messages as m
 from envwire.errors import EnvCapacityError, EnvTimeoutError, StateError
@@ -39,7 +41,7 @@ from envwire.session import Session
 from envwire.settings import OpenEnvSettings
 from envwire.spacecodec.modelspace import ModelSpace
 
-__all__ = ["FRONT_END", "Hang", "OpenEnvService", "Record"]
+__all__ = ["FRONT_END", "Hang", "OpenEnvService", "Owner", "Record"]
 
 #: The ``front_end`` label of the sessions this front end opens.
 FRONT_END = "openenv"
@@ -52,6 +54,14 @@ Hang = Callable[[EnvTimeoutError], None] | None
 
 #: How long a request waits for a session that another request is using.
 _BUSY_GRACE = 5.0
+
+
+class Owner(Protocol):
+    """The WebSocket connection that holds a record."""
+
+    def reap(self, idle: float) -> None:
+        """The record went unused for ``idle`` seconds: close the connection, saying why."""
+        ...
 
 
 class Record:
@@ -73,7 +83,7 @@ class Record:
         #: transport that is making the call.
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         #: The WebSocket connection holding this record, for the reaper.
-        self.owner: Any = None
+        self.owner: Owner | None = None
         #: Frees the record (set by the service that opened it).
         self.closer: Callable[[Record], None] | None = None
         session.set_on_hang(self._hung)
@@ -346,9 +356,10 @@ class OpenEnvService:
 
         return self._call(record, work, on_hang)
 
-    def extension(self, record: Record, name: str, *args: Any) -> Any:
+    def extension(self, record: Record, name: str, *args: object) -> Any:
         """An out-of-band operation (``state``, ``call_tool``, ``mcp``) on the record's env,
-        under the record's lock."""
+        under the record's lock: what the env's operation returned, whose type depends on
+        ``name`` (see :func:`_extension`)."""
         return self._call(record, lambda: _extension(record.session, name, *args))
 
     # -- reaping --------------------------------------------------------------------------
@@ -376,8 +387,13 @@ class OpenEnvService:
         self.close(record)
 
 
-def _extension(session: Session, name: str, *args: Any) -> Any:
-    """A typed-env operation (state, tools) on the session's env, in its worker."""
+def _extension(session: Session, name: str, *args: object) -> Any:
+    """A typed-env operation (state, tools) on the session's env, in its worker.
+
+    Returns:
+        What the operation returned (``TypedGymEnv.extension`` and ``OpenEnvGymEnv.extension``
+        say what each returns): a state model or JSON data, a tool's result, an MCP answer.
+    """
     method = getattr(session, "extension", None)
     if callable(method):  # a Session that offers it under its own lock
         return method(name, *args)
@@ -385,9 +401,14 @@ def _extension(session: Session, name: str, *args: Any) -> Any:
     return session.worker.call("extension", name, *args, timeout=session.spec.step_timeout)
 
 
-def _binding(env_id: str, action_space: Any, observation_space: Any, arrays: Arrays) -> Binding:
+def _binding(
+    env_id: str,
+    action_space: gymnasium.Space[Any],
+    observation_space: gymnasium.Space[Any],
+    arrays: Arrays,
+) -> Binding:
     """The binding for an env with these spaces."""
-    if isinstance(action_space, OpenEnvSpace):
+    if isinstance(action_space, OpenEnvSpace) and isinstance(observation_space, OpenEnvSpace):
         return OpenEnvBinding(env_id, action_space, observation_space)
     if isinstance(action_space, ModelSpace) and isinstance(observation_space, ModelSpace):
         return TypedBinding(env_id, action_space, observation_space)

@@ -13,7 +13,7 @@ import importlib
 import os
 import socket
 import threading
-from typing import Any
+import types
 
 from envwire.errors import ConfigError
 from envwire.registry import EnvSpec
@@ -41,7 +41,7 @@ EXTRA_HINT = "pip install 'envwire[ray]'"
 _CONNECT_LOCK = threading.Lock()
 
 
-def require_ray() -> Any:
+def require_ray() -> types.ModuleType:
     """The ``ray`` module.
 
     Raises:

@@ -128,6 +128,6 @@ class RayOptions:
         return ", ".join(f"{name}={amount:.15g}" for name, amount in self.bundle().items())
 
 
-def _amount(env_id: str, key: str, value: Any) -> None:
+def _amount(env_id: str, key: str, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ConfigError(f"{env_id}: [env.ray] {key} must be a non-negative number, got {value!r}")

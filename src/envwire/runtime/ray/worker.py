@@ -48,7 +48,7 @@ from envwire.errors import (
     EnvwireError,
 )
 from envwire.registry import EnvSpec
-from envwire.runtime.hosts import make_host
+from envwire.runtime.hosts import EnvHost, VectorHost, make_host
 from envwire.runtime.ray.options import RayOptions
 from envwire.runtime.vector import VectorGroup
 
@@ -63,7 +63,7 @@ class EnvActor:
     and making the env are waited for (and timed out) separately."""
 
     def __init__(self) -> None:
-        self.host: Any = None
+        self.host: EnvHost | VectorHost | None = None
 
     def where(self) -> tuple[str, str]:
         """This actor's node: (node id, node IP address)."""
@@ -73,8 +73,9 @@ class EnvActor:
         """Make the host (an env, or ``num_envs`` copies with an autoreset ``mode``)."""
         self.host = make_host(spec, num_envs, mode)
 
-    def call(self, method: str, args: tuple[Any, ...]) -> Any:
+    def call(self, method: str, args: tuple[object, ...]) -> object:
         """``host.call(method, args)``: envwire errors travel back as they are."""
+        assert self.host is not None, "the worker makes the host before its first call"
         return self.host.call(method, args)
 
 
@@ -118,8 +119,10 @@ class RayWorker:
     ) -> None:
         self.spec = spec
         self.options = options or RayOptions()
-        self.on_hang: Any = None  # calls time out on their own: nothing to report later
+        # calls time out on their own: nothing to report later
+        self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         self.node_id = self.node_ip = "?"
+        # Ray's object refs and actor handles: Ray is an optional extra, checked as untyped.
         self._pending: Any = None
         chosen = self.options.actor_options(bundled=placement is not None)
         if placement is not None:
@@ -153,7 +156,7 @@ class RayWorker:
         """The actor's node, as error messages name it: IP and short node id."""
         return f"{self.node_ip} ({self.node_id[:8]})"
 
-    def call(self, method: str, *args: Any, timeout: float) -> Any:
+    def call(self, method: str, *args: object, timeout: float) -> object:
         """Run ``host.method(*args)`` in the actor.
 
         Raises:
@@ -164,13 +167,13 @@ class RayWorker:
         self.send(method, *args)
         return self.finish(method, timeout)
 
-    def send(self, method: str, *args: Any) -> None:
+    def send(self, method: str, *args: object) -> None:
         """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
         if self._actor is None:
             raise EnvCrashedError(f"{self.spec.id}: the env's Ray actor is gone")
         self._pending = self._actor.call.remote(method, args)
 
-    def finish(self, method: str, timeout: float) -> Any:
+    def finish(self, method: str, timeout: float) -> object:
         """The result of the call :meth:`send` started."""
         pending, self._pending = self._pending, None
         return self._get(pending, timeout, method)
@@ -182,6 +185,8 @@ class RayWorker:
         method: str,
         late: _Late | None = None,
     ) -> Any:
+        """What the actor call ``ref`` returned (its type is the called method's), mapping
+        Ray's failures onto envwire's errors as the module docstring says."""
         try:
             return ray.get(ref, timeout=timeout)
         except GetTimeoutError:
@@ -291,7 +296,7 @@ def reserve(spec: EnvSpec, options: RayOptions, count: int, timeout: float) -> P
     return group
 
 
-class RayGroup(VectorGroup):
+class RayGroup(VectorGroup[RayWorker]):
     """A vector session's copies split over several Ray workers (see ``VectorGroup``); frees
     their placement group, if any, when it closes."""
 
