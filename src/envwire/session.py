@@ -317,6 +317,18 @@ class Session:
             specs: DmSpecs | None = self._call("dm_specs")
         return specs
 
+    def extension(self, name: str, *args: object) -> Any:
+        """An operation of a typed or OpenEnv env beyond the message vocabulary (``state``,
+        ``call_tool``, ``mcp``: ``TypedGymEnv.extension`` and ``OpenEnvGymEnv.extension`` say
+        what each returns), in the env's worker, under the session's lock; a crash or a hang
+        breaks the session as in :meth:`handle`.
+
+        Raises:
+            EnvwireError: as the env's worker raises.
+        """
+        with self._lock:
+            return self._call("extension", name, *args)
+
     def handle(self, request: m.Request) -> m.Reply:
         """Carry out one request.
 

@@ -337,9 +337,9 @@ class OpenEnvService:
 
         def work() -> dict[str, Any]:
             if record.binding.native:  # the env's own state, as JSON data
-                return _extension(record.session, "state")  # type: ignore[no-any-return]
+                return record.session.extension("state")  # type: ignore[no-any-return]
             if record.binding.kind == "typed":
-                state = _extension(record.session, "state")
+                state = record.session.extension("state")
                 return jsonable(state.model_dump(mode="json"))  # type: ignore[no-any-return]
             session = record.session
             return {"episode_id": record.episode_id, "step_count": session.step_count}
@@ -359,8 +359,8 @@ class OpenEnvService:
     def extension(self, record: Record, name: str, *args: object) -> Any:
         """An out-of-band operation (``state``, ``call_tool``, ``mcp``) on the record's env,
         under the record's lock: what the env's operation returned, whose type depends on
-        ``name`` (see :func:`_extension`)."""
-        return self._call(record, lambda: _extension(record.session, name, *args))
+        ``name`` (:meth:`Session.extension <envwire.session.Session.extension>`)."""
+        return self._call(record, lambda: record.session.extension(name, *args))
 
     # -- reaping --------------------------------------------------------------------------
 
@@ -385,20 +385,6 @@ class OpenEnvService:
             return
         log.info("closing %s session of %s, idle for %g s", record.kind, record.env_id, idle)
         self.close(record)
-
-
-def _extension(session: Session, name: str, *args: object) -> Any:
-    """A typed-env operation (state, tools) on the session's env, in its worker.
-
-    Returns:
-        What the operation returned (``TypedGymEnv.extension`` and ``OpenEnvGymEnv.extension``
-        say what each returns): a state model or JSON data, a tool's result, an MCP answer.
-    """
-    method = getattr(session, "extension", None)
-    if callable(method):  # a Session that offers it under its own lock
-        return method(name, *args)
-    assert session.spec is not None and session.worker is not None
-    return session.worker.call("extension", name, *args, timeout=session.spec.step_timeout)
 
 
 def _binding(
