@@ -105,7 +105,7 @@ class EnvSpec:
             actors are placed (see ``envwire.runtime.ray.RayOptions``); used with ``ray``
             isolation only.
         record: record this env's episodes as a Minari dataset (``record = true`` in an
-            ``[[env]]`` table; see ``docs/observability.md``).
+            ``[[env]]`` table; see ``docs/guides/observability.md``).
         openenv: set for OpenEnv's own envs (openenv-core ``Environment`` classes), which
             ``envwire.kinds.openenv_core.gymenv`` hosts as openenv-core does: how to load the
             env (:func:`envwire.kinds.openenv_core.appmodule.resolve`). :func:`with_openenv`

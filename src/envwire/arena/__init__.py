@@ -14,7 +14,7 @@ The submodules: :mod:`~envwire.arena.rules` (scheduling and ratings), :mod:`~env
 :mod:`~envwire.arena.opening` (per-env settings, the arena a server opens),
 :mod:`~envwire.arena.cli` (``envwire arena ...``). The act protocol's codec is
 :mod:`envwire.protocols.arena`; the HTTP endpoints, pages and ASGI app are
-:mod:`envwire.arena.web`. See ``docs/arena.md``.
+:mod:`envwire.arena.web`. See ``docs/arena/index.md``.
 """
 
 __all__: list[str] = []

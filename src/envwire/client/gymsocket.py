@@ -35,7 +35,7 @@ DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 #: The port of ``gym-socket://`` URLs that name none.
 DEFAULT_PORT = 5001
 _RECV = 256 * 1024
-#: The handshake errors of a server that wants a token (docs/gym-socket.md).
+#: The handshake errors of a server that wants a token (docs/protocols/gym-socket.md).
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
 
 _R = TypeVar("_R", bound=m.Reply)
@@ -77,7 +77,8 @@ class GymSocketTransport:
             server's certificate is verified against ``host``.
         busy_poll_us: wait for each reply by polling the socket, without sleeping, for up to
             this many microseconds before blocking (0, the default, blocks at once): lower
-            latency for CPU time; plain connections only (see README, "Busy polling").
+            latency for CPU time; plain connections only (see docs/protocols/gym-socket.md,
+            "Busy polling").
 
     Raises (from the constructor):
         TransportError: the server cannot be reached, does not answer, or fails TLS

@@ -1,5 +1,5 @@
 """Seeing what a server does: Prometheus metrics, JSON logs, the live activity the dashboard
-shows, and episodes recorded as Minari datasets (``docs/observability.md``).
+shows, and episodes recorded as Minari datasets (``docs/guides/observability.md``).
 
 Recording (:mod:`envwire.observe.recorder`, :mod:`envwire.observe.datasets`) needs the
 ``minari`` extra and is imported only when it is switched on.

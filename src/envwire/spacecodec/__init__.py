@@ -17,7 +17,7 @@ space classes of ``gymnasium.spaces``:
 Errors: a malformed description is a :class:`~envwire.errors.ProtocolError`; a malformed sample
 is an :class:`~envwire.errors.InvalidArgumentError` (callers re-label it); a sample outside its
 space is an :class:`~envwire.errors.InvalidActionError`; a space class envwire cannot describe is
-a :class:`~envwire.errors.ConfigError`. See ``docs/spaces.md`` for the wire forms.
+a :class:`~envwire.errors.ConfigError`. See ``docs/protocols/spaces.md`` for the wire forms.
 """
 
 from envwire.spacecodec.checks import check, checker

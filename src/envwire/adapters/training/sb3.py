@@ -19,7 +19,7 @@ What cannot cross the wire raises :class:`RemoteAttributeError` (an ``Unsupporte
 is also an ``AttributeError``, so ``has_attr`` answers False): ``get_attr`` knows the spaces,
 ``render_mode`` (None: the batched path carries no frames) and, over dm_env_rpc, the
 properties the server publishes (``env.id``, ``episode.seed``, ``world.num_envs``, ...: see
-``docs/dm_env_rpc.md``), one value for the whole world; ``set_attr``, ``env_method`` (but
+``docs/protocols/dm_env_rpc.md``), one value for the whole world; ``set_attr``, ``env_method`` (but
 ``get_wrapper_attr``) and ``get_images`` raise. ``env_is_wrapped`` answers False for every
 copy: the server's wrappers are not visible from here.
 """

@@ -9,7 +9,7 @@
 - :mod:`.admin`: that server's admin operations over the arena's store (the HTTP routes are
   :mod:`envwire.arena.web.aisys`).
 
-See ``docs/aisys.md``.
+See ``docs/arena/aisys.md``.
 """
 
 __all__: list[str] = []

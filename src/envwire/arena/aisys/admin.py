@@ -2,7 +2,7 @@
 
 Each method is one request of that server's ``AdminClient``; the HTTP side
 (:mod:`envwire.arena.web.aisys`) parses requests, checks the admin password and reports
-errors. Differences from that server are deliberate and listed in ``docs/arena.md``.
+errors. Differences from that server are deliberate and listed in ``docs/arena/index.md``.
 
 - :meth:`CourseAdmin.make_env`: ``env_class`` is a plugin env (``package.module:Class`` of the
   plugin interface, found on the plugins folder or the Python path; ``config`` goes to it), or

@@ -415,7 +415,8 @@ class DmEnvRpcTransport:
         return self._observe(response.observations), reward, state
 
     def read_property(self, key: str) -> Any:
-        """The value of a property (see ``docs/dm_env_rpc.md``), as an array or a scalar."""
+        """The value of a property (see ``docs/protocols/dm_env_rpc.md``), as an array or a
+        scalar."""
         if self._pending:
             raise ProtocolError(f"{self.where}: read_property() with requests in flight")
         self._put("extension", _property_read(key))

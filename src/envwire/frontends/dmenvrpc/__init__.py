@@ -6,7 +6,7 @@
 - :mod:`.properties`: the properties extension.
 
 The sans-IO side (tensors, specs, settings, the state machine, statuses) is
-:mod:`envwire.protocols.dmenvrpc`. See ``docs/dm_env_rpc.md``.
+:mod:`envwire.protocols.dmenvrpc`. See ``docs/protocols/dm_env_rpc.md``.
 """
 
 from envwire.frontends.dmenvrpc.service import SERVICE, GrpcFrontEnd

@@ -11,7 +11,7 @@ that launches its own game instance, so every session gets its own game::
     )
     env = make_godot_env(spec)
 
-Space descriptions are :mod:`envwire.spacecodec`'s (``docs/spaces.md``), e.g.
+Space descriptions are :mod:`envwire.spacecodec`'s (``docs/protocols/spaces.md``), e.g.
 ``{"type": "Discrete", "n": 3}`` or ``{"type": "Box", "low": -1, "high": 1, "shape": [2]}``.
 """
 

@@ -17,7 +17,7 @@ Three ways to name such an env, all resolved to an :class:`OpenEnvTarget`:
 - an env directory holding OpenEnv's ``openenv.yaml`` manifest, whose ``app`` entry names the
   app module relative to that directory.
 
-Limits (documented in ``docs/openenv.md``): routes and middleware a module adds to the app
+Limits (documented in ``docs/protocols/openenv.md``): routes and middleware a module adds to the app
 itself are not served (:attr:`OpenEnvTarget.extra_routes` lists them); the app must have been
 built by openenv-core 0.3's ``create_app`` / ``HTTPEnvServer.register_routes``.
 """

@@ -80,7 +80,9 @@ SETTINGS: dict[str, tuple[Setting, ...]] = {
         Setting(
             "player", "int", "the seat to take in a multi-player world (default: the first free)"
         ),
-        Setting("discount", "bool", "add a 'discount' observation (see docs/dm_env_rpc.md)"),
+        Setting(
+            "discount", "bool", "add a 'discount' observation (see docs/protocols/dm_env_rpc.md)"
+        ),
         Setting(
             "envwire.extras", "bool", "add 'envwire.truncated' and 'envwire.info' observations"
         ),

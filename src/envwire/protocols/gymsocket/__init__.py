@@ -5,7 +5,7 @@ Feed received bytes with ``receive_data`` (``b""`` means EOF), take events with
 bytes with ``send_*``. Nothing here touches a socket.
 
 The original wire format is kept byte for byte for clients that send handshake flags 0. The flag
-bits are our extensions (documented in ``docs/gym-socket.md``):
+bits are our extensions (documented in ``docs/protocols/gym-socket.md``):
 
 - ``ERRORS`` (0x01): every command gets a reply that starts with a status byte: 0 and the usual
   payload, or 1 and an error string, after which the session goes on.

@@ -2,7 +2,7 @@
 
 Every field a client sends has a size limit by kind, checked as soon as its length arrives
 (before its bytes are buffered); a field over its limit is a :class:`TooLargeError` that ends
-the connection (``docs/gym-socket.md``, "Limits"). JSON fields may nest at most
+the connection (``docs/protocols/gym-socket.md``, "Limits"). JSON fields may nest at most
 :data:`envwire.jsonio.MAX_DEPTH` levels.
 """
 

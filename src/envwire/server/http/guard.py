@@ -1,4 +1,4 @@
-"""What the HTTP front end checks before it routes a request (docs/security.md).
+"""What the HTTP front end checks before it routes a request (docs/guides/security.md).
 
 - every request: its ``Host`` must name this server and its ``Origin``, if any, must be the
   server's own or an allowed one (403 otherwise): a web page the operator visits cannot drive

@@ -4,7 +4,7 @@ An env written for that server's plugin interface imports ``aisysprojserver.env_
 ``aisysprojserver.env_settings``, ``aisysprojserver.env_mixins`` and sometimes
 ``aisysprojserver.website``. When that server is not installed, :mod:`envwire.arena.aisys.plugins`
 makes those names resolve to the modules of this package, which define the same classes and
-fields (this is a description of the interface, written for envwire; see ``docs/arena.md``):
+fields (this is a description of the interface, written for envwire; see ``docs/arena/index.md``):
 
 - :mod:`.env_interface`: ``GenericEnvironment`` (what a plugin subclasses), ``RunData``,
   ``ActionResult``, ``ActionRequest``, ``ActionHistoryEntry``, ``EnvInfo`` and the summaries
