@@ -4,11 +4,11 @@ Blocking sockets with a thread per connection are the fastest request/response p
 (no event-loop hop), and they confine an inline env that hangs to its own connection: the
 watchdog answers that client and drops the connection, while every other thread goes on.
 
-What a client can make the front end hold is bounded (``docs/protocols/gym-socket.md``,
-"Limits"): each field by its kind (the codec checks a length as soon as it arrives), and the bytes all
-connections buffer together by ``max_buffered``. A client that breaks the protocol hears why in
-its error channel when it has one, then the connection closes; every such close, and every
-refused handshake, is logged at INFO with the peer's address (rate-limited).
+What a client can make the front end hold is bounded (``docs/protocols/gym-socket.md``, "Limits"):
+each field by its kind (the codec checks a length as soon as it arrives), and the bytes all
+connections buffer together by ``max_buffered``. A client that breaks the protocol hears why in its
+error channel when it has one, then the connection closes; every such close, and every refused
+handshake, is logged at INFO with the peer's address (rate-limited).
 """
 
 from __future__ import annotations

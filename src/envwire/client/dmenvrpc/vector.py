@@ -1,13 +1,12 @@
 """dm_env_rpc vector worlds from the client side: N env copies per message, and ``make_vec``.
 
-:class:`DmEnvRpcVectorTransport` creates (or joins) a vector world (CreateWorld ``num_envs``,
-see ``docs/protocols/dm_env_rpc.md``) and speaks envwire's messages over it: a batch of N
-actions goes out in one StepRequest, and the batch of observations, rewards, terminations, truncations and the
+:class:`DmEnvRpcVectorTransport` creates (or joins) a vector world (CreateWorld ``num_envs``, see
+``docs/protocols/dm_env_rpc.md``) and speaks envwire's messages over it: a batch of N actions goes
+out in one StepRequest, and the batch of observations, rewards, terminations, truncations and the
 vector info comes back in one StepResponse. :func:`open_vector_url` opens one from a URL;
 ``envwire.make_vec("grpc://...", num_envs=N)`` wraps it in a
-:class:`~envwire.adapters.vector.RemoteVectorEnv`, a ``gymnasium.vector.VectorEnv`` whose
-batches equal Gymnasium's ``SyncVectorEnv``'s.
-"""
+:class:`~envwire.adapters.vector.RemoteVectorEnv`, a ``gymnasium.vector.VectorEnv`` whose batches
+equal Gymnasium's ``SyncVectorEnv``'s."""
 
 from __future__ import annotations
 

@@ -1,9 +1,9 @@
 """envwire's deliberate differences from openenv-core, and the switch that turns them off.
 
 The OpenEnv front end answers as openenv-core 0.3.0 does. Where envwire differs on purpose
-(``docs/protocols/openenv.md``, "Differences from openenv-core, on purpose"), each difference
-is one flag of :class:`Compat`; ``--openenv-compat strict`` (server option ``openenv_compat = "strict"``)
-clears them all, for users whose code depends on openenv-core's behaviour.
+(``docs/protocols/openenv.md``, "Differences from openenv-core, on purpose"), each difference is
+one flag of :class:`Compat`; ``--openenv-compat strict`` (server option ``openenv_compat =
+"strict"``) clears them all, for users whose code depends on openenv-core's behaviour.
 """
 
 from __future__ import annotations
