@@ -34,8 +34,10 @@ from envwire.registry import Catalog
 from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
 from envwire.runtime.workers import make_worker
 from envwire.server.http import Guard, HttpFrontEnd, Mount
+from envwire.server.parking import Parking
 from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
+from envwire.server.threads import ThreadPool
 from envwire.settings import Settings
 
 __all__ = ["FrontEnd", "Server", "print_line"]
@@ -93,6 +95,10 @@ class Server:
             worker_factory=functools.partial(make_worker, ray=self.ray),
             observer=self.observe,
         )
+        #: The threads that serve connections while they have work, and where connections wait
+        #: for their clients meanwhile (every front end but gRPC, which has its own threads).
+        self.threads = ThreadPool(settings.server.max_threads, name="envwire-conn")
+        self.parking = Parking(self.threads)
         self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
@@ -113,6 +119,8 @@ class Server:
                     limits=limits,
                     observe=self.observe,
                     idle_timeout=idle,
+                    threads=self.threads,
+                    parking=self.parking,
                 )
             )
         if settings.http.port is not None:
@@ -139,6 +147,8 @@ class Server:
                     host=host,
                     observe=self.observe,
                     security=self.security,
+                    threads=self.threads,
+                    parking=self.parking,
                 )
             )
         return found
@@ -172,7 +182,15 @@ class Server:
             )
         )
         limits = connection_limits(settings.security, settings.security.max_connections)
-        return HttpFrontEnd(settings.http, host=host, guard=guard, limits=limits, mounts=mounts)
+        return HttpFrontEnd(
+            settings.http,
+            host=host,
+            guard=guard,
+            limits=limits,
+            mounts=mounts,
+            threads=self.threads,
+            parking=self.parking,
+        )
 
     def _health(self) -> dict[str, Any]:
         """``/health``'s extra fields: the caller's, and the envs that cannot be loaded."""
@@ -201,6 +219,7 @@ class Server:
         if self.ray is not None:
             self.ray.connect()
         self.observe.start()
+        self.parking.start()
         tls = " (TLS)" if self.security.tls is not None else ""
         for front in self._front_ends():
             try:
@@ -231,6 +250,8 @@ class Server:
             except Exception:
                 log.exception("stopping %s failed", front.name)
         self.front_ends.clear()
+        self.parking.stop()
+        self.threads.stop()
         self.sessions.close_all()
         self.observe.close()
 

@@ -140,9 +140,9 @@ def test_a_peer_that_leaves_before_its_handshake(pair: tuple[socket.socket, ...]
 
 def test_upgrade_answers_a_request_already_read(pair: tuple[socket.socket, ...]) -> None:
     server, client = pair
-    http = HttpConnection(server, max_body=0, keepalive=None)
+    http = HttpConnection(server, max_body=0)
     client.sendall(REQUEST.replace(b"Connection: Upgrade", b"Connection: keep-alive"))
-    request = http.next_request()
+    request = http.next_request(10.0)
     assert isinstance(request, Request)
     assert upgrade(http, request) is None
     assert http.close_reason == "bad WebSocket handshake: missing 'Connection: Upgrade'"

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import socket
 import threading
@@ -33,14 +34,16 @@ from envwire.errors import (
     TooLargeError,
 )
 from envwire.observe import Observability
-from envwire.protocols.gymsocket import NEED_DATA, Flags, Handshake, Invalid, ServerConnection
+from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnection
 from envwire.protocols.gymsocket.packets import NeedData
 from envwire.server.buffers import BufferBudget
-from envwire.server.listener import ThreadedListener
+from envwire.server.listener import BACKLOG, HOT_WINDOW, ThreadedListener
+from envwire.server.parking import Parking
 from envwire.server.ratelog import RateLimitedLog
 from envwire.server.security import Security
 from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.sessions import SessionTable
+from envwire.server.threads import ThreadPool
 from envwire.session import Session
 from envwire.settings import GymSocketSettings
 from envwire.sockets import Stream, busy_poll, configure_stream
@@ -72,6 +75,8 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
             is a deadline for the whole handshake).
         observe: where errors answered to clients are counted.
         idle_timeout: seconds a connection may stay silent between commands (None: forever).
+        threads: the server's pool that serves connections while they have work; ``parking``
+            where they wait for their clients meanwhile, without a thread.
     """
 
     name = "gym-socket"
@@ -87,6 +92,8 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
         limits: ConnectionLimits,
         observe: Observability,
         idle_timeout: float | None,
+        threads: ThreadPool | None = None,
+        parking: Parking | None = None,
     ) -> None:
         self.sessions = sessions
         self.observe = observe
@@ -101,11 +108,11 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
         #: Places for connections polling at once: spinning threads beyond the CPUs left over
         #: would only take turns with the GIL and the threads doing work.
         self.pollers = threading.BoundedSemaphore(max(1, (os.cpu_count() or 2) - 1))
-        super().__init__(limits, security.tls)
+        super().__init__(limits, security.tls, threads=threads, parking=parking)
 
     def start(self) -> tuple[str, int]:
         """Bind, listen and start accepting; returns the bound address."""
-        return self.listen(512)
+        return self.listen(BACKLOG)
 
     def connection(self, sock: Stream, peer: object, ticket: Ticket) -> _Connection:
         return _Connection(self, sock, peer, ticket)
@@ -117,7 +124,7 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
     def stop(self) -> None:
         """Stop accepting, drop every connection and free their sessions."""
         for conn in self.stop_listening():
-            conn.drop()
+            conn.abort()
 
 
 def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
@@ -167,23 +174,53 @@ class _Connection:
         self.session: Session | None = None
         self._send_lock = threading.Lock()
         self._dead = False
+        #: When the command packet in the buffer began to arrive (None: no packet begun).
+        self.packet_began: float | None = None
+        #: The pool thread serving the connection now (forsaken if its env hangs).
+        self.thread = 0
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
-    def run(self) -> None:
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def serve(self) -> float | None:
+        """Greet the client, then answer its commands while they keep coming (a pool thread):
+        when it falls silent, the time until which it may stay so, None when it is over."""
+        self.thread = threading.get_ident()
         try:
-            if self._greet():
-                self._serve()
+            if self.session is None:
+                greeted = self._greet()
+                if greeted is None:  # refused, or the client left
+                    return None
+                if not greeted:  # the handshake is not whole yet
+                    return self.ticket.deadline
+            return self._serve()
         except ProtocolError as exc:
             self._fatal(exc)
-        except TimeoutError:
-            if not self._dead:
-                waited = self.front.idle_timeout
-                _peer_log("%s: closing the connection after %g s of silence", self.peer, waited)
         except OSError as exc:
             log.debug("connection %s ends: %s", self.peer, exc)
-        finally:
-            self.drop()
-            self.codec.discard()
+        return None
+
+    def expire(self) -> float | None:
+        """The client stayed silent past its time: say why where the protocol can, and close."""
+        if self.session is None:
+            seconds = self.front.admission.limits.handshake_timeout
+            self._refuse(f"no handshake within {seconds:g} s")
+        elif self.codec.buffered:
+            seconds = self.front.packet_timeout
+            self._fatal(ProtocolError(f"a command packet did not arrive whole in {seconds:g} s"))
+        elif not self._dead:
+            waited = self.front.idle_timeout
+            _peer_log("%s: closing the connection after %g s of silence", self.peer, waited)
+        return None
+
+    @property
+    def over(self) -> bool:
+        return self._dead
+
+    def abort(self) -> None:
+        self.drop()
+        self.codec.discard()
 
     def _fatal(self, error: ProtocolError) -> None:
         """The client's bytes cannot be parsed further: say why where it can hear it, log it."""
@@ -195,63 +232,63 @@ class _Connection:
         if reply is not None:
             self._send(reply)
 
-    def _greet(self) -> bool:
-        """Read and answer the handshake, all of it within the ticket's deadline; True when a
-        session is open."""
+    def _greet(self) -> bool | None:
+        """Read and answer the handshake (as far as the client's bytes allow): True when a
+        session is open, False when the handshake is not whole yet, None when it was refused
+        or the client left."""
         codec = self.codec
-        event: object = NEED_DATA
+        event: object = codec.next_event()
         try:
-            while event is NEED_DATA:
-                remaining = self.ticket.remaining()
-                if remaining <= 0:
-                    raise TimeoutError
-                configure_stream(self.sock, remaining)
-                codec.receive_data(self.sock.recv(_RECV))
+            while isinstance(event, NeedData):
+                wait = min(HOT_WINDOW, self.ticket.remaining())
+                if wait <= 0:
+                    return False
+                configure_stream(self.sock, wait)
+                data = self.sock.recv(_RECV)
+                if not data:
+                    return None
+                codec.receive_data(data)
                 event = codec.next_event()
-        except (TimeoutError, BlockingIOError):  # ProtocolError goes to run()'s _fatal
-            seconds = self.front.admission.limits.handshake_timeout
-            self._refuse(f"no handshake within {seconds:g} s")
+        except (TimeoutError, BlockingIOError):  # ProtocolError goes to serve()'s _fatal
             return False
         assert isinstance(event, Handshake)  # before its handshake the codec yields no other
         reply = self._handshake(event)
         self.ticket.passed()
         if reply is None:
-            return False
-        configure_stream(self.sock, self.front.idle_timeout)
+            return None
         self._send(reply)
         return True
 
-    def _serve(self) -> None:
+    def _serve(self) -> float | None:
+        """Answer commands until the client falls silent: then the time it may stay so."""
         codec = self.codec
-        idle = self.front.idle_timeout
-        in_packet = False  # the socket's timeout is a packet's deadline, not the idle timeout
-        started = 0.0  # when the partial packet in the buffer began to arrive
         data = b"?"  # not EOF: the first round parses what came with the handshake
         parse = codec.buffered > 0
         window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
         poll = window > 0  # polled while the client's requests come within the window
         while not self._dead:
             if not parse:
-                if codec.buffered:  # a packet has begun: it has packet_timeout to arrive whole
-                    if not in_packet:
-                        in_packet, started = True, time.monotonic()
-                    left = started + self.front.packet_timeout - time.monotonic()
-                    configure_stream(self.sock, max(left, 0.001))
-                elif in_packet:
-                    in_packet = False
-                    configure_stream(self.sock, idle)
-                if window:
-                    began = time.perf_counter()
-                    polled = None
-                    if poll and self.front.pollers.acquire(blocking=False):
-                        try:
-                            polled = busy_poll(self._receive, window)
-                        finally:
-                            self.front.pollers.release()
-                    data = self.sock.recv(_RECV) if polled is None else polled
-                    poll = time.perf_counter() - began <= window
-                else:
-                    data = self.sock.recv(_RECV)
+                if codec.buffered and self.packet_began is None:
+                    self.packet_began = time.monotonic()  # it has packet_timeout to arrive
+                elif not codec.buffered:
+                    self.packet_began = None
+                # What TLS has buffered is read first: only a wait for the socket times out.
+                configure_stream(self.sock, HOT_WINDOW)
+                try:
+                    if window:
+                        began = time.perf_counter()
+                        polled = None
+                        if poll and self.front.pollers.acquire(blocking=False):
+                            try:
+                                polled = busy_poll(self._receive, window)
+                            finally:
+                                self.front.pollers.release()
+                        data = self.sock.recv(_RECV) if polled is None else polled
+                        poll = time.perf_counter() - began <= window
+                    else:
+                        data = self.sock.recv(_RECV)
+                except (TimeoutError, BlockingIOError):
+                    return self._silent_until()
                 codec.receive_data(data)
                 if not self.hold.update(codec.buffered):
                     raise TooLargeError(
@@ -267,14 +304,23 @@ class _Connection:
                 reply = self._handle(event)
                 if reply is None:
                     self._flush(out)
-                    return
+                    return None
                 out.append(reply)
                 if not codec.buffered:
                     break
             self._flush(out)
             self.hold.update(codec.buffered)
             if not data:
-                return
+                return None
+        return None
+
+    def _silent_until(self) -> float:
+        """The client fell silent: until when it may stay so (a packet begun: until it must
+        be whole; between commands: the idle limit, or for ever)."""
+        if self.packet_began is not None:
+            return self.packet_began + self.front.packet_timeout
+        idle = self.front.idle_timeout
+        return math.inf if idle is None else time.monotonic() + idle
 
     def _receive(self, flags: int) -> bytes:
         return self.sock.recv(_RECV, flags)
@@ -388,7 +434,9 @@ class _Connection:
         self._send(self.codec.send_handshake_reply(error))
 
     def _on_hang(self, error: EnvTimeoutError) -> None:
-        """Watchdog thread: the env is stuck in our thread; tell the client and hang up."""
+        """Watchdog thread: the env is stuck in our thread; tell the client and hang up (the
+        stuck thread's place in the pool goes to another)."""
+        self.front.threads.forsake(self.thread)
         log.warning("session %s: %s", self.session.id[:8] if self.session else "?", error)
         reply = self.codec.send_error(error)
         if reply is not None:

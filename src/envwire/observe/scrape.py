@@ -15,8 +15,10 @@ from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
 from envwire.protocols.http.http11 import Response, json_response
 from envwire.server.http import Guard, HttpFrontEnd
+from envwire.server.parking import Parking
 from envwire.server.security import Security
 from envwire.server.security.admission import ConnectionLimits
+from envwire.server.threads import ThreadPool
 from envwire.settings import HttpSettings
 
 __all__ = ["MAX_SCRAPERS", "SCRAPE_TIMEOUT", "metrics_listener"]
@@ -33,9 +35,16 @@ def _refusal(error: EnvwireError) -> Response:
 
 
 def metrics_listener(
-    port: int, *, host: str, observe: Observability, security: Security
+    port: int,
+    *,
+    host: str,
+    observe: Observability,
+    security: Security,
+    threads: ThreadPool | None = None,
+    parking: Parking | None = None,
 ) -> HttpFrontEnd:
-    """The listener serving ``observe``'s metrics on ``host:port`` (0 picks a port)."""
+    """The listener serving ``observe``'s metrics on ``host:port`` (0 picks a port), on the
+    server's ``threads`` and ``parking`` (its own when None)."""
     settings = HttpSettings(
         port=port,
         http_keepalive=SCRAPE_TIMEOUT,
@@ -59,6 +68,8 @@ def metrics_listener(
         limits=limits,
         mounts=[web],
         browsers=False,
+        threads=threads,
+        parking=parking,
     )
     front.name = "metrics"
     front.thread_name = "envwire-metrics"

@@ -1,56 +1,182 @@
-"""The TCP listener of the blocking front ends: a thread per admitted connection.
+"""The TCP listener of the front ends that read their sockets themselves (gym-socket, HTTP):
+a thread while a connection has work, none while it waits for its client.
 
 Accepted connections pass :class:`~envwire.server.security.admission.Admission` first
-(connection caps per front end and per client address, a bounded number of connections in
-their handshake, a deadline for the handshake), then TLS when the server has a certificate,
-then go to the front end's connection object in a thread of their own.
+(connection caps per front end and per client address, a bounded number of connections in their
+handshake, a deadline for the handshake, counted from when the server starts reading the
+connection), then TLS when the server has a certificate, then go to the front end's connection
+object. That object is served in steps on the server's :class:`~envwire.server.threads.ThreadPool`:
+:meth:`Served.serve` reads and answers what the client sent for as long as its requests keep
+coming, then returns the time until which the connection may wait silent; it waits in the
+:class:`~envwire.server.parking.Parking`, holding no thread, until its client sends again (the
+next step) or that time passes (:meth:`Served.expire`).
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import socket
 import ssl
 import threading
+import time
+from collections.abc import Callable
 from typing import Generic, Protocol, TypeVar
 
 from envwire.errors import EnvwireError
+from envwire.server.parking import Parking
 from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import Admission, ConnectionLimits, Ticket
+from envwire.server.threads import ThreadPool
 from envwire.sockets import Stream
 from envwire.sockets.tls import TlsSocket
 
-__all__ = ["Served", "ThreadedListener"]
+__all__ = ["BACKLOG", "HOT_WINDOW", "PARK_CHECK", "Served", "ThreadedListener"]
 
 log = logging.getLogger("envwire.listener")
 
+#: Connections the kernel queues before they are accepted (it caps this at its somaxconn): a
+#: burst of thousands of connects waits there, and in the admission's queue, not refused.
+BACKLOG = 4096
+
+#: Seconds a connection that has just been answered keeps its thread, waiting for its client's
+#: next request, before it parks: a client that steps as fast as it can never parks.
+HOT_WINDOW = 0.05
+
+
+#: The longest a connection waits parked before the listener looks at it again: one dropped
+#: meanwhile by another thread (a reaper, a keepalive check) is let go within that time.
+PARK_CHECK = 30.0
+
 
 class Served(Protocol):
-    """A front end's object serving one admitted connection."""
+    """A front end's object serving one admitted connection, in steps.
+
+    ``serve`` and ``expire`` return when the connection may next be woken: a
+    ``time.monotonic()`` time to wait silent until (``math.inf``: no limit), or None when the
+    connection is over (closed).
+    """
 
     #: The connection's admission ticket (ended when the listener forgets the connection).
     ticket: Ticket
 
-    def run(self) -> None:
-        """Serve the connection until it ends (the body of its thread)."""
+    @property
+    def over(self) -> bool:
+        """True once the connection is over (closed, or dropped by another thread)."""
+        ...
+
+    def fileno(self) -> int:
+        """The socket to wait on."""
+        ...
+
+    def serve(self) -> float | None:
+        """In a pool thread: read and answer what the client sent, while it keeps sending."""
+        ...
+
+    def expire(self) -> float | None:
+        """In a pool thread: the time ``serve`` returned has passed without a word."""
+        ...
+
+    def abort(self) -> None:
+        """Drop the connection now (any thread; idempotent)."""
         ...
 
 
 C = TypeVar("C", bound=Served)
 
 
+class _Slot(Generic[C]):
+    """What the parking holds for one connection: its steps, and what follows each."""
+
+    __slots__ = ("conn", "listener", "sock", "ticket", "tls", "until")
+
+    def __init__(self, listener: ThreadedListener[C], ticket: Ticket) -> None:
+        self.listener = listener
+        self.ticket = ticket
+        self.sock: Stream = ticket.sock
+        self.tls: TlsSocket | None = None
+        self.conn: C | None = None
+        self.until = math.inf  # the time the connection itself may wait until
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def resume(self) -> None:
+        if self.conn is None:
+            self._open()
+        else:
+            self._next(self.conn.serve)
+
+    def expire(self) -> None:
+        if self.conn is None:  # silent in the TLS handshake past the ticket's deadline
+            log.debug("TLS handshake with %s did not finish in time", self.ticket.peer)
+            self._end()
+        elif time.monotonic() >= self.until:
+            self._next(self.conn.expire)
+        elif self.conn.over:  # dropped by another thread while parked
+            self._next(lambda: None)
+        else:
+            self._park(self.until)
+
+    def _open(self) -> None:
+        """TLS first (as far as the bytes that came allow), then the front end's connection."""
+        listener = self.listener
+        if listener.stopping:
+            self._end()
+            return
+        if listener.tls is not None:
+            if self.tls is None:
+                self.tls = TlsSocket(self.ticket.sock, listener.tls, server_side=True)
+            try:
+                done = self.tls.handshake_step(HOT_WINDOW)
+            except (OSError, ssl.SSLError) as exc:
+                log.debug("TLS handshake with %s failed: %s", self.ticket.peer, exc)
+                self._end()
+                return
+            if not done:
+                listener.parking.park(self, self.ticket.deadline)
+                return
+            self.sock = self.tls
+        self.conn = listener.connection(self.sock, self.ticket.peer, self.ticket)
+        listener.track(self.conn)
+        self._next(self.conn.serve)
+
+    def _next(self, step: Callable[[], float | None]) -> None:
+        assert self.conn is not None
+        conn = self.conn
+        try:
+            until = step()
+        except Exception:
+            log.exception("connection %s failed", self.ticket.peer)
+            until = None
+        if until is None or self.listener.stopping:
+            conn.abort()
+            self.listener.forget(conn)
+            return
+        self._park(until)
+
+    def _park(self, until: float) -> None:
+        self.until = until
+        self.listener.parking.park(self, min(until, time.monotonic() + PARK_CHECK))
+
+    def _end(self) -> None:
+        self.ticket.sock.close()
+        self.ticket.end()
+
+
 class ThreadedListener(Generic[C]):
-    """A TCP listener with a thread per admitted connection (the blocking front ends' base).
+    """A TCP listener whose connections are served in steps on a shared thread pool.
 
     Subclasses set ``host``, ``port`` and ``thread_name``, and implement :meth:`connection`,
     which wraps a socket (a :class:`~envwire.sockets.tls.TlsSocket` under TLS) in a
-    :class:`Served` object of type ``C`` (its ``run()`` is the thread's body), and
-    :meth:`refusal`, the bytes that tell a refused client why. The connection object calls
-    ``ticket.passed()`` once its handshake is done, and :meth:`forget` when it ends.
+    :class:`Served` object of type ``C``, and :meth:`refusal`, the bytes that tell a refused
+    client why. The connection object calls ``ticket.passed()`` once its handshake is done.
 
     Args:
         limits: the connection bounds (default: :class:`ConnectionLimits`'s).
         tls: the server's TLS context, or None for plain TCP.
+        threads: the pool that serves connections (a pool of the listener's own by default).
+        parking: where connections wait (one of the listener's own by default).
     """
 
     host: str
@@ -58,13 +184,21 @@ class ThreadedListener(Generic[C]):
     thread_name = "envwire-conn"
 
     def __init__(
-        self, limits: ConnectionLimits | None = None, tls: ssl.SSLContext | None = None
+        self,
+        limits: ConnectionLimits | None = None,
+        tls: ssl.SSLContext | None = None,
+        *,
+        threads: ThreadPool | None = None,
+        parking: Parking | None = None,
     ) -> None:
         self._listener: socket.socket | None = None
         self._connections: set[C] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self.tls = tls
+        self.threads = threads or ThreadPool(1024, name=self.thread_name)
+        self.parking = parking or Parking(self.threads)
+        self._own_parking = parking is None
         self.admission = Admission(limits or ConnectionLimits(), self._start, self._refuse)
 
     def connection(self, sock: Stream, peer: object, ticket: Ticket) -> C:
@@ -76,6 +210,11 @@ class ThreadedListener(Generic[C]):
         """What a refused connection is sent before it is closed (the protocol's error)."""
         return b""
 
+    @property
+    def stopping(self) -> bool:
+        """Whether the listener is shutting down."""
+        return self._stopping.is_set()
+
     def listen(self, backlog: int) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), then start accepting."""
         family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
@@ -85,6 +224,7 @@ class ThreadedListener(Generic[C]):
         listener.listen(backlog)
         self._listener = listener
         self.port = listener.getsockname()[1]
+        self.parking.start()
         threading.Thread(target=self._accept_loop, name=self.thread_name, daemon=True).start()
         return self.host, self.port
 
@@ -100,34 +240,8 @@ class ThreadedListener(Generic[C]):
             del sock
 
     def _start(self, ticket: Ticket) -> None:
-        name = f"{self.thread_name}-{ticket.peer}"
-        threading.Thread(target=self._serve, args=(ticket,), name=name, daemon=True).start()
-
-    def _serve(self, ticket: Ticket) -> None:
-        """A connection's thread: TLS (within the handshake deadline), then the front end."""
-        sock: Stream = ticket.sock
-        if self._stopping.is_set():
-            sock.close()
-            ticket.end()
-            return
-        if self.tls is not None:
-            try:
-                secure = TlsSocket(ticket.sock, self.tls, server_side=True)
-                secure.handshake(ticket.remaining())
-            except (OSError, ssl.SSLError) as exc:
-                log.debug("TLS handshake with %s failed: %s", ticket.peer, exc)
-                ticket.sock.close()
-                ticket.end()
-                return
-            sock = secure
-        conn = self.connection(sock, ticket.peer, ticket)
-        conn.ticket = ticket
-        with self._lock:
-            self._connections.add(conn)
-        try:
-            conn.run()
-        finally:
-            self.forget(conn)
+        """A connection may begin its handshake now (its deadline set): a thread serves it."""
+        self.threads.submit(_Slot(self, ticket).resume)
 
     def _refuse(self, sock: socket.socket, error: EnvwireError) -> None:
         """Tell a refused client why without waiting on it (TLS clients just see the close)."""
@@ -140,13 +254,21 @@ class ThreadedListener(Generic[C]):
         finally:
             sock.close()
 
+    def track(self, conn: C) -> None:
+        """Count ``conn`` among the open connections (until :meth:`forget`)."""
+        with self._lock:
+            self._connections.add(conn)
+
     def forget(self, conn: C) -> None:
         """A connection ended: stop tracking it and free its slot (idempotent)."""
         with self._lock:
             self._connections.discard(conn)
-        ticket = getattr(conn, "ticket", None)
-        if ticket is not None:
-            ticket.end()
+        conn.ticket.end()
+
+    def connection_count(self) -> int:
+        """Connections open now."""
+        with self._lock:
+            return len(self._connections)
 
     def stop_listening(self) -> list[C]:
         """Stop accepting; the connections still open, for the caller to drop."""
@@ -156,5 +278,7 @@ class ThreadedListener(Generic[C]):
         for ticket in self.admission.stop():
             ticket.sock.close()
             ticket.end()
+        if self._own_parking:
+            self.parking.stop()
         with self._lock:
             return list(self._connections)

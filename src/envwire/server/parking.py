@@ -103,29 +103,34 @@ class Parking:
             self._wake_write.send(b"\0")
 
     def _loop(self) -> None:
-        selector = self._selector
-        while True:
-            with self._lock:
-                if self._stopping:
-                    break
-                arriving, self._arriving = self._arriving, []
-            for parked, deadline in arriving:
-                self._add(parked, deadline)
-            timeout = self._next_timeout()
-            try:
-                events = selector.select(timeout)
-            except OSError:  # a connection closed under us: drop what is no longer there
-                self._drop_closed()
-                continue
-            for key, _ in events:
-                if key.data is None:
-                    self._drain_wakeups()
-                    continue
-                ready: Parked = key.data
-                self._remove(ready)
-                self.pool.submit(ready.resume)
-            self._expire_due()
+        while self._round():
+            pass
         self._close_all()
+
+    def _round(self) -> bool:
+        """Take in the connections parked since, wait for the next event or deadline, and hand
+        what is ready to the pool; False once stopping. (A method of its own: its locals, the
+        last connections it saw, are gone while the next ``select`` sleeps.)"""
+        with self._lock:
+            if self._stopping:
+                return False
+            arriving, self._arriving = self._arriving, []
+        for parked, deadline in arriving:
+            self._add(parked, deadline)
+        try:
+            events = self._selector.select(self._next_timeout())
+        except OSError:  # a connection closed under us: drop what is no longer there
+            self._drop_closed()
+            return True
+        for key, _ in events:
+            if key.data is None:
+                self._drain_wakeups()
+                continue
+            ready: Parked = key.data
+            self._remove(ready)
+            self.pool.submit(ready.resume)
+        self._expire_due()
+        return True
 
     def _add(self, conn: Parked, deadline: float | None) -> None:
         try:

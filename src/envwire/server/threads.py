@@ -113,6 +113,8 @@ class ThreadPool:
                 work()
             except Exception:
                 log.exception("connection work failed")
+            # Done with it: an idle thread must not keep the last connection it served alive.
+            del work
             if me in self._forsaken:  # taken back after it hung: its place is someone else's
                 with self._lock:
                     self._forsaken.discard(me)

@@ -157,6 +157,12 @@ class ServerSettings(Section):
         "run untrusted code (envwire/Coding-v0) where the host cannot build the sandbox's "
         "namespaces, with the layers that remain (docs/guides/security.md)",
     )
+    max_threads: int = setting(
+        1024,
+        Count(1),
+        "threads serving connections at once (gym-socket and HTTP); a connection holds one only "
+        "while it has work, and more work waits its turn",
+    )
     sandbox_runs: int | None = setting(
         None, Count(1, optional=True), "code runs at once in the code sandbox", shown="8"
     )

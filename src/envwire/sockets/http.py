@@ -31,12 +31,23 @@ from envwire.protocols.http.http11 import (
 from envwire.protocols.http.websocket import accept_bytes
 from envwire.sockets import Stream, close_stream
 
-__all__ = ["DEFAULT_SEND_TIMEOUT", "BodyPolicy", "HttpConnection"]
+__all__ = ["DEFAULT_SEND_TIMEOUT", "WAITING", "BodyPolicy", "HttpConnection", "Waiting"]
 
 _RECV = 256 * 1024
 
 #: Seconds a client has to take each reply before its connection is dropped.
 DEFAULT_SEND_TIMEOUT = 30.0
+
+
+class Waiting:
+    """The type of :data:`WAITING`."""
+
+    def __repr__(self) -> str:
+        return "WAITING"
+
+
+#: :meth:`HttpConnection.next_request`'s answer when no whole request came within its wait.
+WAITING = Waiting()
 
 
 class BodyPolicy(Protocol):
@@ -58,7 +69,6 @@ class HttpConnection:
     Args:
         sock: the connected socket.
         max_body: the largest request body, in bytes (413 beyond).
-        keepalive: seconds an idle connection waits for its next request; None: forever.
         send_timeout: seconds the client has to take each response; None: forever.
         policies: smaller body limits for some routes (see :class:`BodyPolicy`).
         max_header: the largest request line and headers, in bytes (431 beyond).
@@ -69,13 +79,11 @@ class HttpConnection:
         sock: Stream,
         *,
         max_body: int,
-        keepalive: float | None,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         policies: Sequence[BodyPolicy] = (),
         max_header: int = 64 * 1024,
     ) -> None:
         self.sock = sock
-        self.keepalive = keepalive
         self.send_timeout = send_timeout
         self.close_reason = ""
         self.policies = tuple(policies)
@@ -85,16 +93,20 @@ class HttpConnection:
         self.lock = threading.Lock()
         self.dead = False
         self.keep_alive = True
+        #: Since when part of the next request has been here (None: none of it yet).
+        self.began: float | None = None
         self._timeout: float | None = -1.0  # the socket timeout last set (-1: never)
 
-    def next_request(self, deadline: float | None = None) -> Request | Response | None:
-        """The next request; a Response to send when the request was malformed; None at EOF,
-        on a socket error, after ``keepalive`` idle seconds, or when the whole request has not
-        arrived by ``deadline`` (a ``time.monotonic()`` value; the first request's)."""
+    def next_request(
+        self, wait: float, deadline: float | None = None
+    ) -> Request | Response | Waiting | None:
+        """The next request, reading for at most ``wait`` seconds on this thread: a Response
+        to send when the request was malformed; :data:`WAITING` when no whole request came in
+        time (the bytes that did stay in the parser: call again when more come); None at EOF,
+        on a socket error, or when the request is not whole by ``deadline`` (a
+        ``time.monotonic()`` time), however slowly its bytes come. :attr:`began` says since
+        when part of a request is here."""
         parser = self.parser
-        if deadline is None and self._timeout != self.keepalive:
-            self.sock.settimeout(self.keepalive)
-            self._timeout = self.keepalive
         try:
             while True:
                 parsed = parser.next_request()
@@ -105,13 +117,25 @@ class HttpConnection:
                 if parser.needs_continue():
                     self.send_raw(b"HTTP/1.1 100 Continue\r\n\r\n")
                     parser.continue_sent()
-                if deadline is not None:  # however slowly the bytes come
+                if self.began is None and parser.partial:
+                    self.began = time.monotonic()
+                limit = wait
+                if deadline is not None:
                     left = deadline - time.monotonic()
                     if left <= 0:
+                        self.close_reason = "the request did not arrive whole in time"
                         return None
-                    self.sock.settimeout(left)
-                    self._timeout = -1.0
-                parser.receive_data(self.sock.recv(_RECV))
+                    limit = min(limit, left)
+                self.sock.settimeout(limit)
+                self._timeout = -1.0
+                try:
+                    data = self.sock.recv(_RECV)
+                except TimeoutError:
+                    if deadline is not None and time.monotonic() >= deadline:
+                        self.close_reason = "the request did not arrive whole in time"
+                        return None
+                    return WAITING
+                parser.receive_data(data)
         except HttpError as exc:
             self.keep_alive = False
             self.close_reason = f"bad request ({exc.status}): {exc.message}"
@@ -120,12 +144,12 @@ class HttpConnection:
                     refusal = policy.refuse(exc.request, exc.status, exc.message)
                     if refusal is not None:
                         return refusal
-            return json_response(
-                exc.status, jsonio.dumps({"detail": f"Bad request: {exc.message}"})
-            )
-        except (TimeoutError, OSError):
+            detail = jsonio.dumps({"detail": f"Bad request: {exc.message}"})
+            return json_response(exc.status, detail)
+        except OSError:
             return None
         assert isinstance(parsed, Request)
+        self.began = None
         self.keep_alive = parsed.keep_alive
         return parsed
 

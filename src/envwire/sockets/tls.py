@@ -134,6 +134,30 @@ class TlsSocket:
                 raise ConnectionError("the peer closed the connection during the TLS handshake")
             self._in.write(data)
 
+    def handshake_step(self, wait: float) -> bool:
+        """Go on with the TLS handshake as far as the peer's bytes allow, waiting at most
+        ``wait`` seconds for each of them: True once it is done, False when the peer has not
+        sent what comes next (call again when it has).
+
+        Raises:
+            ssl.SSLError: the peer's certificate or protocol was refused.
+            ConnectionError: the peer closed the connection.
+        """
+        previous = self.raw.gettimeout()
+        try:
+            self._handshake(time.monotonic() + wait)
+        except TimeoutError:
+            return False
+        finally:
+            self.raw.settimeout(previous)
+        return True
+
+    def pending(self) -> bool:
+        """Whether bytes already read from the socket wait to be decrypted (a reader must not
+        wait on the socket for them)."""
+        with self._lock:
+            return self._tls.pending() > 0 or self._in.pending > 0
+
     def _decrypt(self, size: int) -> bytes | None:
         """Plaintext already received (b"" at the end of the stream), or None if none."""
         with self._lock:

@@ -44,7 +44,7 @@ from envwire.protocols.http.websocket import (
     text_frame,
 )
 from envwire.sockets import Stream, close_stream
-from envwire.sockets.http import DEFAULT_SEND_TIMEOUT, HttpConnection
+from envwire.sockets.http import DEFAULT_SEND_TIMEOUT, HttpConnection, Waiting
 
 __all__ = [
     "DEFAULT_MAX_HANDSHAKE",
@@ -109,11 +109,9 @@ def handshake(sock: Stream, timeout: float, *, max_size: int = DEFAULT_MAX_HANDS
         HandshakeError: what went wrong (the caller closes the socket).
     """
     deadline = time.monotonic() + timeout
-    http = HttpConnection(
-        sock, max_body=0, max_header=max_size, keepalive=None, send_timeout=timeout
-    )
-    request = http.next_request(deadline)
-    if request is None:
+    http = HttpConnection(sock, max_body=0, max_header=max_size, send_timeout=timeout)
+    request = http.next_request(timeout, deadline)
+    if request is None or isinstance(request, Waiting):
         if time.monotonic() >= deadline:
             raise HandshakeError(f"no complete WebSocket handshake within {timeout:g} s")
         raise HandshakeError("the peer closed the connection before its handshake")

@@ -65,6 +65,10 @@ _OBSERVATION = '{"type":"observation","data":'
 _REFUSAL_WAIT = 5.0
 
 
+def _nothing() -> None:
+    """Nothing to do."""
+
+
 def _kind(text: str) -> str:
     """The ``type`` of a message already known to be a JSON object with one."""
     kind = json.loads(text).get("type")
@@ -181,29 +185,34 @@ class _Session:
         self.peer = peer
         self.channel: WebSocketChannel | None = None
         self.record: Record | None = None
+        self.forsake: Callable[[], None] = _nothing
 
-    def run(self, channel: WebSocketChannel) -> None:
-        """Open the env's session, serve it, and free it when the client goes."""
+    def opened(self, channel: WebSocketChannel, forsake: Callable[[], None]) -> bool:
+        """Open the env's session (a pool thread); False after telling the client why not."""
         self.channel = channel
-        service = self.mount.service
+        self.forsake = forsake
         try:
-            self.record = service.open(self.env_id, "ws", peer=self.peer)
+            self.record = self.mount.service.open(self.env_id, "ws", peer=self.peer)
         except EnvwireError as exc:
             self._refuse(exc, self.endpoint)
-            return
+            return False
         self.record.owner = self
         self.record.on_hang = self._ws_hung
-        try:
-            if self.endpoint == "mcp":
-                self._mcp_loop(self.env_id)
-            else:
-                self._ws_loop()
-        finally:
-            service.close(self.record)
+        return True
 
-    def abort(self) -> None:
+    def message(self, text: str | bytes) -> bool:
+        """Answer one message (a pool thread); False when the session is over."""
+        if self.endpoint == "mcp":
+            return self._mcp_message(text)
+        return self._ws_message(text)
+
+    def closed(self) -> None:
+        """The WebSocket is over: free the session at once."""
         if self.record is not None:
             self.mount.service.close(self.record)
+
+    def abort(self) -> None:
+        self.closed()
 
     def _refuse(self, exc: EnvwireError, endpoint: str) -> None:
         """Tell the client why no session was opened, then close.
@@ -243,83 +252,68 @@ class _Session:
         assert channel is not None
         channel.send_text(error_message(ErrorCode.SESSION_ERROR, text))
 
-    def _ws_loop(self) -> None:
+    def _ws_message(self, text: str | bytes) -> bool:
         channel, record, service = self.channel, self.record, self.mount.service
         assert channel is not None and record is not None
-        binding = record.binding
         compat = service.compat
-        while True:
-            text = channel.receive()
-            if text is None:
-                return
-            if isinstance(text, bytes):
-                return self._ending("binary messages are not accepted: send JSON as text")
-            event = parse_client_message(text)
-            if isinstance(event, WsInvalid) and event.not_object and not compat.malformed_continues:
-                return self._ending(event.message)
-            if isinstance(event, WsSpaces | WsSample) and not compat.extensions:
-                event = WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {_kind(text)}")
-            try:
-                match event:
-                    case WsStep(data=data):
-                        reply = _OBSERVATION + mcp.step(service, record, data) + "}"
-                    case WsReset(data=data):
-                        payload = service.reset(
-                            record, data, ("data",), validate=compat.check_ws_seed
-                        )
-                        reply = _OBSERVATION + payload + "}"
-                    case WsState():
-                        reply = message("state", service.state(record))
-                    case WsClose():
-                        return
-                    case WsMcp(data=data):
-                        rpc = parse_rpc(data, decoded=True)
-                        response = (
-                            rpc
-                            if isinstance(rpc, dict)
-                            else mcp.answer(service, rpc, record.env_id, record, self.client)
-                        )
-                        reply = message("mcp", response)
-                    case WsSpaces():
-                        reply = message("spaces", binding.describe())
-                    case WsSample():
-                        reply = message("sample", service.sample(record))
-                    case WsInvalid(code=code, message=text_, errors=errors):
-                        extra = {} if errors is None else {"errors": errors}
-                        reply = error_message(code, text_, **extra)
-            except ActionRejected as exc:
-                reply = self._error(
-                    ErrorCode.VALIDATION_ERROR, str(exc), exc.code, errors=exc.detail
-                )
-            except EnvwireError as exc:
-                if not exc.remote:
-                    log.warning("session %s (%s): %s", record.session.id[:8], record.env_id, exc)
-                reply = self._error(code_of(exc), str(exc), exc.code)
-            if not channel.send_text(reply):
-                return
+        if isinstance(text, bytes):
+            self._ending("binary messages are not accepted: send JSON as text")
+            return False
+        event = parse_client_message(text)
+        if isinstance(event, WsInvalid) and event.not_object and not compat.malformed_continues:
+            self._ending(event.message)
+            return False
+        if isinstance(event, WsSpaces | WsSample) and not compat.extensions:
+            event = WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {_kind(text)}")
+        try:
+            match event:
+                case WsStep(data=data):
+                    reply = _OBSERVATION + mcp.step(service, record, data) + "}"
+                case WsReset(data=data):
+                    payload = service.reset(record, data, ("data",), validate=compat.check_ws_seed)
+                    reply = _OBSERVATION + payload + "}"
+                case WsState():
+                    reply = message("state", service.state(record))
+                case WsClose():
+                    return False
+                case WsMcp(data=data):
+                    rpc = parse_rpc(data, decoded=True)
+                    response = rpc
+                    if not isinstance(rpc, dict):
+                        response = mcp.answer(service, rpc, record.env_id, record, self.client)
+                    reply = message("mcp", response)
+                case WsSpaces():
+                    reply = message("spaces", record.binding.describe())
+                case WsSample():
+                    reply = message("sample", service.sample(record))
+                case WsInvalid(code=code, message=text_, errors=errors):
+                    extra = {} if errors is None else {"errors": errors}
+                    reply = error_message(code, text_, **extra)
+        except ActionRejected as exc:
+            reply = self._error(ErrorCode.VALIDATION_ERROR, str(exc), exc.code, errors=exc.detail)
+        except EnvwireError as exc:
+            if not exc.remote:
+                log.warning("session %s (%s): %s", record.session.id[:8], record.env_id, exc)
+            reply = self._error(code_of(exc), str(exc), exc.code)
+        return channel.send_text(reply)
 
-    def _mcp_loop(self, env_id: str) -> None:
+    def _mcp_message(self, text: str | bytes) -> bool:
         channel, record, service = self.channel, self.record, self.mount.service
         assert channel is not None and record is not None
-        while True:
-            text = channel.receive()
-            if text is None:
-                return
-            if isinstance(text, bytes):  # openenv-core ends the session with a server error
-                error = rpc_error(None, RpcCode.SERVER_ERROR, "binary messages are not accepted")
-                channel.send_text(dumps(error))
-                return
-            rpc = parse_rpc(text)
-            response = (
-                rpc
-                if isinstance(rpc, dict)
-                else mcp.answer(service, rpc, env_id, record, self.client)
-            )
-            if not channel.send_text(dumps(response)):
-                return
+        if isinstance(text, bytes):  # openenv-core ends the session with a server error
+            error = rpc_error(None, RpcCode.SERVER_ERROR, "binary messages are not accepted")
+            channel.send_text(dumps(error))
+            return False
+        rpc = parse_rpc(text)
+        response = rpc
+        if not isinstance(rpc, dict):
+            response = mcp.answer(service, rpc, self.env_id, record, self.client)
+        return channel.send_text(dumps(response))
 
     def _ws_hung(self, error: EnvTimeoutError) -> None:
-        """Watchdog thread: the env hung in this connection's thread; report it and hang up."""
+        """Watchdog thread: the env hung in this connection's thread; report it and hang up
+        (the stuck thread's place in the pool goes to another)."""
+        self.forsake()
         log.warning("%s: %s", self.peer, error)
         channel = self.channel
         if channel is not None:

@@ -194,6 +194,11 @@ class RequestParser:
         self._pending = None
         return request
 
+    @property
+    def partial(self) -> bool:
+        """Whether part of a request has arrived (its bytes, or its head without its body)."""
+        return self._pending is not None or bool(self.buffer)
+
     def needs_continue(self) -> bool:
         """True when a request waits for ``100 Continue`` before sending its body."""
         return self._pending is not None and self._pending.expects_continue and not self.buffer

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import socket
 import threading
 import time
@@ -28,13 +29,15 @@ from envwire.errors import EnvTimeoutError, EnvwireError
 from envwire.protocols.http.http11 import Request, Response, json_response, response_bytes
 from envwire.protocols.http.websocket import handshake_problem
 from envwire.server.http.guard import Guard
-from envwire.server.listener import ThreadedListener
+from envwire.server.listener import BACKLOG, HOT_WINDOW, PARK_CHECK, ThreadedListener
+from envwire.server.parking import Parking
 from envwire.server.ratelog import RateLimitedLog
 from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import ConnectionLimits, Ticket
+from envwire.server.threads import ThreadPool
 from envwire.settings import HttpSettings
 from envwire.sockets import Stream
-from envwire.sockets.http import HttpConnection
+from envwire.sockets.http import HttpConnection, Waiting
 from envwire.sockets.websocket import WebSocketChannel
 
 __all__ = ["HttpFrontEnd", "Mount", "OnHang", "PlainMount", "WebSocketHandler"]
@@ -55,10 +58,20 @@ OnHang = Callable[[EnvTimeoutError], None]
 
 
 class WebSocketHandler(Protocol):
-    """Serves one WebSocket, in its connection's thread, once the handshake is done."""
+    """Serves one WebSocket, message by message, in whichever pool thread has its work."""
 
-    def run(self, channel: WebSocketChannel) -> None:
-        """Serve messages until the session ends (the channel is closed afterwards)."""
+    def opened(self, channel: WebSocketChannel, forsake: Callable[[], None]) -> bool:
+        """The handshake is done; False when the handler refuses (it told the client why).
+        ``forsake`` gives the place of the thread serving it now back to the pool (for an
+        env that hung in it)."""
+        ...
+
+    def message(self, text: str | bytes) -> bool:
+        """Answer one message; False when the session is over."""
+        ...
+
+    def closed(self) -> None:
+        """The WebSocket is over, whatever ended it: free what the handler holds."""
         ...
 
     def abort(self) -> None:
@@ -126,6 +139,8 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
         mounts: the route tables, asked in order.
         browsers: check every request's ``Host`` and ``Origin`` (a port browsers may reach;
             off for a port that only machines scrape).
+        threads: the server's pool that serves connections while they have work; ``parking``
+            where they wait for their clients meanwhile, without a thread.
     """
 
     name = "http"
@@ -140,8 +155,10 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
         limits: ConnectionLimits,
         mounts: Sequence[Mount],
         browsers: bool = True,
+        threads: ThreadPool | None = None,
+        parking: Parking | None = None,
     ) -> None:
-        super().__init__(limits, guard.security.tls)
+        super().__init__(limits, guard.security.tls, threads=threads, parking=parking)
         self.settings = settings
         self.host, self.port = host, settings.port or 0
         self.guard = guard
@@ -152,7 +169,7 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
     def start(self) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), start accepting, and tell the
         mounts."""
-        address = self.listen(1024)
+        address = self.listen(BACKLOG)
         threading.Thread(
             target=self._keepalive_loop, name="envwire-http-keepalive", daemon=True
         ).start()
@@ -166,16 +183,6 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
     def refusal(self, error: EnvwireError) -> bytes:
         """A refused connection's answer: 503 with the JSON error body."""
         return response_bytes(self.refusal_response(error), keep_alive=False)
-
-    @property
-    def stopping(self) -> bool:
-        """Whether the front end is shutting down."""
-        return self._stopping.is_set()
-
-    def connection_count(self) -> int:
-        """Connections open now."""
-        with self._lock:
-            return len(self._connections)
 
     def respond(self, request: Request, on_hang: OnHang) -> Response:
         """The first mount's answer to a plain request (404 when none takes it)."""
@@ -206,7 +213,8 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
 
 
 class _Connection:
-    """One client connection: HTTP requests, possibly upgraded to a WebSocket."""
+    """One client connection: HTTP requests, possibly upgraded to a WebSocket, served in steps
+    (:class:`~envwire.server.listener.Served`)."""
 
     def __init__(self, front: HttpFrontEnd, sock: Stream, peer: object, ticket: Ticket) -> None:
         self.front = front
@@ -221,69 +229,116 @@ class _Connection:
         self.http = HttpConnection(
             sock,
             max_body=settings.max_message_size,
-            keepalive=settings.http_keepalive,
             send_timeout=settings.send_timeout,
             policies=front.mounts,
         )
         self.channel: WebSocketChannel | None = None
         self.handler: WebSocketHandler | None = None
+        self.first = True  # the first request is the connection's handshake
+        self.over = False
 
-    def run(self) -> None:
+    def fileno(self) -> int:
+        return self.http.sock.fileno()
+
+    def serve(self) -> float | None:
+        """Answer requests (or WebSocket messages) while the client keeps sending: then the
+        time until which it may stay silent, None when the connection is over."""
         try:
-            self._serve()
+            if self.channel is not None:
+                return self._messages()
+            return self._requests()
         except Exception:
             log.exception("connection %s failed", self.peer)
-        finally:
-            self.abort()
-            self.front.forget(self)
-            channel = self.channel
-            reason = channel.close_reason if channel is not None else self.http.close_reason
-            if reason.startswith(_LOGGED_CLOSES):
-                _peer_log("%s: connection closed: %s", self.peer, reason)
-            elif reason:
-                log.debug("%s: connection closed: %s", self.peer, reason)
+            self.over = True
+            return None
+
+    def expire(self) -> float | None:
+        """The client stayed silent past its time: close (a WebSocket first checks that its
+        client is alive, and goes on waiting when it is)."""
+        if self.channel is not None and not self.channel.closed:
+            return self._silent_until()
+        if self.http.began is not None:
+            self.http.close_reason = "the request did not arrive whole in time"
+        self.over = True
+        return None
 
     def abort(self) -> None:
+        """Drop the connection (idempotent, any thread), and say why in the log."""
         if self.handler is not None:
-            self.handler.abort()
+            handler, self.handler = self.handler, None
+            handler.closed()
         if self.channel is not None:
             self.channel.abort()
         self.http.abort()
+        if self.over:
+            return
+        self.over = True
+        channel = self.channel
+        reason = channel.close_reason if channel is not None else self.http.close_reason
+        if reason.startswith(_LOGGED_CLOSES):
+            _peer_log("%s: connection closed: %s", self.peer, reason)
+        elif reason:
+            log.debug("%s: connection closed: %s", self.peer, reason)
 
-    def _serve(self) -> None:
-        # The first request is the connection's handshake: it has the ticket's deadline.
-        deadline: float | None = time.monotonic() + self.ticket.remaining()
+    def _silent_until(self) -> float:
+        """Until when the client may stay silent: the first request within the handshake's
+        deadline, a request begun within ``request_timeout``, between requests the keep-alive
+        time; a WebSocket until its next liveness check."""
+        now = time.monotonic()
+        settings = self.front.settings
+        if self.channel is not None:
+            interval = settings.ping_interval or PARK_CHECK
+            return now + min(interval, PARK_CHECK)
+        if self.first:
+            return self.ticket.deadline
+        if self.http.began is not None:
+            return self.http.began + self.front.admission.limits.handshake_timeout
+        keepalive = settings.http_keepalive
+        return math.inf if keepalive is None else now + keepalive
+
+    def _requests(self) -> float | None:
         front = self.front
         while not front.stopping:
-            request = self.http.next_request(deadline)
-            if deadline is not None:
-                deadline = None
+            deadline = self.ticket.deadline if self.first else None
+            if not self.first and self.http.began is not None:
+                deadline = self.http.began + front.admission.limits.handshake_timeout
+            request = self.http.next_request(HOT_WINDOW, deadline)
+            if isinstance(request, Waiting):
+                return self._silent_until()
+            if self.first:
+                self.first = False
                 self.ticket.passed()
             if request is None:
-                return
+                return None
             if isinstance(request, Response):
                 self.http.send(request)
-                return
+                return None
             request.client, request.peer, request.scheme = self.client, self.peer_text, self.scheme
             refused = front.guard.browser(request) if front.browsers else None
             if refused is not None:  # a foreign page's request: answer, and hang up
                 self.http.keep_alive = False
                 self.http.send(refused)
-                return
+                return None
             if "websocket" in request.header("upgrade").lower():
-                self._websocket(request)
-                return
+                return self._websocket(request)
+            self.thread = threading.get_ident()
             response = front.respond(request, self._hung)
             if not self.http.send(response, head=request.method == "HEAD"):
-                return
+                return None
+        return None
+
+    def _forsake(self) -> None:
+        """The env hung in the thread serving this connection: its place goes to another."""
+        self.front.threads.forsake(self.thread)
 
     def _hung(self, error: EnvTimeoutError) -> None:
         """Watchdog thread: an inline env hung in this connection's request."""
+        self._forsake()
         log.warning("%s: %s", self.peer, error)
         self.http.send(self.front.refusal_response(error))
         self.http.abort()
 
-    def _websocket(self, request: Request) -> None:
+    def _websocket(self, request: Request) -> float | None:
         front = self.front
         taken: WebSocketHandler | Response | None = None
         for mount in front.mounts:
@@ -292,17 +347,16 @@ class _Connection:
                 break
         if taken is None:
             self.http.send(_not_found())
-            return
+            return None
         if isinstance(taken, Response):
             self.http.send(taken)
-            return
+            return None
         problem = handshake_problem(request)
         if problem is not None:
             self.http.send(json_response(400, json.dumps({"detail": problem})))
-            return
+            return None
         trailing = self.http.accept_websocket(request)
         settings = front.settings
-        self.handler = taken
         self.channel = WebSocketChannel(
             self.http.sock,
             trailing,
@@ -312,5 +366,25 @@ class _Connection:
             send_timeout=settings.send_timeout,
             max_queued=settings.max_queued,
         )
-        taken.run(self.channel)
-        self.channel.close()
+        self.thread = threading.get_ident()
+        if not taken.opened(self.channel, self._forsake):
+            self.channel.close()
+            return None
+        self.handler = taken
+        return self._messages()
+
+    def _messages(self) -> float | None:
+        """Answer the WebSocket's messages while they keep coming."""
+        channel, handler = self.channel, self.handler
+        assert channel is not None
+        while handler is not None:
+            text = channel.receive(wait=HOT_WINDOW)
+            if text is None:
+                if channel.closed:
+                    break
+                return self._silent_until()
+            self.thread = threading.get_ident()
+            if not handler.message(text):
+                break
+        channel.close()
+        return None

@@ -8,9 +8,10 @@ first request, a TLS handshake) belongs to a stranger: it may never send anythin
 - at most ``max_pending`` connections (``pending_per_address`` per address) are in their
   handshake at once, each in its own thread; the others wait, without a thread, in arrival
   order, until a slot frees;
-- the handshake has a deadline, counted from the accept: ``handshake_timeout`` seconds for all
-  of it, however slowly its bytes come; a connection still waiting for a slot at its deadline
-  is refused.
+- the handshake has a deadline, counted from when the server starts reading the connection:
+  ``handshake_timeout`` seconds for all of it, however slowly its bytes come; a connection waits
+  for a slot in arrival order for at most ``queue_timeout`` seconds, then gets the protocol's
+  capacity answer.
 
 A burst of honest clients from one address therefore waits a little instead of being turned
 away, while clients that never finish hold at most ``max_pending`` threads for at most
@@ -26,7 +27,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from envwire.errors import CapacityError, EnvwireError, ProtocolError
+from envwire.errors import CapacityError, EnvwireError
 from envwire.server.security.addresses import AddressLimiter
 
 __all__ = ["Admission", "ConnectionLimits", "Ticket"]
@@ -41,6 +42,7 @@ class ConnectionLimits:
     max_pending: int | None = 64
     pending_per_address: int | None = 16
     handshake_timeout: float = 10.0
+    queue_timeout: float = 60.0
 
 
 class Ticket:
@@ -55,7 +57,9 @@ class Ticket:
         self.sock = sock
         self.peer = peer
         self.address = address
-        self.deadline = time.monotonic() + admission.limits.handshake_timeout
+        #: While the connection waits for a slot, when it stops waiting; once it is read, when
+        #: its handshake must be done (the listener sets it when reading starts).
+        self.deadline = time.monotonic() + admission.limits.queue_timeout
         self.pending = False  # holds a pending slot
         self.ended = False
         self._admission = admission
@@ -151,6 +155,8 @@ class Admission:
             if self._waiting:
                 self._ensure_sweeper()
         for ticket in ready:
+            # Reading starts now: the handshake's time counts from here, not from the accept.
+            ticket.deadline = time.monotonic() + self.limits.handshake_timeout
             self._start(ticket)
 
     def _ensure_sweeper(self) -> None:
@@ -176,10 +182,13 @@ class Admission:
                 if not expired:
                     self._wake.wait(max(min(t.deadline for t in self._waiting) - now, 0.01))
             for ticket in expired:
-                seconds = self.limits.handshake_timeout
+                seconds = self.limits.queue_timeout
                 self._refuse(
                     ticket.sock,
-                    ProtocolError(f"no handshake within {seconds:g} s (the server was busy)"),
+                    CapacityError(
+                        f"the server is busy: no connection slot freed within {seconds:g} s; "
+                        "try again later"
+                    ),
                 )
                 ticket.end()
 
