@@ -46,7 +46,7 @@ from envwire.server.sessions import SessionTable
 from envwire.server.threads import ThreadPool
 from envwire.session import Session
 from envwire.settings import GymSocketSettings
-from envwire.sockets import Stream, busy_poll, configure_stream
+from envwire.sockets import Stream, busy_poll, configure_stream, receive_timeout
 
 __all__ = ["GymSocketFrontEnd"]
 
@@ -243,7 +243,7 @@ class _Connection:
                 wait = min(HOT_WINDOW, self.ticket.remaining())
                 if wait <= 0:
                     return False
-                configure_stream(self.sock, wait)
+                receive_timeout(self.sock, wait)
                 data = self.sock.recv(_RECV)
                 if not data:
                     return None
@@ -256,6 +256,9 @@ class _Connection:
         self.ticket.passed()
         if reply is None:
             return None
+        # From now on: sends may take the idle time, a receive waits the hot window at most.
+        configure_stream(self.sock, self.front.idle_timeout)
+        receive_timeout(self.sock, HOT_WINDOW)
         self._send(reply)
         return True
 
@@ -272,8 +275,6 @@ class _Connection:
                     self.packet_began = time.monotonic()  # it has packet_timeout to arrive
                 elif not codec.buffered:
                     self.packet_began = None
-                # What TLS has buffered is read first: only a wait for the socket times out.
-                configure_stream(self.sock, HOT_WINDOW)
                 try:
                     if window:
                         began = time.perf_counter()

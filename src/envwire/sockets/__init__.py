@@ -20,6 +20,7 @@ __all__ = [
     "busy_poll_seconds",
     "close_stream",
     "configure_stream",
+    "receive_timeout",
 ]
 
 _T = TypeVar("_T")
@@ -82,6 +83,14 @@ def configure_stream(sock: Stream, timeout: float | None) -> None:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, value)
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+
+def receive_timeout(sock: Stream, timeout: float | None) -> None:
+    """Change the kernel-side timeout of receives alone (one system call; sends keep theirs):
+    a receive that times out raises ``BlockingIOError``. None means wait forever."""
+    seconds = 0.0 if timeout is None else max(timeout, 0.001)
+    value = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
 
 
 def close_stream(sock: Stream) -> None:
