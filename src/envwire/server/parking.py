@@ -60,11 +60,10 @@ class Parking:
     def __init__(self, pool: ThreadPool, clock: Callable[[], float] = time.monotonic) -> None:
         self.pool = pool
         self.clock = clock
+        # Made when the watching starts: a parking never started holds no descriptor.
         self._selector = selectors.DefaultSelector()
-        self._wake_read, self._wake_write = socket.socketpair()
-        self._wake_read.setblocking(False)
-        self._wake_write.setblocking(False)
-        self._selector.register(self._wake_read, selectors.EVENT_READ, None)
+        self._wake_read: socket.socket | None = None
+        self._wake_write: socket.socket | None = None
         self._lock = threading.Lock()
         self._arriving: list[tuple[Parked, float | None]] = []
         self._deadlines: list[tuple[float, int, Parked]] = []  # a heap; stale entries skipped
@@ -81,10 +80,21 @@ class Parking:
     def start(self) -> None:
         """Start the watching thread (idempotent)."""
         with self._lock:
-            if self._thread is not None:
+            if self._thread is not None or self._stopping:
                 return
+            self._wake_read, self._wake_write = socket.socketpair()
+            self._wake_read.setblocking(False)
+            self._wake_write.setblocking(False)
+            self._selector.register(self._wake_read, selectors.EVENT_READ, None)
             self._thread = threading.Thread(target=self._loop, name="envwire-parking", daemon=True)
         self._thread.start()
+
+    def _wake(self) -> None:
+        """Interrupt the watching thread's ``select`` (any thread)."""
+        wake = self._wake_write
+        if wake is not None:
+            with contextlib.suppress(BlockingIOError, OSError):
+                wake.send(b"\0")
 
     def park(self, conn: Parked, deadline: float | None) -> None:
         """Wait for ``conn``'s client until ``deadline`` (a :attr:`clock` time; None: no
@@ -99,8 +109,7 @@ class Parking:
         if stopped:
             self.pool.submit(conn.expire)
             return
-        with contextlib.suppress(BlockingIOError, OSError):
-            self._wake_write.send(b"\0")
+        self._wake()
 
     def _loop(self) -> None:
         while self._round():
@@ -184,8 +193,10 @@ class Parking:
         return None if entry is None else entry[0]
 
     def _drain_wakeups(self) -> None:
+        wake = self._wake_read
+        assert wake is not None
         with contextlib.suppress(BlockingIOError, OSError):
-            while self._wake_read.recv(4096):
+            while wake.recv(4096):
                 pass
 
     def _drop_closed(self) -> None:
@@ -203,8 +214,7 @@ class Parking:
         with self._lock:
             self._stopping = True
             thread = self._thread
-        with contextlib.suppress(BlockingIOError, OSError):
-            self._wake_write.send(b"\0")
+        self._wake()
         if thread is not None:
             thread.join(timeout=5)
         else:
@@ -221,5 +231,6 @@ class Parking:
                 log.exception("closing a parked connection failed")
         self._deadlines.clear()
         self._selector.close()
-        self._wake_read.close()
-        self._wake_write.close()
+        for wake in (self._wake_read, self._wake_write):
+            if wake is not None:
+                wake.close()
