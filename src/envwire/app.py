@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import resource
 import signal
 import sys
 import threading
@@ -39,6 +40,7 @@ from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
 from envwire.server.threads import ThreadPool
 from envwire.settings import Settings
+from envwire.sockets.buffers import BufferBudget
 
 __all__ = ["FrontEnd", "Server", "print_line"]
 
@@ -98,6 +100,8 @@ class Server:
         #: The threads that serve connections while they have work, and where connections wait
         #: for their clients meanwhile (every front end but gRPC, which has its own threads).
         self.threads = ThreadPool(settings.server.max_threads, name="envwire-conn")
+        #: The receive buffers all connections share beyond their own allowance.
+        self.budget = BufferBudget(settings.server.max_buffered)
         self.parking = Parking(self.threads)
         self.front_ends: list[FrontEnd] = []
         self.addresses: dict[str, tuple[str, int]] = {}
@@ -109,7 +113,7 @@ class Server:
         security, idle = settings.security, settings.server.idle_timeout
         found: list[FrontEnd] = []
         if settings.gym_socket.port is not None:
-            limits = connection_limits(security, security.max_connections)
+            limits = connection_limits(security, security.max_connections, host)
             found.append(
                 GymSocketFrontEnd(
                     settings.gym_socket,
@@ -119,6 +123,7 @@ class Server:
                     limits=limits,
                     observe=self.observe,
                     idle_timeout=idle,
+                    budget=self.budget,
                     threads=self.threads,
                     parking=self.parking,
                 )
@@ -127,7 +132,7 @@ class Server:
             found.append(self._http())
         if settings.grpc.port is not None:
             grpc = settings.grpc
-            limits = connection_limits(security, grpc.grpc_max_connections)
+            limits = connection_limits(security, grpc.grpc_max_connections, host)
             found.append(
                 GrpcFrontEnd(
                     grpc,
@@ -136,6 +141,7 @@ class Server:
                     catalog=self.catalog,
                     security=self.security,
                     per_address=limits.per_address,
+                    per_token=limits.per_token,
                     observe=self.observe,
                     idle_timeout=idle,
                 )
@@ -181,13 +187,14 @@ class Server:
                 health=self._health,
             )
         )
-        limits = connection_limits(settings.security, settings.security.max_connections)
+        limits = connection_limits(settings.security, settings.security.max_connections, host)
         return HttpFrontEnd(
             settings.http,
             host=host,
             guard=guard,
             limits=limits,
             mounts=mounts,
+            budget=self.budget,
             threads=self.threads,
             parking=self.parking,
         )
@@ -218,6 +225,7 @@ class Server:
                 signal.signal(signal.SIGHUP, lambda *_: tokens.reload())
         if self.ray is not None:
             self.ray.connect()
+        _raise_file_limit()
         self.observe.start()
         self.parking.start()
         tls = " (TLS)" if self.security.tls is not None else ""
@@ -261,6 +269,19 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _raise_file_limit() -> None:
+    """Let this process open as many files as the system lets it: every connection is one, and
+    thousands of clients of one trainer host are what the server is for (the soft limit is
+    often 1,024, its hard limit far more)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard == resource.RLIM_INFINITY or soft < hard:
+        target = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError) as exc:
+            log.info("cannot raise the open-file limit from %d: %s", soft, exc)
 
 
 def _record(settings: Settings, catalog: Catalog) -> RecordSettings | None:

@@ -27,6 +27,7 @@ from gymnasium.vector.utils import batch_space
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import (
+    CapacityError,
     EnvTimeoutError,
     EnvwireError,
     InvalidArgumentError,
@@ -36,7 +37,6 @@ from envwire.errors import (
 from envwire.observe import Observability
 from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnection
 from envwire.protocols.gymsocket.packets import NeedData
-from envwire.server.buffers import BufferBudget
 from envwire.server.listener import BACKLOG, HOT_WINDOW, ThreadedListener
 from envwire.server.parking import Parking
 from envwire.server.ratelog import RateLimitedLog
@@ -47,6 +47,7 @@ from envwire.server.threads import ThreadPool
 from envwire.session import Session
 from envwire.settings import GymSocketSettings
 from envwire.sockets import Stream, busy_poll, configure_stream, receive_timeout
+from envwire.sockets.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
 
 __all__ = ["GymSocketFrontEnd"]
 
@@ -63,8 +64,7 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
     Args:
         settings: the port, ``monitor_layout`` (how Monitor packets of clients without the
             MONITOR_REPLY flag are read), ``packet_timeout`` (a deadline for each command packet
-            once its first byte has arrived), ``max_action_size`` and ``max_buffered`` (bytes of
-            one action, and bytes all connections may buffer together beyond 256 KiB each),
+            once its first byte has arrived), ``max_action_size`` (bytes of one action),
             and ``busy_poll_us``: a connection waits for its next request by polling its socket
             for up to that many microseconds before it sleeps, as long as the client's requests
             keep coming within that window (plain connections only); at most one connection
@@ -75,6 +75,7 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
             is a deadline for the whole handshake).
         observe: where errors answered to clients are counted.
         idle_timeout: seconds a connection may stay silent between commands (None: forever).
+        budget: the receive buffers all connections of every front end share.
         threads: the server's pool that serves connections while they have work; ``parking``
             where they wait for their clients meanwhile, without a thread.
     """
@@ -92,6 +93,7 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
         limits: ConnectionLimits,
         observe: Observability,
         idle_timeout: float | None,
+        budget: BufferBudget | None = None,
         threads: ThreadPool | None = None,
         parking: Parking | None = None,
     ) -> None:
@@ -103,7 +105,7 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
         self.security = security
         self.packet_timeout = settings.packet_timeout
         self.max_action = settings.max_action_size
-        self.budget = BufferBudget(settings.max_buffered)
+        self.budget = budget or BufferBudget(DEFAULT_MAX_BUFFERED)
         self.busy_poll = settings.busy_poll_us / 1e6
         #: Places for connections polling at once: spinning threads beyond the CPUs left over
         #: would only take turns with the GIL and the threads doing work.
@@ -392,6 +394,11 @@ class _Connection:
                 error = ""
             if error:
                 self._refuse(error)
+                return None
+            try:  # from now on the connection counts by its token, not its address
+                self.ticket.authenticated(str(security.tokens.principal(event.token)))
+            except CapacityError as exc:
+                self._refuse(str(exc))
                 return None
         try:
             session = self.front.sessions.open(

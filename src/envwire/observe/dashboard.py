@@ -135,13 +135,25 @@ class ObserveWeb(PlainMount):
         self.public_metrics = public_metrics
         self.dashboard = dashboard
 
+    def _ours(self, path: str) -> bool:
+        return path == "/metrics" or (
+            self.dashboard and (path == "/dashboard" or path.startswith("/dashboard/"))
+        )
+
+    def check(self, head: Request) -> Response | bool | None:
+        """The token rule, on a request's head (before any body is read)."""
+        path = head.path
+        if not self._ours(path):
+            return None
+        if self.public_metrics and path == "/metrics":
+            return True
+        refused = token_refusal(self.tokens, head.header("authorization"), path)
+        return True if refused is None else refused
+
     def respond(self, request: Request, on_hang: OnHang | None = None) -> Response | None:
         """The response, or None when the path is not ours. Never raises."""
         path = request.path
-        ours = path == "/metrics" or (
-            self.dashboard and (path == "/dashboard" or path.startswith("/dashboard/"))
-        )
-        if not ours:
+        if not self._ours(path):
             return None
         if not (self.public_metrics and path == "/metrics"):
             refused = token_refusal(self.tokens, request.header("authorization"), path)

@@ -102,12 +102,14 @@ class _Slot(Generic[C]):
         return self.sock.fileno()
 
     def resume(self) -> None:
+        self.listener.unparked(self)
         if self.conn is None:
             self._open()
         else:
             self._next(self.conn.serve)
 
     def expire(self) -> None:
+        self.listener.unparked(self)
         if self.conn is None:  # silent in the TLS handshake past the ticket's deadline
             log.debug("TLS handshake with %s did not finish in time", self.ticket.peer)
             self._end()
@@ -157,6 +159,7 @@ class _Slot(Generic[C]):
 
     def _park(self, until: float) -> None:
         self.until = until
+        self.listener.parked(self)
         self.listener.parking.park(self, min(until, time.monotonic() + PARK_CHECK))
 
     def _end(self) -> None:
@@ -199,7 +202,11 @@ class ThreadedListener(Generic[C]):
         self.threads = threads or ThreadPool(1024, name=self.thread_name)
         self.parking = parking or Parking(self.threads)
         self._own_parking = parking is None
-        self.admission = Admission(limits or ConnectionLimits(), self._start, self._refuse)
+        self.admission = Admission(
+            limits or ConnectionLimits(), self._start, self._refuse, self._evict
+        )
+        #: Parked connections, oldest first (the candidates for eviction).
+        self._parked: dict[_Slot[C], None] = {}
 
     def connection(self, sock: Stream, peer: object, ticket: Ticket) -> C:
         """The object serving one admitted socket; ``peer`` is its address as ``accept``
@@ -253,6 +260,36 @@ class ThreadedListener(Generic[C]):
             pass
         finally:
             sock.close()
+
+    def parked(self, slot: _Slot[C]) -> None:
+        """``slot``'s connection waits for its client (the parking holds it)."""
+        with self._lock:
+            self._parked[slot] = None
+
+    def unparked(self, slot: _Slot[C]) -> None:
+        """``slot``'s connection has a thread again (or is expired)."""
+        with self._lock:
+            self._parked.pop(slot, None)
+
+    def evictable(self, conn: C) -> bool:
+        """Whether an idle ``conn`` may be dropped to make room for a new connection (none by
+        default; a front end with tokens: those that showed none)."""
+        return False
+
+    def _evict(self) -> bool:
+        """Drop the longest-idle evictable connection (the accept loop, when full)."""
+        with self._lock:
+            victim = next(
+                (s for s in self._parked if s.conn is not None and self.evictable(s.conn)), None
+            )
+            if victim is None:
+                return False
+            del self._parked[victim]
+        assert victim.conn is not None
+        log.info("%s: an idle connection without a token, closed to make room", victim.ticket.peer)
+        victim.conn.abort()
+        self.forget(victim.conn)
+        return True
 
     def track(self, conn: C) -> None:
         """Count ``conn`` among the open connections (until :meth:`forget`)."""

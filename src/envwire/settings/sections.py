@@ -157,6 +157,12 @@ class ServerSettings(Section):
         "run untrusted code (envwire/Coding-v0) where the host cannot build the sandbox's "
         "namespaces, with the layers that remain (docs/guides/security.md)",
     )
+    max_buffered: int | None = setting(
+        256 * MiB,
+        Count(0, optional=True),
+        "bytes all connections of every front end (gym-socket packets, HTTP bodies, WebSocket "
+        "messages) may buffer together beyond 256 KiB each",
+    )
     max_threads: int = setting(
         1024,
         Count(1),
@@ -200,20 +206,30 @@ class SecuritySettings(Section):
         flag="--allowed-origin",
     )
     max_connections: int | None = setting(
-        1024,
+        16384,
         Count(1, optional=True),
-        "connections the gym-socket and HTTP front ends each hold",
+        "connections the gym-socket and HTTP front ends each hold (an idle one holds no thread)",
     )
     max_connections_per_address: int | str | None = setting(
         "auto",
         Count(1, optional=True, auto=True),
-        "of those, from one client address (auto: half of the front end's maximum)",
+        "of those, from one client address before it shows a token (auto: no cap on a "
+        "loopback bind, half of the front end's maximum otherwise)",
+    )
+    max_connections_per_token: int | str | None = setting(
+        "auto",
+        Count(1, optional=True, auto=True),
+        "of those, of one client once it shows its token (auto: no cap of its own)",
     )
     max_pending: int | None = setting(
-        64, Count(1, optional=True), "connections in their handshake at once, a thread each"
+        1024,
+        Count(1, optional=True),
+        "connections in their handshake at once (none holds a thread while it waits)",
     )
-    max_pending_per_address: int | None = setting(
-        16, Count(1, optional=True), "of those, from one client address"
+    max_pending_per_address: int | str | None = setting(
+        "auto",
+        Count(1, optional=True, auto=True),
+        "of those, from one client address (auto: no cap on a loopback bind, 16 otherwise)",
     )
     handshake_timeout: float = setting(
         10.0, Seconds(), "seconds for a connection's whole handshake (TLS included)"
@@ -239,11 +255,6 @@ class GymSocketSettings(Section):
         60.0, Seconds(), "seconds for a command packet once its first byte has arrived"
     )
     max_action_size: int = setting(DEFAULT_MAX_ACTION, Count(1), "bytes of one action")
-    max_buffered: int | None = setting(
-        256 * MiB,
-        Count(0, optional=True),
-        "bytes all connections may buffer together beyond 256 KiB each",
-    )
     busy_poll_us: float = setting(
         0.0,
         Number(0, MAX_BUSY_POLL_US, "microseconds"),

@@ -15,12 +15,13 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from envwire import jsonio
 from envwire.protocols.http.http11 import (
     NEED_DATA,
+    HeadRefused,
     HttpError,
     Request,
     RequestParser,
@@ -30,6 +31,7 @@ from envwire.protocols.http.http11 import (
 )
 from envwire.protocols.http.websocket import accept_bytes
 from envwire.sockets import Stream, close_stream
+from envwire.sockets.buffers import Hold
 
 __all__ = ["DEFAULT_SEND_TIMEOUT", "WAITING", "BodyPolicy", "HttpConnection", "Waiting"]
 
@@ -72,6 +74,10 @@ class HttpConnection:
         send_timeout: seconds the client has to take each response; None: forever.
         policies: smaller body limits for some routes (see :class:`BodyPolicy`).
         max_header: the largest request line and headers, in bytes (431 beyond).
+        on_head: checks each request's head before any of its body is read (and before
+            ``100 Continue``): an answer refuses it, and the connection closes after it.
+        hold: this connection's share of the receive buffers all connections share; a request
+            whose bytes it cannot cover is answered 503 and the connection closes.
     """
 
     def __init__(
@@ -82,13 +88,16 @@ class HttpConnection:
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         policies: Sequence[BodyPolicy] = (),
         max_header: int = 64 * 1024,
+        on_head: Callable[[Request], Response | None] | None = None,
+        hold: Hold | None = None,
     ) -> None:
         self.sock = sock
+        self.hold = hold
         self.send_timeout = send_timeout
         self.close_reason = ""
         self.policies = tuple(policies)
         self.parser = RequestParser(
-            max_header=max_header, max_body=max_body, body_limit=self._body_limit
+            max_header=max_header, max_body=max_body, body_limit=self._body_limit, on_head=on_head
         )
         self.lock = threading.Lock()
         self.dead = False
@@ -136,6 +145,17 @@ class HttpConnection:
                         return None
                     return WAITING
                 parser.receive_data(data)
+                if self.hold is not None and not self.hold.update(len(parser.buffer)):
+                    self.keep_alive = False
+                    self.close_reason = "the server's receive buffers are full"
+                    detail = jsonio.dumps(
+                        {"detail": "the server's receive buffers are full; try again later"}
+                    )
+                    return json_response(503, detail, [("retry-after", "1")])
+        except HeadRefused as exc:
+            self.keep_alive = False  # a refused request closes its connection
+            self.close_reason = f"refused before its body ({exc.response.status})"
+            return exc.response
         except HttpError as exc:
             self.keep_alive = False
             self.close_reason = f"bad request ({exc.status}): {exc.message}"
@@ -151,6 +171,8 @@ class HttpConnection:
         assert isinstance(parsed, Request)
         self.began = None
         self.keep_alive = parsed.keep_alive
+        if self.hold is not None:  # what is left is the next requests' (pipelined)
+            self.hold.update(len(parser.buffer))
         return parsed
 
     def _body_limit(self, request: Request) -> int | None:
@@ -199,4 +221,6 @@ class HttpConnection:
         """Close the socket now (any thread); later sends are dropped."""
         with self.lock:
             self.dead = True
+        if self.hold is not None:
+            self.hold.release()
         close_stream(self.sock)

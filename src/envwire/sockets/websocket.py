@@ -44,6 +44,7 @@ from envwire.protocols.http.websocket import (
     text_frame,
 )
 from envwire.sockets import Stream, close_stream
+from envwire.sockets.buffers import Hold
 from envwire.sockets.http import DEFAULT_SEND_TIMEOUT, HttpConnection, Waiting
 
 __all__ = [
@@ -176,9 +177,13 @@ class WebSocketChannel:
         ping_timeout: float | None = 20.0,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
         max_queued: int = DEFAULT_MAX_QUEUED,
+        hold: Hold | None = None,
     ) -> None:
         self.sock = sock
         self.reader = FrameReader(max_size)
+        #: This connection's share of the receive buffers all connections share: a message in
+        #: progress that it cannot cover closes the connection with 1013 (try again later).
+        self.hold = hold
         self.send_timeout = send_timeout
         self.max_queued = max_queued
         self.ping_interval = ping_interval
@@ -256,15 +261,30 @@ class WebSocketChannel:
                     return None
                 for event in events:
                     self._on_event(event)
+                if not self._covered():
+                    self.close(1013, "the server's receive buffers are full", linger=0.5)
+                    return None
             self.busy = True
             text = messages.popleft()
             self._queued -= len(text)
+            if self.hold is not None:
+                self.hold.update(self.reader.buffered + self._queued)
             return text
         finally:
             self._read_lock.release()
             if timed and not self.dead:
                 with contextlib.suppress(OSError):
                     self.sock.settimeout(None)
+
+    def _covered(self) -> bool:
+        """Whether the shared receive buffers cover what this connection holds now (a message
+        in progress, and those read ahead)."""
+        if self.hold is None:
+            return True
+        if self.hold.update(self.reader.buffered + self._queued):
+            return True
+        self.close_reason = "the server's receive buffers are full"
+        return False
 
     def _on_event(self, event: tuple[Any, ...]) -> None:
         kind = event[0]
@@ -384,6 +404,10 @@ class WebSocketChannel:
                     return
                 for event in events:
                     self._on_event(event)
+                if not self._covered():
+                    self._send(close_frame(1013, "the server's receive buffers are full"))
+                    self.abort()
+                    return
         finally:
             self._read_lock.release()
 
@@ -440,4 +464,6 @@ class WebSocketChannel:
             if self.dead:
                 return
             self.dead = True
+        if self.hold is not None:
+            self.hold.release()
         close_stream(self.sock)

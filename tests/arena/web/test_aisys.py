@@ -241,7 +241,7 @@ def _raw(port: int, head: bytes, body: bytes = b"") -> tuple[bytes, float]:
 
 def test_oversized_bodies_are_refused_before_they_are_read(arena_server: ArenaServer) -> None:
     port = arena_server.process.ports["http"]
-    declared = (b"PUT /act/nim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    declared = (b"PUT /act/nim HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                 b"Content-Length: 200000000\r\n\r\n")  # fmt: skip
     answer, took = _raw(port, declared)  # nothing of the body is sent
     head, _, body = answer.partition(b"\r\n\r\n")
@@ -251,7 +251,7 @@ def test_oversized_bodies_are_refused_before_they_are_read(arena_server: ArenaSe
     for path in (b"/makeenv/x", b"//act/nim", b"/uploadplugin"):
         answer, _ = _raw(port, declared.replace(b"/act/nim", path))
         assert json.loads(answer.partition(b"\r\n\r\n")[2])["errorcode"] == 413, path
-    chunked = (b"PUT /act/nim HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    chunked = (b"PUT /act/nim HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
                b"Transfer-Encoding: chunked\r\n\r\n" + b"%x\r\n" % (2 << 20))  # fmt: skip
     answer, took = _raw(port, chunked)  # a chunk over the limit: refused before it arrives
     assert json.loads(answer.partition(b"\r\n\r\n")[2])["errorcode"] == 413 and took < 5

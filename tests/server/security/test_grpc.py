@@ -26,7 +26,7 @@ def token_server(
     secrets: Secrets, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[ServerProcess]:
     tmp = tmp_path_factory.mktemp("grpc-token")
-    settings = {**secured(secrets), "max_connections_per_address": 3}
+    settings = {**secured(secrets), "max_connections_per_token": 3}
     with serve(tmp, ["grpc"], **settings) as server:
         yield server
 
@@ -80,7 +80,8 @@ def test_envwire_clients_take_the_token(token_server: ServerProcess) -> None:
     dm.close()
 
 
-def test_streams_per_address_are_capped(token_server: ServerProcess) -> None:
+def test_streams_per_token_are_capped(token_server: ServerProcess) -> None:
+    """With tokens, a client's streams count by its token (a principal), not its address."""
     url = f"grpc://{target(token_server)}/CartPole-v1"
     held = [envwire.make(url, token=TOKEN) for _ in range(3)]
     try:
@@ -91,7 +92,8 @@ def test_streams_per_address_are_capped(token_server: ServerProcess) -> None:
         ):
             play(conn)
         assert info.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED  # type: ignore[attr-defined]
-        assert "holds 3 streams" in info.value.details()  # type: ignore[attr-defined]
+        details = info.value.details()  # type: ignore[attr-defined]
+        assert "client token " in details and "holds 3 streams" in details
     finally:
         for env in held:
             env.close()

@@ -28,6 +28,10 @@ class ArenaMount(PlainMount):
         self.web = web
         self.public_url = public_url
 
+    def check(self, head: Request) -> bool | None:
+        """The arena's paths are its own: their accounts are checked with the body."""
+        return True if self.web.owns(head.path) else None
+
     def respond(self, request: Request, on_hang: OnHang) -> Response | None:
         return self.web.handle(request)
 

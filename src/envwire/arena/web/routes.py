@@ -122,19 +122,20 @@ class ArenaWeb:
         """Serve more routes (after these: the AISysProj server's, see ``aisys.py``)."""
         self.routes.extend(routes)
 
-    def _matches(self, path: str) -> bool:
+    def owns(self, path: str) -> bool:
+        """Whether ``path`` is one of the arena's routes."""
         path = _SLASHES.sub("/", path)
         return any(r.match(path) is not None for r in self.routes)
 
     def body_limit(self, request: Request) -> int | None:
         """The largest body an arena route takes (``--arena-max-body``); None for other paths.
         The HTTP front end refuses a longer body on its declared length, before reading it."""
-        return self.arena.max_body if self._matches(request.path) else None
+        return self.arena.max_body if self.owns(request.path) else None
 
     def refuse(self, request: Request, status: int, message: str) -> Response | None:
         """The arena's error response for a request refused before it was read (413), or None
         for other paths."""
-        if not self._matches(request.path):
+        if not self.owns(request.path):
             return None
         return Response(status, error_body(status, message))
 

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent import futures
-from typing import Any, ParamSpec, TypeAlias, TypeVar
+from typing import Any, Literal, ParamSpec, TypeAlias, TypeVar
 
 import grpc
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
@@ -46,6 +46,7 @@ from envwire.protocols.dmenvrpc import Kind, Phase
 from envwire.registry import Catalog
 from envwire.server.security import Security
 from envwire.server.security.addresses import AddressLimiter, address_of
+from envwire.server.security.tokens import presented_token
 from envwire.server.sessions import SessionTable
 from envwire.settings import GrpcSettings
 
@@ -171,6 +172,7 @@ class GrpcFrontEnd:
         security: Security,
         per_address: int | None,
         observe: Observability,
+        per_token: int | None = None,
         idle_timeout: float | None,
     ) -> None:
         self.host, self.port = host, settings.port or 0
@@ -179,6 +181,7 @@ class GrpcFrontEnd:
         self.properties = Properties(catalog, self.worlds)
         self.max_connections = settings.grpc_max_connections
         self.streams = AddressLimiter(self.max_connections, per_address, "streams")
+        self.per_token = per_token
         self.max_message = settings.grpc_max_message_size
         self.security = security
         self.idle_timeout = idle_timeout
@@ -238,10 +241,14 @@ class GrpcFrontEnd:
         and the client's share of streams are checked: ``context.abort`` raises)."""
         address = address_of(context.peer())
         tokens = self.security.tokens
+        key: str = address
+        cap: int | Literal["address"] | None = "address"
         if tokens is not None:
             metadata = dict(context.invocation_metadata())
             header = metadata.get("authorization")
-            if not tokens.check_header(header if isinstance(header, str) else None):
+            given_token = presented_token(header if isinstance(header, str) else None)
+            principal = tokens.principal(given_token)
+            if principal is None:
                 given = "no token" if header is None else "a token not accepted"
                 log.info("grpc client %s refused: %s", address, given)
                 context.abort(
@@ -249,12 +256,14 @@ class GrpcFrontEnd:
                     "this server requires a token (metadata authorization: Bearer TOKEN); "
                     f"the stream carried {given}",
                 )
+            # a token is who the client is: its streams count by it, not by the address
+            key, cap = str(principal), self.per_token
         try:
-            self.streams.acquire(address)
+            self.streams.acquire(key, cap)
         except CapacityError as exc:
             log.info("grpc client %s refused: %s", address, exc)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
-        stream = _Stream(self, context, address)
+        stream = _Stream(self, context, key)
         with self._lock:
             self._streams.add(stream)
         context.add_callback(stream.end)

@@ -112,6 +112,15 @@ class OpenEnvMount:
 
     # -- the mount ----------------------------------------------------------------------------
 
+    def check(self, head: Request) -> Response | bool:
+        """Every request not claimed before is OpenEnv's: a token, when the server has
+        tokens, for all but ``/health`` (checked on the head, before any body is read)."""
+        service = self.service
+        if split_path(head.path, service.served, service.default_env)[1] == "health":
+            return True
+        refused = self.guard.token(head)
+        return True if refused is None else refused
+
     def respond(self, request: Request, on_hang: OnHang) -> Response:
         """Every plain request not answered before is OpenEnv's (404s included)."""
         service = self.service

@@ -25,6 +25,7 @@ from envwire import jsonio
 
 __all__ = [
     "NEED_DATA",
+    "HeadRefused",
     "HttpError",
     "Request",
     "RequestParser",
@@ -55,6 +56,16 @@ class HttpError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+        self.request = request
+
+
+class HeadRefused(Exception):
+    """A request refused on its head, before any of its body is read: ``response`` is the
+    answer (the ``on_head`` hook of :class:`RequestParser` made it)."""
+
+    def __init__(self, response: Response, request: Request) -> None:
+        super().__init__(f"refused: {response.status}")
+        self.response = response
         self.request = request
 
 
@@ -133,6 +144,9 @@ class RequestParser:
             ``max_body``). A body over the limit is refused on its declared ``Content-Length``
             before any of it is read, or as soon as a chunked body passes it; the
             :class:`HttpError` carries the head, so the answer can be in the route's format.
+        on_head: looks at each request's head as soon as it is read, before any of its body
+            (and before ``100 Continue``): an answer refuses the request (:class:`HeadRefused`),
+            None lets it be read.
     """
 
     def __init__(
@@ -141,10 +155,12 @@ class RequestParser:
         max_header: int = 64 * 1024,
         max_body: int = 100 * 1024 * 1024,
         body_limit: Callable[[Request], int | None] | None = None,
+        on_head: Callable[[Request], Response | None] | None = None,
     ) -> None:
         self.max_header = max_header
         self.max_body = max_body
         self.body_limit = body_limit
+        self.on_head = on_head
         self._limit = max_body
         self.buffer = bytearray()
         self.eof = False
@@ -180,6 +196,10 @@ class RequestParser:
             head = bytes(self.buffer[:end])
             del self.buffer[: end + 4]
             self._pending = self._head(head)
+            if self.on_head is not None:
+                refusal = self.on_head(self._pending)
+                if refusal is not None:
+                    raise HeadRefused(refusal, self._pending)
         request = self._pending
         if self._chunked:
             body = self._chunks()

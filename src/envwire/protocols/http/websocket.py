@@ -112,6 +112,11 @@ class FrameReader:
         self._binary = False  # the fragmented message in progress is binary
         self._fragment_size = 0
 
+    @property
+    def buffered(self) -> int:
+        """Bytes held of messages not yet complete (a frame in progress, fragments so far)."""
+        return len(self.buffer) + self._fragment_size
+
     def feed(self, data: bytes) -> list[Event]:
         """Add received bytes and return the events they complete.
 

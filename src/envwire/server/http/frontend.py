@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from envwire.errors import EnvTimeoutError, EnvwireError
+from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError
 from envwire.protocols.http.http11 import Request, Response, json_response, response_bytes
 from envwire.protocols.http.websocket import handshake_problem
 from envwire.server.http.guard import Guard
@@ -37,10 +37,11 @@ from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.threads import ThreadPool
 from envwire.settings import HttpSettings
 from envwire.sockets import Stream
+from envwire.sockets.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
 from envwire.sockets.http import HttpConnection, Waiting
 from envwire.sockets.websocket import WebSocketChannel
 
-__all__ = ["HttpFrontEnd", "Mount", "OnHang", "PlainMount", "WebSocketHandler"]
+__all__ = ["STRANGER_IDLE", "HttpFrontEnd", "Mount", "OnHang", "PlainMount", "WebSocketHandler"]
 
 log = logging.getLogger("envwire.http")
 #: What a client provokes (protocol errors, dropped connections): INFO, rate-limited.
@@ -52,6 +53,10 @@ _LOGGED_CLOSES = ("bad request", "protocol error", "the client did not read", "n
 def _not_found() -> Response:
     return json_response(404, '{"detail":"Not Found"}')
 
+
+#: Seconds a connection that has shown no token may stay idle, when the server has tokens: a
+#: stranger's keep-alive connection does not hold a slot for ``http_keepalive``.
+STRANGER_IDLE = 5.0
 
 #: Called from the watchdog's thread when an inline env hangs in a request.
 OnHang = Callable[[EnvTimeoutError], None]
@@ -82,6 +87,12 @@ class WebSocketHandler(Protocol):
 class Mount(Protocol):
     """One route table on the HTTP front end."""
 
+    def check(self, head: Request) -> Response | bool | None:
+        """The mount's verdict on a request from its head alone, before any of its body is
+        read: None when the path is not this mount's, True to read it, an answer to refuse it
+        (a missing token); the connection closes after a refusal."""
+        ...
+
     def respond(self, request: Request, on_hang: OnHang) -> Response | None:
         """The answer to a plain request, or None when it is not this mount's."""
         ...
@@ -109,8 +120,12 @@ class Mount(Protocol):
 
 
 class PlainMount:
-    """A mount of plain requests only: subclasses define ``respond``; no WebSocket, the front
-    end's body limit, nothing to start or stop."""
+    """A mount of plain requests only: subclasses define ``respond`` (and ``check``, for the
+    paths whose heads they judge); no WebSocket, the front end's body limit, nothing to start
+    or stop."""
+
+    def check(self, head: Request) -> Response | bool | None:
+        return None
 
     def upgrade(self, request: Request) -> WebSocketHandler | Response | None:
         return None
@@ -139,8 +154,14 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
         mounts: the route tables, asked in order.
         browsers: check every request's ``Host`` and ``Origin`` (a port browsers may reach;
             off for a port that only machines scrape).
+        budget: the receive buffers all connections of every front end share (HTTP bodies and
+            WebSocket messages in progress draw on it).
         threads: the server's pool that serves connections while they have work; ``parking``
             where they wait for their clients meanwhile, without a thread.
+
+    With tokens on, a connection that has shown none may stay idle for
+    :data:`STRANGER_IDLE` seconds, not ``http_keepalive``, and is the first dropped when the
+    front end is full.
     """
 
     name = "http"
@@ -155,10 +176,12 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
         limits: ConnectionLimits,
         mounts: Sequence[Mount],
         browsers: bool = True,
+        budget: BufferBudget | None = None,
         threads: ThreadPool | None = None,
         parking: Parking | None = None,
     ) -> None:
         super().__init__(limits, guard.security.tls, threads=threads, parking=parking)
+        self.budget = budget or BufferBudget(DEFAULT_MAX_BUFFERED)
         self.settings = settings
         self.host, self.port = host, settings.port or 0
         self.guard = guard
@@ -183,6 +206,24 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
     def refusal(self, error: EnvwireError) -> bytes:
         """A refused connection's answer: 503 with the JSON error body."""
         return response_bytes(self.refusal_response(error), keep_alive=False)
+
+    def evictable(self, conn: _Connection) -> bool:
+        """An idle connection that has shown no token, when the server has tokens."""
+        return self.guard.security.tokens is not None and not conn.ticket.trusted
+
+    def check(self, head: Request) -> Response | None:
+        """A request's head: the Host/Origin rule, then the first mount that claims its path;
+        a refusal, or None to read the request."""
+        refused = self.guard.browser(head) if self.browsers else None
+        if refused is not None:
+            return refused
+        for mount in self.mounts:
+            verdict = mount.check(head)
+            if isinstance(verdict, Response):
+                return verdict
+            if verdict is not None:
+                break
+        return None
 
     def respond(self, request: Request, on_hang: OnHang) -> Response:
         """The first mount's answer to a plain request (404 when none takes it)."""
@@ -231,6 +272,8 @@ class _Connection:
             max_body=settings.max_message_size,
             send_timeout=settings.send_timeout,
             policies=front.mounts,
+            on_head=self._check_head,
+            hold=front.budget.hold(),
         )
         self.channel: WebSocketChannel | None = None
         self.handler: WebSocketHandler | None = None
@@ -294,7 +337,26 @@ class _Connection:
         if self.http.began is not None:
             return self.http.began + self.front.admission.limits.handshake_timeout
         keepalive = settings.http_keepalive
+        if self.front.guard.security.tokens is not None and not self.ticket.trusted:
+            keepalive = min(keepalive or STRANGER_IDLE, STRANGER_IDLE)
         return math.inf if keepalive is None else now + keepalive
+
+    def _check_head(self, head: Request) -> Response | None:
+        """A request's head, before any of its body is read: the front end's checks, then,
+        for a client that shows an accepted token, the token's count instead of the address's.
+        """
+        head.client, head.peer, head.scheme = self.client, self.peer_text, self.scheme
+        refused = self.front.check(head)
+        if refused is not None:
+            return refused
+        if not self.ticket.trusted:
+            principal = self.front.guard.principal(head)
+            if principal is not None:
+                try:
+                    self.ticket.authenticated(principal)
+                except CapacityError as exc:
+                    return self.front.refusal_response(exc)
+        return None
 
     def _requests(self) -> float | None:
         front = self.front
@@ -312,12 +374,6 @@ class _Connection:
                 return None
             if isinstance(request, Response):
                 self.http.send(request)
-                return None
-            request.client, request.peer, request.scheme = self.client, self.peer_text, self.scheme
-            refused = front.guard.browser(request) if front.browsers else None
-            if refused is not None:  # a foreign page's request: answer, and hang up
-                self.http.keep_alive = False
-                self.http.send(refused)
                 return None
             if "websocket" in request.header("upgrade").lower():
                 return self._websocket(request)
@@ -365,6 +421,7 @@ class _Connection:
             ping_timeout=settings.ping_timeout,
             send_timeout=settings.send_timeout,
             max_queued=settings.max_queued,
+            hold=self.http.hold,
         )
         self.thread = threading.get_ident()
         if not taken.opened(self.channel, self._forsake):

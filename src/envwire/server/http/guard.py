@@ -25,6 +25,7 @@ from envwire.errors import (
 )
 from envwire.protocols.http.http11 import Request, Response
 from envwire.server.security import Security
+from envwire.server.security.tokens import presented_token
 
 __all__ = ["Guard", "Refusal"]
 
@@ -70,6 +71,14 @@ class Guard:
                 )
             )
         return None
+
+    def principal(self, request: Request) -> str | None:
+        """Who the request's token says its client is (None: no accepted token, or no tokens
+        on this server)."""
+        tokens = self.security.tokens
+        if tokens is None:
+            return None
+        return tokens.principal(presented_token(request.header("authorization")))
 
     def token(self, request: Request) -> Response | None:
         """401 when the server has tokens and the request carries none of them."""

@@ -1,8 +1,8 @@
 """What every front end checks before a session exists: tokens, TLS, hosts, and client limits.
 
 One :class:`Security` per server holds the accepted tokens (:mod:`.tokens`), the TLS server
-context (:mod:`envwire.sockets.tls`) and the Host/Origin allow-list (:mod:`.hosts`); each front
-end applies them in its own protocol's terms. :mod:`.limits` bounds what one client address may
+context (:mod:`envwire.sockets.tls`) and the Host/Origin allow-list (:mod:`.origins`); each front
+end applies them in its own protocol's terms. :mod:`.addresses` bounds what one client address may
 hold, and :mod:`.admission` decides which connections of the threaded front ends get a thread.
 The settings they read are :class:`~envwire.settings.SecuritySettings` (tokens, TLS, names,
 connection bounds), with their defaults in ``docs/guides/serving.md``'s settings table.
@@ -24,19 +24,36 @@ from envwire.sockets.tls import server_context
 __all__ = ["Security", "connection_limits"]
 
 
-def connection_limits(settings: SecuritySettings, max_connections: int | None) -> ConnectionLimits:
-    """The bounds of one threaded front end holding at most ``max_connections`` (the
-    ``max_connections`` setting for gym-socket and HTTP), per address ``auto`` meaning half."""
+def connection_limits(
+    settings: SecuritySettings, max_connections: int | None, host: str
+) -> ConnectionLimits:
+    """The bounds of one threaded front end bound to ``host`` that holds at most
+    ``max_connections``.
+
+    Per-address caps are there against strangers: ``auto`` leaves them off on a loopback bind
+    (every client is on this machine: one trainer may hold the whole front end), and is half of
+    the front end's connections (pending ones: 16) on any other. A client that shows a token
+    counts against ``max_connections_per_token`` instead (``auto``: the front end's total).
+    """
+    local = is_loopback(host)
     per_address = settings.max_connections_per_address
     if per_address == "auto":
-        per_address = None if max_connections is None else max(max_connections // 2, 1)
-    assert not isinstance(per_address, str)
+        per_address = None if local or max_connections is None else max(max_connections // 2, 1)
+    pending_per_address = settings.max_pending_per_address
+    if pending_per_address == "auto":
+        pending_per_address = None if local else 16
+    per_token = settings.max_connections_per_token
+    if per_token == "auto":
+        per_token = None
+    assert not isinstance(per_address, str) and not isinstance(pending_per_address, str)
+    assert not isinstance(per_token, str)
     return ConnectionLimits(
         max_connections=max_connections,
         per_address=per_address,
         max_pending=settings.max_pending,
-        pending_per_address=settings.max_pending_per_address,
+        pending_per_address=pending_per_address,
         handshake_timeout=settings.handshake_timeout,
+        per_token=per_token,
     )
 
 

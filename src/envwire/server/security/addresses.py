@@ -8,6 +8,7 @@ whatever the clients send (the arena's failed-login limits are in :mod:`envwire.
 from __future__ import annotations
 
 import threading
+from typing import Literal
 from urllib.parse import unquote
 
 from envwire.errors import CapacityError
@@ -46,26 +47,53 @@ class AddressLimiter:
         self._count = 0
         self._lock = threading.Lock()
 
-    def acquire(self, address: str) -> None:
-        """Take one slot for ``address``.
+    def acquire(self, address: str, cap: int | Literal["address"] | None = "address") -> None:
+        """Take one slot for ``address``, held to ``per_address`` (or to ``cap`` when it is
+        given: a token's own cap, None for none).
 
         Raises:
             CapacityError: the total or the address's cap is reached (the message says which,
                 and never echoes more than the address).
         """
+        limit = self.per_address if cap == "address" else cap
         with self._lock:
             if self.total is not None and self._count >= self.total:
                 raise CapacityError(
                     f"server is at capacity ({self.total} {self.what}); try again later"
                 )
             held = self._held.get(address, 0)
-            if self.per_address is not None and held >= self.per_address:
+            if limit is not None and held >= limit:
+                who = "client" if address.startswith("token ") else "address"
                 raise CapacityError(
-                    f"client {address[:64]} holds {held} {self.what}, the most one address may "
+                    f"client {address[:64]} holds {held} {self.what}, the most one {who} may "
                     "hold here; close some first"
                 )
             self._held[address] = held + 1
             self._count += 1
+
+    def rekey(self, old: str, new: str, cap: int | None) -> None:
+        """Count one slot of ``old`` against ``new`` instead (the total is unchanged), ``new``
+        held to ``cap`` instead of ``per_address``: a connection that shows a token is counted
+        by its token, not its address.
+
+        Raises:
+            CapacityError: ``new`` holds ``cap`` already (nothing changes).
+        """
+        with self._lock:
+            held = self._held.get(new, 0)
+            if cap is not None and held >= cap:
+                raise CapacityError(
+                    f"{new[:64]} holds {held} {self.what}, the most one client may hold here; "
+                    "close some first"
+                )
+            before = self._held.get(old, 0)
+            if before <= 0:
+                return
+            if before == 1:
+                del self._held[old]
+            else:
+                self._held[old] = before - 1
+            self._held[new] = held + 1
 
     def release(self, address: str) -> None:
         """Give back one slot of ``address`` (extra releases are ignored)."""

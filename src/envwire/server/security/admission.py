@@ -43,6 +43,8 @@ class ConnectionLimits:
     pending_per_address: int | None = 16
     handshake_timeout: float = 10.0
     queue_timeout: float = 60.0
+    #: Connections of one token, once shown (None: as many as the front end holds).
+    per_token: int | None = None
 
 
 class Ticket:
@@ -58,8 +60,10 @@ class Ticket:
         self.peer = peer
         self.address = address
         #: While the connection waits for a slot, when it stops waiting; once it is read, when
-        #: its handshake must be done (the listener sets it when reading starts).
+        #: its handshake must be done (set when reading starts).
         self.deadline = time.monotonic() + admission.limits.queue_timeout
+        #: What the connection is counted by: its client address, then the token it showed.
+        self.principal = address
         self.pending = False  # holds a pending slot
         self.ended = False
         self._admission = admission
@@ -71,6 +75,21 @@ class Ticket:
     def passed(self) -> None:
         """The handshake is done: give the pending slot to the next waiting connection."""
         self._admission.handshake_done(self)
+
+    def authenticated(self, principal: str) -> None:
+        """The client showed an accepted token (``principal`` names it): from now on the
+        connection counts against the token's cap, not its address's (a token is who the
+        client is; an address behind a proxy or NAT is not). Idempotent.
+
+        Raises:
+            CapacityError: the token holds as many connections as it may.
+        """
+        self._admission.authenticated(self, principal)
+
+    @property
+    def trusted(self) -> bool:
+        """Whether the client showed an accepted token."""
+        return self.principal != self.address
 
     def end(self) -> None:
         """The connection is over: release everything it held (idempotent)."""
@@ -84,6 +103,8 @@ class Admission:
         limits: the bounds.
         start: runs a connection whose handshake may begin (starts its thread).
         refuse: tells a connection why it is refused (best effort, never blocks) and closes it.
+        evict: drops an idle connection of a client that showed no token, to make room; False
+            when there is none.
     """
 
     def __init__(
@@ -91,10 +112,12 @@ class Admission:
         limits: ConnectionLimits,
         start: Callable[[Ticket], None],
         refuse: Callable[[socket.socket, EnvwireError], None],
+        evict: Callable[[], bool] | None = None,
     ) -> None:
         self.limits = limits
         self._start = start
         self._refuse = refuse
+        self._evict = evict
         self.connections = AddressLimiter(limits.max_connections, limits.per_address, "connections")
         self.pending = AddressLimiter(
             limits.max_pending, limits.pending_per_address, "connections in their handshake"
@@ -106,12 +129,23 @@ class Admission:
         self._sweeper: threading.Thread | None = None
 
     def admit(self, sock: socket.socket, peer: object, address: str) -> None:
-        """Refuse, start or queue a connection just accepted (the accept loop's thread)."""
+        """Refuse, start or queue a connection just accepted (the accept loop's thread). When
+        the front end is full, an idle connection of a client that showed no token makes room
+        first, where ``evict`` finds one."""
         try:
             self.connections.acquire(address)
         except CapacityError as exc:
-            self._refuse(sock, exc)
-            return
+            full = self.limits.max_connections is not None and (
+                self.connections.held() >= self.limits.max_connections
+            )
+            if not (full and self._evict is not None and self._evict()):
+                self._refuse(sock, exc)
+                return
+            try:
+                self.connections.acquire(address)
+            except CapacityError as again:
+                self._refuse(sock, again)
+                return
         ticket = Ticket(self, sock, peer, address)
         with self._lock:
             self._waiting.append(ticket)
@@ -133,6 +167,19 @@ class Admission:
             self.pending.release(ticket.address)
         self._start_waiting()
 
+    def authenticated(self, ticket: Ticket, principal: str) -> None:
+        """``ticket``'s client showed a token: count it by ``principal`` (see
+        :meth:`Ticket.authenticated`).
+
+        Raises:
+            CapacityError: ``principal`` holds ``limits.per_token`` connections already.
+        """
+        with self._lock:
+            if ticket.ended or ticket.principal == principal:
+                return
+        self.connections.rekey(ticket.principal, principal, self.limits.per_token)
+        ticket.principal = principal
+
     def ended(self, ticket: Ticket) -> None:
         """``ticket``'s connection is over (any thread; idempotent)."""
         with self._lock:
@@ -141,7 +188,7 @@ class Admission:
             ticket.ended = True
             if ticket in self._waiting:
                 self._waiting.remove(ticket)
-        self.connections.release(ticket.address)
+        self.connections.release(ticket.principal)
         self.handshake_done(ticket)
 
     def _start_waiting(self) -> None:

@@ -159,3 +159,11 @@ class TokenSet:
     def check_header(self, header: str | None) -> bool:
         """Whether an ``Authorization`` header value carries an accepted token."""
         return self.check(presented_token(header))
+
+    def principal(self, token: str | bytes | None) -> str | None:
+        """Who presents ``token``: a short name of it (never the token), or None when it is not
+        accepted. A token is a principal: limits per client count by it once it is shown."""
+        if not self.check(token):
+            return None
+        assert token is not None
+        return "token " + _digest(token).hex()[:12]

@@ -7,7 +7,7 @@ import threading
 
 import pytest
 
-from envwire.server.buffers import BufferBudget
+from envwire.sockets.buffers import BufferBudget
 from envwire.server.ratelog import RateLimitedLog
 
 
