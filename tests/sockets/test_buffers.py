@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from envwire.sockets.buffers import BufferBudget
 from envwire.server.ratelog import RateLimitedLog
+from envwire.sockets.buffers import BufferBudget
 
 
 def test_allowance_is_free_and_the_rest_is_charged() -> None:
