@@ -5,8 +5,12 @@ from __future__ import annotations
 import threading
 import time
 
+import pytest
+
 from envwire.errors import CapacityError, EnvwireError
+from envwire.server.security import connection_limits
 from envwire.server.security.admission import Admission, ConnectionLimits, Ticket
+from envwire.settings.sections import SecuritySettings
 
 
 class Recorder:
@@ -95,3 +99,64 @@ def test_stop_hands_back_the_waiting() -> None:
     rec.admission.admit("second", None, "b")
     waiting = rec.admission.stop()
     assert [t.sock for t in waiting] == ["second"]
+
+
+def test_a_token_is_a_principal_counted_by_itself() -> None:
+    rec = Recorder(ConnectionLimits(max_connections=10, per_address=2, per_token=3))
+    for n in range(2):
+        rec.admission.admit(n, None, "nat")
+    rec.admission.admit(2, None, "nat")  # the address is full before any token
+    assert rec.names() == [0, 1] and [sock for sock, _ in rec.refused] == [2]
+    first, second = rec.started
+    first.authenticated("token:a")
+    second.authenticated("token:a")
+    assert first.trusted and second.trusted
+    # the address's slots moved to the token: the same address may connect again
+    for n in (3, 4):
+        rec.admission.admit(n, None, "nat")
+    assert rec.names() == [0, 1, 3, 4]
+    rec.started[2].authenticated("token:a")  # the token's third connection fits
+    with pytest.raises(CapacityError, match="token:a holds 3 connections"):
+        rec.started[3].authenticated("token:a")
+    assert rec.started[3].principal == "nat"
+    first.end()  # released by its principal, not its address
+    rec.started[3].authenticated("token:a")
+    assert rec.started[3].principal == "token:a"
+
+
+def test_a_full_front_end_evicts_an_idle_stranger_first() -> None:
+    evicted: list[bool] = []
+    answers = [True, False]
+
+    def evict() -> bool:
+        evicted.append(True)
+        answer = answers.pop(0)
+        if answer:
+            rec.started[0].end()  # what eviction does: closes a connection, which ends it
+        return answer
+
+    rec = Recorder(ConnectionLimits(max_connections=2))
+    rec.admission._evict = evict
+    rec.admission.admit(0, None, "stranger")
+    rec.admission.admit(1, None, "stranger")
+    rec.admission.admit(2, None, "friend")  # full: a stranger is evicted, the friend admitted
+    assert rec.names() == [0, 1, 2] and rec.refused == []
+    rec.admission.admit(3, None, "friend")  # full, nobody to evict: the capacity answer
+    assert [sock for sock, _ in rec.refused] == [3]
+    assert isinstance(rec.refused[0][1], CapacityError)
+    assert len(evicted) == 2
+
+
+def test_loopback_binds_lift_per_address_caps() -> None:
+    settings = SecuritySettings()
+    local = connection_limits(settings, 1000, "127.0.0.1")
+    assert local.per_address is None and local.pending_per_address is None
+    assert local.max_connections == 1000 and local.per_token is None
+    public = connection_limits(settings, 1000, "0.0.0.0")
+    assert public.per_address == 500 and public.pending_per_address == 16
+    fixed = connection_limits(
+        SecuritySettings(max_connections_per_address=7, max_connections_per_token=9),
+        1000,
+        "127.0.0.1",
+    )
+    assert fixed.per_address == 7 and fixed.per_token == 9
