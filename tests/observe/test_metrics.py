@@ -3,6 +3,7 @@ prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -12,6 +13,8 @@ import pytest
 
 import envwire
 from envwire.app import Server
+from envwire.errors import UnknownEnvError
+from envwire.observe.live import Activity
 from tests.arena.web.conftest import make_db
 from tests.observe.conftest import scrape, start, url, value
 
@@ -197,3 +200,14 @@ def test_front_end_errors_are_counted_once(server: Server) -> None:
     samples = scrape(url(server, "http", "metrics"))
     assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_action") == 1
     assert value(samples, "envwire_errors_total", front_end="openenv", code="invalid_argument") == 1
+
+
+def test_recent_errors_keep_client_strings_short() -> None:
+    """A 15 MB id once cost its whole size per error kept, and came back in the live JSON."""
+    activity = Activity()
+    huge = "x" * 15_000_000
+    for _ in range(48):
+        activity.note_error("grpc", huge, UnknownEnvError(f"no env {huge}"))
+    kept = list(activity.errors)
+    assert len(kept) == 48
+    assert sum(len(json.dumps(entry)) for entry in kept) < 48 * 600

@@ -167,8 +167,8 @@ class Activity:
         entry = {
             "time": time.time(),
             "front_end": front_end,
-            "env": env_id,
-            "code": error.code,
+            "env": env_id[:64],  # a client's id: kept short whatever it sent
+            "code": error.code[:64],
             "message": str(error)[:300],
         }
         self.errors.append(entry)
