@@ -15,7 +15,11 @@ Two ways to play::
     Player.run("alice.json", parallel_runs=True, run_limit=100)
 
 The loop sends the actions for the server's requests, gets the next requests, and goes on until
-the run limit is reached. Replies with 503 (and lost connections, such as a server restart) are
+the run limit is reached. Every ``progress_every`` seconds (10) it logs a progress line at INFO
+on the ``envwire.client.arena`` logger (runs finished out of the limit, their mean outcome, runs
+per minute), and one when it stops: a program that logs INFO sees long runs move.
+
+Replies with 503 (and lost connections, such as a server restart) are
 retried with exponential backoff for up to ``retry_for`` seconds, resending the same actions;
 any other error raises :class:`ArenaRequestError` with the server's ``errorname`` and
 ``description``.
@@ -78,6 +82,7 @@ class _Options(TypedDict, total=False):  # the options of _Loop (see run())
     retry_for: float
     idle_wait: float
     client: httpx.Client | None
+    progress_every: float
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,6 +314,37 @@ def _refusal(response: httpx.Response) -> ArenaRequestError:
     )
 
 
+class _Progress:
+    """The progress line of a loop: runs finished (out of the limit), their mean numeric
+    outcome (the rating so far, as far as this client saw), runs per minute."""
+
+    def __init__(self, config: AgentConfig, limit: int | None, every: float) -> None:
+        self.name = f"arena {config['env']}/{config['agent']}"
+        self.limit, self.every = limit, every
+        self.started = self.last = time.monotonic()
+        self.finished = 0
+        self.outcomes: list[float] = []
+
+    def add(self, outcome: object) -> None:
+        self.finished += 1
+        if isinstance(outcome, int | float) and not isinstance(outcome, bool):
+            self.outcomes.append(float(outcome))
+
+    def line(self) -> str:
+        share = f"/{self.limit} ({100 * self.finished / self.limit:.0f}%)" if self.limit else ""
+        mean = sum(self.outcomes) / len(self.outcomes) if self.outcomes else None
+        rating = "" if mean is None else f", mean outcome {mean:.3f}"
+        minutes = max(time.monotonic() - self.started, 1e-9) / 60
+        return (f"{self.name}: {self.finished}{share} runs finished{rating}, "
+                f"{self.finished / minutes:.1f} runs/min")  # fmt: skip
+
+    def tick(self) -> None:
+        now = time.monotonic()
+        if now - self.last >= self.every and log.isEnabledFor(logging.INFO):
+            self.last = now
+            log.info("%s", self.line())
+
+
 def _log_message(message: Mapping[str, Any]) -> None:
     kinds = {"error": logging.ERROR, "warning": logging.WARNING}
     level = kinds.get(str(message.get("type", "")), logging.INFO)
@@ -444,8 +480,10 @@ class _Loop:
         retry_for: float = 300.0,
         idle_wait: float = 1.0,
         client: httpx.Client | None = None,
+        progress_every: float = 10.0,
     ) -> None:
         self.config, self.processor = config, processor
+        self.progress = _Progress(config, run_limit, progress_every)
         self.parallel_runs = parallel_runs
         self.run_limit = run_limit
         self.abandon_old_runs = abandon_old_runs
@@ -471,7 +509,10 @@ class _Loop:
 
     def play(self) -> RunSummary:
         with self.connection:
-            return self._play()
+            try:
+                return self._play()
+            finally:
+                log.info("%s (stopped)", self.progress.line())
 
     def _play(self) -> RunSummary:
         summary = RunSummary()
@@ -495,7 +536,9 @@ class _Loop:
             for run_id, outcome in reply.get("finished_runs", {}).items():
                 if run_id not in abandoned:
                     summary.finished[run_id] = outcome
+                    self.progress.add(outcome)
                     self.processor.finished(run_id, outcome)
+            self.progress.tick()
             self.processor.active({str(r) for r in reply.get("active_runs", [])})
             if self.run_limit is not None and len(summary.finished) >= self.run_limit:
                 break
@@ -522,6 +565,7 @@ def run(
     on_message: Callable[[Mapping[str, Any]], None] | None = None,
     retry_for: float = 300.0,
     client: httpx.Client | None = None,
+    progress_every: float = 10.0,
 ) -> RunSummary:
     """Play the arena env of ``config`` with ``policy`` until ``run_limit`` runs finished.
 
@@ -538,6 +582,8 @@ def run(
         retry_for: seconds to keep retrying a request that gets 503 or no answer.
         client: the ``httpx.Client`` to send with (default: one of its own, closed at the
             end); each request still gets a timeout of 120 s.
+        progress_every: seconds between two progress lines (INFO, logger
+            ``envwire.client.arena``); a last one is logged when the loop stops.
 
     Raises:
         ArenaRequestError: the server refused a request (wrong password, blocked agent, ...).
@@ -557,4 +603,5 @@ def run(
         workers=workers,
         retry_for=retry_for,
         client=client,
+        progress_every=progress_every,
     ).play()

@@ -115,8 +115,8 @@ class OriginalDB:
         agent: str,
         state: Any,
         history: list[tuple[Any, Any]],
-        outcome: Any,
         *,
+        outcome: Any,
         window: int,
         initial: float = 0.0,
     ) -> None:
