@@ -85,3 +85,14 @@ def test_a_reward_bar_stands_under_its_action_number() -> None:
     assert line is not None
     xs = [float(p.split(",")[0]) for p in line.group(1).split()]
     assert xs[1:] == pytest.approx([under[0], under[1], under[2]], abs=0.1)  # the return after it
+
+
+def test_runs_that_finished_at_one_time_are_a_dot_not_an_invisible_line() -> None:
+    """Runs finished by one request share its time: their line would have no length."""
+    svg = charts.line_chart(
+        [("alice", [(5.0, 1.0), (9.0, 1.0)]), ("bob", [(7.0, 0.5), (7.0, 0.0)])],
+        css_id="r", title="t", x_label="time (UTC)", x_axis="time",
+    )  # fmt: skip
+    assert svg.count('<polyline class="series"') == 1
+    dot = re.search(r'<circle class="series" cx="[\d.]+" cy="([\d.]+)"[^>]*fill="#d62728"', svg)
+    assert dot is not None and float(dot.group(1)) == 240 - 42 - charts.PAD  # bob's last: 0

@@ -137,8 +137,8 @@ def line_chart(
     for i, (name, pts) in enumerate(series):
         color = COLORS[i % len(COLORS)]
         coords = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
-        if len(pts) == 1:
-            x, y = pts[0]
+        if len({round(px(x), 1) for x, _ in pts}) == 1:  # one point, or runs that finished
+            x, y = pts[-1]  # in one request (one time): a dot at the last rating
             parts.append(f'<circle class="series" cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" '
                          f'fill="{color}"><title>{_e(name)}</title></circle>')  # fmt: skip
         else:
