@@ -6,6 +6,7 @@
 Each env runner (a Ray actor, its own process) opens one vector session of
 ``--envs-per-runner`` copies on the server and steps them with one message per step.
 Needs the ``rllib`` extra (Ray pins its own Gymnasium release: use a virtualenv of its own).
+Starting Ray and building the algorithm takes a while; then each iteration prints a line.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     parser.add_argument("--envs-per-runner", type=int, default=8)
     args = parser.parse_args()
 
+    print("starting Ray and building PPO (a minute or so)", flush=True)
     ray.init(num_cpus=2, include_dashboard=False)
     config = (
         PPOConfig()
@@ -40,13 +42,16 @@ def main() -> None:
         .debugging(seed=0)
     )
     algo = config.build_algo()
+    print(f"training: {args.iterations} iterations", flush=True)
     start = time.perf_counter()
     for iteration in range(1, args.iterations + 1):
         runners = algo.train()["env_runners"]
         print(
-            f"iteration {iteration:>3}: mean return {runners['episode_return_mean']:6.1f}, "
+            f"iteration {iteration:>3}/{args.iterations}: "
+            f"mean return {runners['episode_return_mean']:6.1f}, "
             f"{runners['num_env_steps_sampled_lifetime']:>7,.0f} env steps, "
-            f"{time.perf_counter() - start:6.1f}s"
+            f"{time.perf_counter() - start:6.1f}s",
+            flush=True,
         )
     algo.stop()
     ray.shutdown()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 import gymnasium
@@ -10,15 +11,25 @@ import minari
 import numpy as np
 import pytest
 
+from envwire.arena.admin import ArenaAdmin
+from envwire.arena.aisys.database import read_database
+from envwire.arena.aisys.migrate import migrate
+from envwire.arena.export import export_runs
+from envwire.arena.progress import LOGGER
 from envwire.arena.store import Store
 from envwire.cli import main
 from envwire.client import arena
+from envwire.runtime import make_worker
+from tests.arena.aisys.original_db import OriginalDB
 from tests.arena.web.conftest import make_db
 from tests.observe.conftest import start, url
 
 
 def test_exported_runs_load_with_minari_and_replay_the_stored_runs(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     db = tmp_path / "arena.sqlite3"
     _, configs = make_db(db)
@@ -29,9 +40,12 @@ def test_exported_runs_load_with_minari_and_replay_the_stored_runs(
     finally:
         server.shutdown()
     out = tmp_path / "datasets"
-    assert main(["arena", "export", "cart", str(out), "--db", str(db)]) == 0
+    with caplog.at_level(logging.INFO, logger=LOGGER):
+        assert main(["arena", "export", "cart", str(out), "--db", str(db)]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["exported"] == 3 and report["dataset"] == "arena/cart-v0"
+    lines = [r.getMessage() for r in caplog.records if r.name == LOGGER]
+    assert lines[-1].startswith("export cart: 3/3 runs replayed (100%), 3 episodes written")
     monkeypatch.setenv("MINARI_DATASETS_PATH", str(out))
     dataset = minari.load_dataset("arena/cart-v0")
     store = Store(db)
@@ -50,3 +64,20 @@ def test_exported_runs_load_with_minari_and_replay_the_stored_runs(
             assert episode.terminations[-1] or episode.truncations[-1]
     finally:
         store.close()
+
+
+def test_runs_carried_over_from_another_server_are_not_exported(tmp_path: Path) -> None:
+    """Their seeds are not known: a replay would not be the run that was played."""
+    original = OriginalDB(tmp_path / "aisysprojserver.db")
+    original.env("nim", "simple_nim.environment:Environment", {"strong": True})
+    original.account("nim", "alice", "pw-a")
+    original.finish(1, "nim", "alice", {"remaining": 0}, [(2, 3), (1, 1), (3, None)],
+                    outcome=1, window=10)  # fmt: skip
+    original.close()
+    store = Store(tmp_path / "arena.sqlite3")
+    admin = ArenaAdmin(store)
+    migrate(read_database(original.path), store, env_map={"nim": "envwire/Nim-v0"},
+            make_mapped_env=lambda env, env_id: admin.env_row(env.name, env_id))  # fmt: skip
+    assert store.run(1) is not None
+    assert export_runs(store, "nim", tmp_path / "datasets", worker_factory=make_worker) == 0
+    store.close()

@@ -4,6 +4,7 @@ timeouts, one keep-alive connection, clear errors, and the loop's bookkeeping.""
 from __future__ import annotations
 
 import json
+import logging
 import re
 import socket
 import threading
@@ -263,3 +264,31 @@ def test_configs(tmp_path: Path) -> None:
             arena.load_config(bad)
     with pytest.raises(InvalidArgumentError, match="cannot read"):
         arena.load_config(tmp_path / "missing.json")
+
+
+def test_progress_lines(scripted: Scripted, caplog: pytest.LogCaptureFixture) -> None:
+    """A progress line per reply with progress_every=0 (every 10 s by default), and one when
+    the loop stops; at INFO, so a program that does not log INFO sees none."""
+    scripted.script += [
+        (200, reply([("1", 0, 10), ("2", 0, 10)]), {}),
+        (200, reply([("2", 1, 7), ("3", 0, 10)], {"1": 1}), {}),
+        (200, reply([("3", 1, 7)], {"2": 0.5}), {}),
+        (200, reply([("4", 0, 10)], {"3": "a draw"}), {}),
+    ]
+    with caplog.at_level(logging.INFO, logger="envwire.client.arena"):
+        summary = arena.run(config(scripted), lambda percept: 1, run_limit=3, progress_every=0,
+                            on_finish=lambda run, outcome: None)  # fmt: skip
+    assert len(summary.finished) == 3
+    lines = [r.getMessage() for r in caplog.records if "runs finished" in r.getMessage()]
+    assert [line.split(", ")[0] for line in lines] == [
+        "arena nim/a: 0/3 (0%) runs finished",
+        "arena nim/a: 1/3 (33%) runs finished",
+        "arena nim/a: 2/3 (67%) runs finished",
+        "arena nim/a: 3/3 (100%) runs finished",
+        "arena nim/a: 3/3 (100%) runs finished",
+    ]
+    # the mean of the numeric outcomes so far; the last line says the loop stopped
+    assert "mean outcome 0.750" in lines[-1] and lines[-1].endswith("(stopped)")
+    assert all(
+        r.levelno == logging.INFO for r in caplog.records if "runs finished" in r.getMessage()
+    )

@@ -103,6 +103,13 @@ def test_the_dashboard_in_a_real_browser(server: Server, tmp_path: Path) -> None
         browser.wait(f"Number(document.getElementById('chart').dataset.samples) > {first}")
         assert browser.js("document.querySelectorAll('#chart polyline.series').length") >= 1
         assert browser.js("document.getElementById('legend').innerText").count("CartPole") == 1
+        # a time axis: clock times under the chart, in order
+        ticks = browser.js(
+            "[...document.querySelectorAll('#chart text.tick')].map((t) => t.textContent)"
+        )
+        times = [t for t in ticks if t.count(":") == 2]
+        assert times and times == sorted(times), ticks
+        assert "recording is off" not in browser.js("document.getElementById('episodes').innerText")
         browser.screenshot(shots / "dashboard-live.png")
         link = f"document.querySelector('a.episode[data-dataset=\"{CATCH}\"]')"
         browser.wait(link + " !== null")
@@ -110,6 +117,7 @@ def test_the_dashboard_in_a_real_browser(server: Server, tmp_path: Path) -> None
         browser.wait("document.getElementById('replay').dataset.done === '1'")
         assert browser.js("document.getElementById('stepno').innerText") == str(steps)
         assert browser.js("document.getElementById('frame').src").startswith("data:image/png")
+        assert browser.js("document.getElementById('frame').naturalWidth") > 0  # not broken
         assert browser.js("document.querySelectorAll('#steps tbody tr').length") == steps
         assert browser.js("document.querySelectorAll('#curve polyline.series').length") == 1
         data = browser.screenshot(shots / "dashboard-replay.png")
@@ -119,3 +127,39 @@ def test_the_dashboard_in_a_real_browser(server: Server, tmp_path: Path) -> None
         stop.set()
         stepper.join(10)
         env.close()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+def test_the_dashboard_of_a_quiet_server(tmp_path: Path) -> None:
+    """No sessions, no errors, recording off: every part says so, and no empty replay or
+    broken image shows."""
+    shots = artifacts(tmp_path / "screenshots")
+    catalog = Catalog([parse_env_arg("CartPole-v1")])
+    running = Server(catalog, Settings.of(gym_socket=0, http=0, grpc=None))
+    running.start()
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.go(url(running, "http", "dashboard"))
+        browser.wait("document.getElementById('status').innerText.startsWith('updated')")
+        for table, text in [("sessions", "no sessions yet"), ("errors", "no errors yet"),
+                            ("crashes", "no env crashes yet")]:  # fmt: skip
+            rows = browser.js(
+                f"[...document.querySelectorAll('#{table} tbody tr')].map((r) => r.innerText)"
+            )
+            assert rows == [text], (table, rows)
+        assert browser.js("document.getElementById('episodes').innerText") == "recording is off"
+        shown = "(id) => getComputedStyle(document.getElementById(id)).display !== 'none'"
+        assert browser.js(f"({shown})('replay')") is False
+        assert browser.js(f"({shown})('frame')") is False
+        # images on the page that are shown but did not load (a broken image)
+        broken = browser.js(
+            "[...document.images].filter((i) => i.offsetParent !== null && "
+            "!(i.complete && i.naturalWidth > 0)).length"
+        )
+        assert broken == 0
+        browser.wait("document.querySelectorAll('#chart text.tick').length >= 2")
+        data = browser.screenshot(shots / "dashboard-quiet.png")
+        assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    finally:
+        browser.close()
+        running.shutdown()

@@ -3,6 +3,7 @@ that ``minari.load_dataset`` loads, equal step by step to what the clients saw."
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 from pathlib import Path
@@ -237,6 +238,32 @@ def test_a_full_queue_drops_episodes_instead_of_blocking(tmp_path: Path) -> None
     assert writer.flush(60)
     writer.close()
     assert dropped and set(dropped) == {"queue_full"}
+
+
+def test_the_writer_logs_its_progress_at_info(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = DatasetWriter(tmp_path, queue_size=1, max_bytes=60_000, progress_every=0)
+    with caplog.at_level(logging.INFO, logger="envwire.record"):
+        for _ in range(3):
+            writer.offer(_episode(100))  # ~26 kB each: the third passes the budget
+            assert writer.flush(60)
+        writer.close()
+    lines = [r.getMessage() for r in caplog.records if r.name == "envwire.record"]
+    assert any(": 1 episodes written, 0 dropped" in line for line in lines), lines
+    assert lines[-1].startswith(f"recording {tmp_path}: 2 episodes written, 1 dropped, ")
+    assert lines[-1].endswith(" MB held (closed)")
+
+
+def test_the_writer_is_quiet_when_info_is_off(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    writer = DatasetWriter(tmp_path, progress_every=0)
+    with caplog.at_level(logging.WARNING, logger="envwire.record"):
+        writer.offer(_episode(10))
+        writer.close()
+    assert writer.written == 1
+    assert [r for r in caplog.records if r.name == "envwire.record"] == []
 
 
 def test_episodes_finished_before_a_sigkill_are_on_disk(

@@ -51,7 +51,7 @@ BEFORE = {
     "arena.errors.ConflictError": 3,
     "arena.errors.ArenaBusyError": 3,
     "arena.web.routes._NotAllowed": 13,
-    "client.arena.ArenaRequestError": 14,
+    "client.arena.connection.ArenaRequestError": 14,
     "adapters.training.sb3.RemoteAttributeError": 12,
 }
 

@@ -53,7 +53,7 @@ BEFORE = {
     "arena.errors.ConflictError": _VALIDATION,
     "arena.errors.ArenaBusyError": _VALIDATION,
     "arena.web.routes._NotAllowed": _EXECUTION,
-    "client.arena.ArenaRequestError": _EXECUTION,
+    "client.arena.connection.ArenaRequestError": _EXECUTION,
     "adapters.training.sb3.RemoteAttributeError": _VALIDATION,
 }
 

@@ -11,8 +11,11 @@ mode lets them write beside it)::
     envwire arena set-url URL          envwire arena export ENV DIR   (a Minari dataset)
     envwire arena import-agents ENV alice.json bob.json ...   # a course's config files
     envwire arena migrate aisysprojserver.db [--plugins DIR] [--env-map NAME=ENV_ID ...]
+                                             [--admin-hash sha256:HEX ...]
 
-``--db`` defaults to ``$ENVWIRE_ARENA_DB``, else ``./envwire-arena.sqlite3``.
+``--db`` defaults to ``$ENVWIRE_ARENA_DB``, else ``./envwire-arena.sqlite3``. ``migrate`` and
+``export`` log a progress line every few seconds (``envwire.arena.progress``, shown unless
+``--log-level`` is ERROR or above).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Protocol
@@ -30,8 +34,9 @@ from envwire.arena.aisys.database import read_database
 from envwire.arena.aisys.migrate import migrate
 from envwire.arena.aisys.plugins import PluginFolder
 from envwire.arena.export import export_runs
+from envwire.arena.progress import show_progress
 from envwire.arena.store import Store
-from envwire.errors import InvalidArgumentError
+from envwire.errors import ConfigError, InvalidArgumentError
 from envwire.jsonio import JsonValue
 from envwire.runtime import make_worker
 
@@ -90,6 +95,11 @@ def _print(value: object, output: Path | None = None) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.arena_command in ("migrate", "export"):
+        show_progress()
+    if args.arena_command == "migrate":
+        _print(_migrate(args))
+        return 0
     admin = _admin(args)
     try:
         match args.arena_command:
@@ -127,8 +137,6 @@ def _run(args: argparse.Namespace) -> int:
                                       any_env=args.any_env)  # fmt: skip
                 urls = sorted({c.url for c in done})
                 _print({"env": args.env, "agents": [c.agent for c in done], "urls": urls})
-            case "migrate":
-                _print(_migrate(args, admin))
             case "export":
                 count = export_runs(
                     admin.store, args.env, args.directory, worker_factory=make_worker,
@@ -144,29 +152,80 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _migrate(args: argparse.Namespace, admin: ArenaAdmin) -> dict[str, object]:
-    source = Path(args.original_db)
-    folder = args.plugins or source.parent / "plugins"
-    if args.plugins is not None or folder.is_dir():
-        PluginFolder(folder)
+_SHA256 = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _admin_hashes(args: argparse.Namespace, source: Path) -> tuple[list[str], list[str]]:
+    """The admin password hashes to carry over, and a warning about them.
+
+    That server reads ``admin_hashes.txt`` beside its database, unless its config class sets
+    ``ADMIN_AUTH`` (a hash written in its code, not in the database): then that hash alone.
+    """
     hashes_file = args.admin_hashes or source.parent / "admin_hashes.txt"
     hashes = []
     if args.admin_hashes is not None or hashes_file.is_file():
-        hashes = [line.strip() for line in hashes_file.read_text().splitlines() if line.strip()]
+        try:
+            text = hashes_file.read_text()
+        except OSError as exc:
+            raise ConfigError(
+                f"cannot read admin password hashes from {hashes_file}: {exc}"
+            ) from None
+        hashes = [line.strip() for line in text.splitlines() if line.strip()]
+    for digest in args.admin_hash or []:
+        if not _SHA256.fullmatch(digest):
+            raise InvalidArgumentError(
+                f"--admin-hash takes sha256:<64 hex digits> (ADMIN_AUTH's form), got {digest!r}"
+            )
+        hashes.append(digest)
+    warnings = []
+    if not args.admin_hash:
+        found = "carried over" if hashes else f"found (there is no {hashes_file})"
+        warnings.append(
+            f"admin passwords: {len(hashes)} {found}. If the original server's config set "
+            "ADMIN_AUTH (a hash in its code, which the database does not hold; there it "
+            "replaces admin_hashes.txt), carry that password over with --admin-hash "
+            "'sha256:...' (the value of ADMIN_AUTH)"
+        )
+    return hashes, warnings
+
+
+def _migrate(args: argparse.Namespace) -> dict[str, object]:
+    """``migrate``: every input is checked before the target database is opened, and a failed
+    migration leaves no new database behind."""
+    source = Path(args.original_db)
+    original = read_database(source)  # a missing file fails here, before anything is written
+    if args.plugins is not None and not args.plugins.is_dir():
+        raise ConfigError(f"--plugins: no plugins folder at {args.plugins}")
+    folder = args.plugins or source.parent / "plugins"
+    if folder.is_dir():
+        PluginFolder(folder)
+    hashes, warnings = _admin_hashes(args, source)
     env_map = {}
     for item in args.env_map or []:
         name, sep, env_id = item.partition("=")
         if not sep or not name or not env_id:
             raise InvalidArgumentError(f"--env-map takes NAME=ENV_ID, got {item!r}")
         env_map[name] = env_id
-    report = migrate(
-        read_database(source),
-        admin.store,
-        env_map=env_map,
-        make_mapped_env=lambda env, env_id: admin.env_row(env.name, env_id,
-                                                          display_name=env.display_name),
-        admin_hashes=hashes,
-    )  # fmt: skip
+    target = Path(args.db)
+    new = not target.exists()
+    admin = ArenaAdmin(Store(target))
+    try:
+        report = migrate(
+            original,
+            admin.store,
+            env_map=env_map,
+            make_mapped_env=lambda env, env_id: admin.env_row(env.name, env_id,
+                                                              display_name=env.display_name),
+            admin_hashes=hashes,
+        )  # fmt: skip
+    except BaseException:
+        admin.store.close()
+        if new:  # nothing was written: leave no empty database behind
+            for suffix in ("", "-wal", "-shm"):
+                target.with_name(target.name + suffix).unlink(missing_ok=True)
+        raise
+    admin.store.close()
+    report.warnings[:0] = warnings
     return report.to_json()
 
 
@@ -276,6 +335,13 @@ def add_parser(commands: _Subcommands) -> argparse.ArgumentParser:
         "--admin-hashes",
         type=Path,
         help="its admin password hashes (default: admin_hashes.txt beside the file)",
+    )
+    migration.add_argument(
+        "--admin-hash",
+        action="append",
+        metavar="sha256:HEX",
+        help="an admin password hash to carry over as well: the ADMIN_AUTH its config set in "
+        "code, which neither the database nor admin_hashes.txt holds",
     )
     migration.add_argument(
         "--env-map",

@@ -4,7 +4,8 @@
 The database keeps each run's seed and accepted actions; each run is replayed in a fresh env
 (the arena's own replay, which relies on the env being deterministic given its seed) and the
 episode written to the dataset ``arena/<env>-v0`` under DIR. Abandoned runs are not whole
-episodes and are left out.
+episodes and are left out, and so are runs carried over from another server (their seeds are
+not known). A progress line goes to the ``envwire.arena.progress`` logger every few seconds.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from envwire import messages as m
 from envwire import spacecodec
 from envwire.arena.admin import resolve_spec
 from envwire.arena.errors import NotFoundError
+from envwire.arena.progress import EVERY, Progress
 from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import Store
 from envwire.errors import ConfigError
@@ -48,9 +50,11 @@ def export_runs(
     worker_factory: WorkerFactory,
     catalog: Catalog | None = None,
     limit: int = 10_000,
+    progress_every: float = EVERY,
 ) -> int:
     """Write the newest ``limit`` finished runs of arena env ``env_name`` as episodes of the
     dataset ``arena/<env_name>-v0`` under ``root``; return how many were written.
+    ``progress_every``: seconds between two progress lines.
 
     Raises:
         NotFoundError: no such arena env.
@@ -65,7 +69,22 @@ def export_runs(
     writer = _writer(Path(root))
     written: list[Episode] = []
     try:
-        runs = [r for r in store.runs(env_name, finished=True, limit=limit) if r.how == "done"]
+        carried = {
+            int(r[0])
+            for r in store.query(
+                "SELECT c.run FROM carried_runs c JOIN runs r ON r.id = c.run WHERE r.env = ?",
+                (env_name,),
+            )
+        }
+        runs = [
+            r
+            for r in store.runs(env_name, finished=True, limit=limit)
+            if r.how == "done" and r.id not in carried
+        ]
+        progress = Progress(
+            f"export {env_name}", len(runs), "runs replayed", every=progress_every,
+            detail=lambda: f"{len(written):,} episodes written",
+        )  # fmt: skip
         for run in reversed(runs):  # oldest first
             session = Session(spec, worker_factory=worker_factory)
             try:
@@ -83,6 +102,8 @@ def export_runs(
                 episode.env_id = f"arena/{env_name}"
                 if writer.write(episode):
                     written.append(episode)
+            progress.advance()
+        progress.finish()
     finally:
         writer.close()
     return len(written)

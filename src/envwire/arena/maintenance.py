@@ -20,7 +20,7 @@ __all__ = ["KEEP_RUNS", "delete_unused_agents", "disk_usage", "prune_runs"]
 #: Finished runs kept per agent by :func:`prune_runs`, at least (the AISysProj server keeps 20).
 KEEP_RUNS = 20
 
-_RUN_TABLES = ("steps", "messages", "run_states", "step_extras")
+_RUN_TABLES = ("steps", "messages", "run_states", "step_extras", "carried_runs")
 
 
 def _delete_runs(db: sqlite3.Connection, where: str, args: tuple[object, ...]) -> int:

@@ -6,8 +6,9 @@ env state of an unfinished run is not stored; it is rebuilt by replaying the run
 accepted actions (see :mod:`envwire.arena.games`). Plugin envs of the AISysProj interface keep
 state instead: their runs' states and the extra information of each action are stored too
 (``run_states``, ``step_extras``). Ratings carried over from another server keep the outcomes
-they averaged (``carried_outcomes``, older than any run here); groups of envs are pages
-(``groups``, ``group_entries``).
+they averaged (``carried_outcomes``, older than any run here); runs carried over are listed in
+``carried_runs`` and finished in the order they finished there (``finish_seq`` <= 0, before
+every run finished here); groups of envs are pages (``groups``, ``group_entries``).
 
 :meth:`Store.apply` writes everything one act request changed (new runs, accepted actions,
 messages, finished runs, ratings) in a single ``BEGIN IMMEDIATE ... COMMIT``; the server replies
@@ -90,6 +91,8 @@ CREATE TABLE IF NOT EXISTS step_extras (
 CREATE TABLE IF NOT EXISTS carried_outcomes (
     env TEXT NOT NULL, agent TEXT NOT NULL, seq INTEGER NOT NULL, value REAL NOT NULL,
     PRIMARY KEY (env, agent, seq)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS carried_runs (
+    run INTEGER PRIMARY KEY, percepts INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS groups (
     name TEXT PRIMARY KEY, title TEXT NOT NULL, description_html TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS group_entries (
@@ -144,7 +147,10 @@ class Store:
                 "INSERT OR IGNORE INTO meta (key, value) VALUES ('schema', ?)", (SCHEMA_VERSION,)
             )
             self._next_run = int(self._one("SELECT COALESCE(MAX(id), 0) FROM runs")[0]) + 1
-            self._finish_seq = int(self._one("SELECT COALESCE(MAX(finish_seq), 0) FROM runs")[0])
+            # Runs carried over from another server finished at 0 and below: ours count on.
+            self._finish_seq = int(
+                self._one("SELECT MAX(COALESCE(MAX(finish_seq), 0), 0) FROM runs")[0]
+            )
 
     def close(self) -> None:
         """Close the database (idempotent)."""
@@ -359,22 +365,6 @@ class Store:
             for r in self._all("SELECT action FROM steps WHERE run = ? ORDER BY act_no", (run_id,))
         ]
 
-    def outcomes(
-        self, env: str, agent: str | None = None, *, limit: int = 2000
-    ) -> list[tuple[str, float, float]]:
-        """The last ``limit`` finished runs with a numeric outcome, oldest first, as (agent,
-        end time, outcome value): what rating histories are computed from."""
-        where, args = "env = ? AND finished = 1 AND outcome_value IS NOT NULL", [env]
-        if agent is not None:
-            where += " AND agent = ?"
-            args.append(agent)
-        rows = self._all(
-            f"SELECT agent, ended, outcome_value FROM runs WHERE {where} "
-            "ORDER BY finish_seq DESC LIMIT ?",
-            (*args, limit),
-        )
-        return [(str(a), float(e or 0.0), float(v)) for a, e, v in reversed(rows)]
-
     def plugin_run(self, run_id: int) -> tuple[str, list[tuple[str, str]]]:
         """A plugin run's state and ``(action, extra)`` history, as JSON text.
 
@@ -463,14 +453,14 @@ class Store:
             "SELECT total_runs, best_rating FROM agents WHERE env = ? AND name = ?", (env, agent)
         ).fetchone()
         total += newly_finished
-        # Runs carried over from another server have no finish_seq: their outcomes count
-        # through carried_outcomes (seq < 0), the window that server kept.
+        # Runs carried over from another server (finish_seq <= 0, or NULL as an older migration
+        # wrote them) count through carried_outcomes (seq < 0), the window that server kept.
         outcomes = [
             float(r[0])
             for r in db.execute(
                 "SELECT value FROM (SELECT outcome_value AS value, finish_seq AS seq FROM runs "
                 "WHERE env = ? AND agent = ? AND finished = 1 AND outcome_value IS NOT NULL "
-                "AND finish_seq IS NOT NULL UNION ALL SELECT value, seq FROM carried_outcomes "
+                "AND finish_seq > 0 UNION ALL SELECT value, seq FROM carried_outcomes "
                 "WHERE env = ? AND agent = ?) ORDER BY seq DESC LIMIT ?",
                 (env, agent, env, agent, rating_runs),
             )

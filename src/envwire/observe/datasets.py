@@ -21,6 +21,7 @@ import re
 import shutil
 import tempfile
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -207,6 +208,9 @@ class DatasetWriter:
         queue_size: finished episodes that may wait for the writer.
         max_bytes: bytes ``root`` may hold; an episode that would pass it is dropped.
         author: the datasets' author field.
+        progress_every: seconds between two progress lines (INFO, logger ``envwire.record``:
+            episodes written and dropped so far, bytes held), logged after a write once that
+            long has passed; :meth:`close` logs a last one when anything was written or dropped.
     """
 
     def __init__(
@@ -218,6 +222,7 @@ class DatasetWriter:
         queue_size: int = DEFAULT_QUEUE_SIZE,
         max_bytes: int = DEFAULT_MAX_BYTES,
         author: str = "envwire",
+        progress_every: float = 10.0,
     ) -> None:
         self.root = Path(root)
         self.root.mkdir(parents=True, exist_ok=True)
@@ -231,6 +236,9 @@ class DatasetWriter:
         self._unsupported: set[str] = set()
         self._idle = threading.Condition()
         self._busy = 0
+        self.written = self.dropped = 0  # counted for the progress lines
+        self.progress_every = progress_every
+        self._reported = time.monotonic()
         self._thread = threading.Thread(target=self._run, name="envwire-record", daemon=True)
         self._thread.start()
 
@@ -252,7 +260,7 @@ class DatasetWriter:
             self._queue.put_nowait(episode)
         except queue.Full:
             self._done()
-            self.on_drop(episode.env_id, "queue_full")
+            self._drop(episode.env_id, "queue_full")
 
     def _done(self) -> None:
         with self._idle:
@@ -267,6 +275,8 @@ class DatasetWriter:
     def close(self, timeout: float = 30.0) -> None:
         """Write what is queued (up to ``timeout`` seconds), then stop the thread."""
         self.flush(timeout)
+        if self.written or self.dropped:
+            log.info("%s (closed)", self.progress_line())
         try:
             self._queue.put(_STOP, timeout=timeout)
         except queue.Full:
@@ -283,22 +293,40 @@ class DatasetWriter:
                     self.on_written(episode.env_id)
             finally:
                 self._done()
+            self._tick()
 
     def write(self, episode: Episode) -> bool:
         """Write ``episode`` now, in the calling thread (exports: do not mix with
         :meth:`offer`); whether it was written (drops go to ``on_drop`` as usual)."""
-        if not self._write(episode):
-            return False
-        self.on_written(episode.env_id)
-        return True
+        written = self._write(episode)
+        if written:
+            self.on_written(episode.env_id)
+        self._tick()
+        return written
+
+    def progress_line(self) -> str:
+        """Episodes written and dropped so far, and the bytes the directory holds."""
+        return (f"recording {self.root}: {self.written} episodes written, {self.dropped} "
+                f"dropped, {self.used / 1e6:.1f} MB held")  # fmt: skip
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        if now - self._reported >= self.progress_every and log.isEnabledFor(logging.INFO):
+            self._reported = now
+            log.info("%s", self.progress_line())
+
+    def _drop(self, env_id: str, reason: str) -> None:
+        with self._idle:  # offer() drops from the callers' threads
+            self.dropped += 1
+        self.on_drop(env_id, reason)
 
     def _write(self, episode: Episode) -> bool:
         env_id = episode.env_id
         if env_id in self._unsupported:
-            self.on_drop(env_id, "unsupported")
+            self._drop(env_id, "unsupported")
             return False
         if self.used >= self.max_bytes:
-            self.on_drop(env_id, "disk_full")
+            self._drop(env_id, "disk_full")
             return False
         try:
             dataset = self._datasets.get(env_id)
@@ -308,19 +336,20 @@ class DatasetWriter:
             size = dataset.stage(episode)
             if self.used + size > self.max_bytes:
                 shutil.rmtree(dataset.staging, ignore_errors=True)
-                self.on_drop(env_id, "disk_full")
+                self._drop(env_id, "disk_full")
                 return False
             dataset.commit()
         except (NotImplementedError, TypeError) as exc:
             log.warning("cannot record %s as a Minari dataset: %s", env_id, exc)
             self._unsupported.add(env_id)
-            self.on_drop(env_id, "unsupported")
+            self._drop(env_id, "unsupported")
             return False
         except Exception:  # a disk or encoding failure must not end the writer
             log.exception("recording an episode of %s failed", env_id)
-            self.on_drop(env_id, "error")
+            self._drop(env_id, "error")
             return False
         self.used += size
+        self.written += 1
         return True
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import io
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -124,8 +126,13 @@ def test_migrate_command(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> 
         while str((server_dir / "plugins").resolve()) in sys.path:
             sys.path.remove(str((server_dir / "plugins").resolve()))
         plugins.forget_package("countdown")
-    assert report["envs"] == {"cd": {"agents": 1, "runs": 0, "unfinished_runs": 0}}
+    assert report["envs"] == {
+        "cd": {"agents": 1, "runs": 0, "unfinished_runs": 0, "runs_with_percepts": 0}
+    }
     assert report["admin_hashes"] == 1
+    # the hashes came from admin_hashes.txt: the report says ADMIN_AUTH would have replaced it
+    (warning,) = report["warnings"]
+    assert "ADMIN_AUTH" in warning and "--admin-hash" in warning
     store = Store(db)
     assert store.env("cd").env_id == "aisys:countdown.env:Countdown"  # type: ignore[union-attr]
     ArenaAdmin(store).check_admin_token("the-admin-password")
@@ -160,3 +167,79 @@ def test_create_a_plugin_env(capsys: pytest.CaptureFixture[str], tmp_path: Path)
     assert created["settings"]["config"] == {"start": 3}
     assert created["settings"]["rating_runs"] == 3  # the plugin's EnvSettings
     assert created["settings"]["can_abandon"] is True
+
+
+def test_migrating_a_missing_file_writes_nothing(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    db = tmp_path / "arena.sqlite3"
+    error = fail(capsys, db, "migrate", str(tmp_path / "old" / "aisysprojserver.db"))
+    assert "no database file at" in error
+    error = fail(capsys, db, "migrate", str(tmp_path / "nope.db"), "--plugins",
+                 str(tmp_path / "plugins"))  # fmt: skip
+    assert "no database file at" in error
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no database, no plugins folder
+
+
+def test_a_failed_migration_leaves_no_database_and_names_the_flag(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    original = OriginalDB(tmp_path / "aisysprojserver.db")
+    original.env("cd", "countdown.env:Countdown", {"start": 5})
+    original.close()
+    db = tmp_path / "arena.sqlite3"
+    error = fail(capsys, db, "migrate", str(original.path))  # no plugins folder beside it
+    assert "does not import" in error and "--plugins DIR" in error
+    assert "--arena-plugins" not in error
+    assert not db.exists()
+    error = fail(capsys, db, "migrate", str(original.path), "--plugins", str(tmp_path / "none"))
+    assert "--plugins: no plugins folder at" in error
+    assert not db.exists() and not (tmp_path / "none").exists()
+
+
+def test_an_admin_password_set_in_code_is_carried_with_admin_hash(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    original = OriginalDB(tmp_path / "aisysprojserver.db")
+    original.close()  # no env, and no admin_hashes.txt beside it: ADMIN_AUTH was used
+    db = tmp_path / "arena.sqlite3"
+    report = arena(capsys, db, "migrate", str(original.path))
+    (warning,) = report["warnings"]
+    assert warning.startswith("admin passwords: 0 found (there is no ")
+    assert "--admin-hash 'sha256:...'" in warning
+    assert report["admin_hashes"] == 0
+    assert "--admin-hash takes sha256:<64 hex digits>" in fail(
+        capsys, tmp_path / "other.sqlite3", "migrate", str(original.path),
+        "--admin-hash", "the-password",
+    )  # fmt: skip
+    report = arena(capsys, tmp_path / "third.sqlite3", "migrate", str(original.path),
+                   "--admin-hash", sha256_hash("code-password"))  # fmt: skip
+    assert report["admin_hashes"] == 1 and report["warnings"] == []
+    store = Store(tmp_path / "third.sqlite3")
+    ArenaAdmin(store).check_admin_token("code-password")
+    store.close()
+
+
+def test_migrate_shows_progress_on_the_command_line(tmp_path: Path) -> None:
+    """A real ``envwire arena migrate`` process writes progress lines to stderr (the JSON
+    report alone goes to stdout)."""
+    server_dir = tmp_path / "persistent"
+    write_plugin(server_dir / "plugins")
+    original = OriginalDB(server_dir / "aisysprojserver.db")
+    original.env("cd", "countdown.env:Countdown", {"start": 5})
+    original.account("cd", "alice", "pw-a")
+    for run_id in range(1, 31):
+        original.finish(run_id, "cd", "alice", {"left": 0, "moves": 2}, [(2, 1), (2, None)],
+                        outcome=1, window=3)  # fmt: skip
+    original.close()
+    done = subprocess.run(
+        [sys.executable, "-m", "envwire", "arena", "migrate", str(original.path),
+         "--db", str(tmp_path / "arena.sqlite3")],
+        capture_output=True, text=True, timeout=120, check=False,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["envs"]["cd"]["runs"] == 30
+    lines = [line for line in done.stderr.splitlines() if "envwire.arena.progress" in line]
+    assert lines and lines[-1].endswith("(done)"), done.stderr
+    assert "migrate: 30/30 runs (100%)" in lines[-1]

@@ -6,11 +6,13 @@ writes nothing."""
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from envwire.arena import history
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.aisys.admin import CourseAdmin
 from envwire.arena.aisys.database import read_database
@@ -154,7 +156,9 @@ def test_an_env_mapped_to_a_catalog_env(original: Path, tmp_path: Path) -> None:
     assert store.run(12) is None  # an unfinished run cannot go on in another env
     assert store.run(10) is not None
     assert any("run 12" in s for s in report.skipped)
-    assert report.envs["cd"] == {"agents": 3, "runs": 2, "unfinished_runs": 0}
+    assert report.envs["cd"] == {
+        "agents": 3, "runs": 2, "unfinished_runs": 0, "runs_with_percepts": 0
+    }  # fmt: skip
     store.close()
 
 
@@ -176,4 +180,104 @@ def test_only_into_a_database_without_runs(
     store = Store(tmp_path / "arena.sqlite3")
     with pytest.raises(ConfigError, match="already holds 3 runs"):
         migrate(read_database(original), store)
+    store.close()
+
+
+def test_runs_keep_what_the_original_knew_of_them(
+    original: Path, tmp_path: Path, folder: PluginFolder
+) -> None:
+    """Percepts rebuilt where the run replays as stored, extras (the env's answers) kept, no
+    made-up times, and the report says how many runs have their percepts."""
+    store = Store(tmp_path / "arena.sqlite3")
+    report = migrate(read_database(original), store, now=1_700_000_000.0)
+    # run 10 replays (5 -> take 2, env takes 1 -> take 2, win); run 11's stored history ends
+    # where the plugin says the agent had already won, so it does not replay; run 12 replays
+    assert report.envs["cd"]["runs_with_percepts"] == 2
+    assert [json.loads(s.percept) for s in store.steps(10)] == [
+        {"left": 5, "history": 0}, {"left": 2, "history": 1},
+    ]  # fmt: skip
+    assert history.extras(store, 10) == {0: "1"}
+    assert history.carried_run(store, 10) == history.CarriedRun(10, True)
+    assert history.carried_run(store, 11) == history.CarriedRun(11, False)
+    assert history.carried_run(store, 12) == history.CarriedRun(12, True)
+    assert [json.loads(s.percept) for s in store.steps(12)] == [{"left": 5, "history": 0}]
+    run = store.run(10)
+    assert run is not None and run.ended is None and run.how == "done"
+    assert history.migrated_at(store) == 1_700_000_000.0
+    store.close()
+
+
+def test_a_run_whose_last_action_did_not_end_it_was_abandoned(
+    tmp_path: Path, folder: PluginFolder
+) -> None:
+    db = OriginalDB(tmp_path / "aisysprojserver.db")
+    db.env("cd", "countdown.env:Countdown", {"start": 5})
+    db.account("cd", "alice", "pw-a")
+    # 5 -> takes 1, env takes 1 -> 3: then abandoned (outcome -1, the plugin's abandon outcome)
+    db.finish(1, "cd", "alice", {"left": 3, "moves": 1}, [(1, 1)], outcome=-1, window=3)
+    db.close()
+    store = Store(tmp_path / "arena.sqlite3")
+    migrate(read_database(db.path), store)
+    run = store.run(1)
+    assert run is not None and (run.finished, run.how) == (True, "abandoned")
+    store.close()
+
+
+def _countdown_run(rng: random.Random) -> tuple[list[tuple[int, int | None]], dict[str, int], int]:
+    """A Countdown run (start 5) as the original stored it: history, last state, outcome."""
+    left, moves, steps = 5, 0, []
+    while True:
+        take = rng.choice((1, 2))
+        left, moves = left - take, moves + 1
+        if left <= 0:
+            steps.append((take, None))
+            return steps, {"left": 0, "moves": moves}, 1
+        left -= 1
+        steps.append((take, 1))
+        if left == 0:
+            return steps, {"left": 0, "moves": moves}, 0
+
+
+def test_rating_charts_end_at_the_ratings_the_original_showed(
+    tmp_path: Path, folder: PluginFolder
+) -> None:
+    """Runs finish out of id order (parallel runs), and the original deleted an agent's old
+    runs: the migrated runs are ordered as that server recorded their finishing, and each
+    agent's rating history ends at its rating."""
+    rng = random.Random(7)
+    db = OriginalDB(tmp_path / "aisysprojserver.db")
+    db.env("cd", "countdown.env:Countdown", {"start": 5})
+    agents = ("ann", "ben", "cat")
+    for agent in agents:
+        db.account("cd", agent, "pw-" + agent)
+    waiting: list[tuple[int, str]] = []
+    finished: dict[str, list[int]] = {a: [] for a in agents}
+    next_id = 1
+    for _ in range(15):
+        for agent in agents:
+            for _ in range(2):
+                waiting.append((next_id, agent))
+                next_id += 1
+        rng.shuffle(waiting)  # finished in another order than started
+        for run_id, agent in waiting[:-3]:
+            steps, state, outcome = _countdown_run(rng)
+            db.finish(run_id, "cd", agent, state, steps, outcome=outcome, window=3)
+            finished[agent].append(run_id)
+        waiting = waiting[-3:]
+    db.delete_nonrecent_runs("cd", "ann")  # its cleanup, as after every 2,351st run
+    db.close()
+    store = Store(tmp_path / "arena.sqlite3")
+    migrate(read_database(db.path), store)
+    for agent in agents:
+        order = [row.run for row in history.outcomes(store, "cd", agent)]
+        # the last 20 in the order they finished (the original kept that much of it), the
+        # earlier ones by id
+        assert order[-20:] == finished[agent][-20:]
+        assert order[:-20] == sorted(order[:-20])
+        points = history.rating_points(store, "cd", agent, rating_runs=3, initial=0.0, shown=50)
+        row = store.agent("cd", agent)
+        assert row is not None and points
+        assert points[-1][1] == pytest.approx(row.rating)
+        assert all(r.ended is None and r.carried for r, _ in points)
+    assert len(history.outcomes(store, "cd", "ann")) == 20  # the runs the original kept
     store.close()

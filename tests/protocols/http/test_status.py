@@ -48,7 +48,7 @@ BEFORE = {
     "arena.errors.ConflictError": 409,
     "arena.errors.ArenaBusyError": 503,
     "arena.web.routes._NotAllowed": 405,
-    "client.arena.ArenaRequestError": 500,
+    "client.arena.connection.ArenaRequestError": 500,
     "adapters.training.sb3.RemoteAttributeError": 501,
 }
 

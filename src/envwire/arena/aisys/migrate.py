@@ -18,8 +18,14 @@ read:
   cannot (the state belongs to the old env) and are left out; finished ones are kept;
 - groups and their entries, and admin password hashes.
 
+That server stored no times and no percepts (:mod:`envwire.arena.aisys.replay`): carried runs
+finish in the order they finished there (before any run finished here), with no start or end
+time; the percepts of a plugin run's actions are rebuilt by replaying it where the replay gives
+back what was stored, and are otherwise marked unknown (``carried_runs``). A replayed finished
+run whose last action did not end it was abandoned.
+
 The target must hold no runs yet (run ids are kept). Everything is written in one transaction:
-a failed migration changes nothing.
+a failed migration changes nothing. Progress lines go to the ``envwire.arena.progress`` logger.
 """
 
 from __future__ import annotations
@@ -35,14 +41,22 @@ from envwire.arena.accounts import check_imported_name
 from envwire.arena.admin import ArenaAdmin
 from envwire.arena.aisys.database import OriginalDatabase, OriginalEnv, OriginalRun
 from envwire.arena.aisys.plugins import PREFIX, Plugin, load_env_class, make_plugin, run_data
+from envwire.arena.aisys.replay import finish_order, replay
+from envwire.arena.history import MIGRATED_AT
+from envwire.arena.progress import EVERY, Progress
 from envwire.arena.store import EnvRow, Store
 from envwire.errors import ConfigError
 from envwire.protocols.arena import dumps
 
-__all__ = ["MigrationReport", "migrate"]
+__all__ = ["MISSING_PLUGIN", "MigrationReport", "migrate"]
 
 #: The stored hash of an agent that has ratings but no account (it cannot log in).
 NO_ACCOUNT = "none$no account on the original server"
+#: What to do about a plugin that does not import while migrating.
+MISSING_PLUGIN = (
+    "give the original server's plugins folder with --plugins DIR (by default the 'plugins' "
+    "folder beside its database is used), or play the env by a catalog env with --env-map"
+)
 
 
 @dataclass
@@ -53,6 +67,7 @@ class MigrationReport:
     groups: int = 0
     admin_hashes: int = 0
     skipped: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         """The report as a JSON object."""
@@ -61,6 +76,7 @@ class MigrationReport:
             "groups": self.groups,
             "admin_hashes": self.admin_hashes,
             "skipped": self.skipped,
+            "warnings": self.warnings,
         }
 
 
@@ -82,8 +98,9 @@ def _number(value: object) -> float | None:
 
 def _plugin_env(env: OriginalEnv, store: Store) -> _Env:
     ref = PREFIX + env.env_class
+    cls = load_env_class(ref, hint=MISSING_PLUGIN)  # first: its error is the one to give
     row = ArenaAdmin(store).env_row(env.name, ref, {"config": env.config}, env.display_name)
-    instance = make_plugin(load_env_class(ref), env.display_name, env.name, env.config)
+    instance = make_plugin(cls, env.display_name, env.name, env.config)
     return _Env(row, instance)
 
 
@@ -99,6 +116,7 @@ def migrate(
     make_mapped_env: _MakeRow | None = None,
     admin_hashes: Iterable[str] = (),
     now: float | None = None,
+    progress_every: float = EVERY,
 ) -> MigrationReport:
     """Write ``original`` into ``store`` (see the module docstring).
 
@@ -109,7 +127,8 @@ def migrate(
         make_mapped_env: ``(OriginalEnv, env_id) -> EnvRow`` for mapped envs (the admin's
             ``create_env`` check, made by the caller, which knows the catalog).
         admin_hashes: admin password hashes (``sha256:...``) to accept from now on.
-        now: the timestamp of carried-over rows.
+        now: when the migration ran: when carried rows entered this database.
+        progress_every: seconds between two progress lines.
 
     Raises:
         ConfigError: the target is not empty, a plugin does not import, or a name or value does
@@ -137,12 +156,15 @@ def migrate(
             envs[env.name] = _mapped_env(env, env_map[env.name], make_mapped_env)
         else:
             envs[env.name] = _plugin_env(env, store)
-        report.envs[env.name] = {"agents": 0, "runs": 0, "unfinished_runs": 0}
+        report.envs[env.name] = {
+            "agents": 0, "runs": 0, "unfinished_runs": 0, "runs_with_percepts": 0
+        }  # fmt: skip
     with store.transaction() as db:
         for item in envs.values():
             store.insert_env(db, item.row)
         _accounts(db, original, envs, report, now)
-        _runs(db, original, envs, report, now)
+        progress = Progress("migrate", len(original.runs), "runs", every=progress_every)
+        _runs(db, original, envs, report, now, progress=progress)
         for group in original.groups:
             db.execute(
                 "INSERT OR REPLACE INTO groups VALUES (?, ?, ?)",
@@ -157,6 +179,10 @@ def migrate(
         for digest in admin_hashes:
             db.execute("INSERT OR IGNORE INTO admin_tokens VALUES (?, ?)", (digest, now))
             report.admin_hashes += 1
+        db.execute(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (MIGRATED_AT, repr(now))
+        )
+    progress.finish()
     return report
 
 
@@ -211,35 +237,45 @@ def _runs(
     envs: dict[str, _Env],
     report: MigrationReport,
     now: float,
+    *,
+    progress: Progress,
 ) -> None:
+    order = finish_order(original.runs, original.ratings)
+    finish_seq = {run_id: n - len(order) for n, run_id in enumerate(order)}  # -N .. -1
     for run in original.runs:
+        progress.advance()
         env = envs.get(run.env)
         if env is None:
             report.skipped.append(f"run {run.id}: no such env {run.env!r}")
             continue
-        percept: str
-        if run.finished:
-            percept = dumps(None)
-        elif env.plugin is None:
+        if not run.finished and env.plugin is None:
             report.skipped.append(
                 f"run {run.id}: unfinished, and env {run.env!r} is now played by another env"
             )
             continue
-        else:
+        replayed = None if env.plugin is None else replay(env.plugin, run)
+        percept: str = dumps(None)
+        if not run.finished:
+            assert env.plugin is not None  # an unfinished run of a mapped env was left out
             percept = _percept(env.plugin, run, report)
-        outcome = dumps(run.outcome) if run.finished else None
+        how = None
+        if run.finished:
+            how = "abandoned" if replayed is not None and not replayed.ended_by_action else "done"
         db.execute(
             "INSERT INTO runs (id, env, agent, seed, act_no, percept, outstanding, finished, "
-            "outcome, outcome_value, how, created, ended) "
-            "VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "outcome, outcome_value, how, finish_seq, created, ended) "
+            "VALUES (?, ?, ?, 0, ?, ?, ?, ?, ?, ?, ?, ?, ?, NULL)",
             (run.id, run.env, run.agent, len(run.history), percept, int(run.outstanding),
-             int(run.finished), outcome, _number(run.outcome) if run.finished else None,
-             "done" if run.finished else None, now, now if run.finished else None),
+             int(run.finished), dumps(run.outcome) if run.finished else None,
+             _number(run.outcome) if run.finished else None, how, finish_seq.get(run.id), now),
         )  # fmt: skip
+        percepts = replayed.percepts if replayed is not None else [dumps(None)] * len(run.history)
         db.executemany(
-            "INSERT INTO steps VALUES (?, ?, 'null', ?, 0.0, ?)",
-            [(run.id, i, dumps(action), now) for i, (action, _) in enumerate(run.history)],
-        )
+            "INSERT INTO steps VALUES (?, ?, ?, ?, 0.0, ?)",
+            [(run.id, i, percepts[i], dumps(action), now)
+             for i, (action, _) in enumerate(run.history)],
+        )  # fmt: skip
+        db.execute("INSERT INTO carried_runs VALUES (?, ?)", (run.id, int(replayed is not None)))
         if env.plugin is not None:
             db.execute("INSERT INTO run_states VALUES (?, ?)", (run.id, dumps(run.state)))
             db.executemany(
@@ -249,6 +285,7 @@ def _runs(
         counts = report.envs[run.env]
         counts["runs"] += 1
         counts["unfinished_runs"] += int(not run.finished)
+        counts["runs_with_percepts"] += int(replayed is not None)
 
 
 def _percept(plugin: Plugin, run: OriginalRun, report: MigrationReport) -> str:

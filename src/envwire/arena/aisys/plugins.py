@@ -44,6 +44,7 @@ from envwire.jsonio import JsonValue
 __all__ = [
     "MAX_UPLOAD_FILES",
     "MAX_UPLOAD_SIZE",
+    "PLUGINS_HINT",
     "PREFIX",
     "Plugin",
     "PluginFolder",
@@ -145,8 +146,16 @@ def _generic_base() -> type:
     return base
 
 
-def load_env_class(ref: str) -> type:
-    """Import a plugin env class from ``package.module:Class``.
+#: What to do about a plugin that does not import, by default (the server's flag).
+PLUGINS_HINT = (
+    "is its plugins folder given: --arena-plugins DIR for envwire serve, --plugins DIR for "
+    "envwire arena create-env?"
+)
+
+
+def load_env_class(ref: str, *, hint: str = PLUGINS_HINT) -> type:
+    """Import a plugin env class from ``package.module:Class``; ``hint`` ends the message of a
+    module that does not import.
 
     Raises:
         ConfigError: the reference is malformed, does not import, or is not a subclass of the
@@ -160,8 +169,7 @@ def load_env_class(ref: str) -> type:
         module = importlib.import_module(module_name)
     except Exception as exc:
         raise ConfigError(
-            f"plugin module {module_name!r} does not import: {type(exc).__name__}: {exc} (is "
-            "the plugins folder given with --arena-plugins?)"
+            f"plugin module {module_name!r} does not import: {type(exc).__name__}: {exc} ({hint})"
         ) from exc
     cls = getattr(module, attribute, None)
     if not isinstance(cls, type) or not issubclass(cls, base):

@@ -12,14 +12,17 @@ from __future__ import annotations
 import html
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from urllib.parse import quote
 
 from envwire.arena.groups import Group
+from envwire.arena.history import CarriedRun, OutcomeRow
 from envwire.arena.store import AgentRow, EnvRow, MessageRow, RunRow, StepRow
 from envwire.arena.web import charts
+from envwire.protocols.arena import RawJSON
 
 __all__ = [
+    "CHART_RUNS",
     "TOP_AGENTS",
     "agent_page",
     "env_page",
@@ -39,7 +42,13 @@ h1{font-size:1.6rem}table{border-collapse:collapse;width:100%;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:left;vertical-align:top}
 th{background:#f4f4f4}code{font-size:.9em;white-space:pre-wrap;word-break:break-all}
 .error{color:#a00}.warning{color:#a60}.muted{color:#777}nav a{margin-right:1rem}
+.chart{max-width:100%;height:auto}
 """
+
+#: Rated runs a chart of ratings draws per agent (the last ones).
+CHART_RUNS = 500
+#: A time or percept the server a run was carried over from did not keep.
+_NOT_KEPT = '<span class="muted">not kept by the original server</span>'
 
 
 def _e(value: object) -> str:
@@ -86,6 +95,12 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], css_id: str) -
     return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _ended(run: RunRow) -> str:
+    if run.finished and run.ended is None:  # carried over from a server that kept no times
+        return "not known (carried over)"
+    return _when(run.ended)
+
+
 def _status(run: RunRow) -> str:
     if not run.finished:
         return "active"
@@ -101,7 +116,7 @@ def _runs_table(runs: Sequence[RunRow], *, show_agent: bool) -> str:
             _e(_status(r)),
             _e(r.act_no),
             _json(r.outcome) if r.outcome is not None else "-",
-            _e(_when(r.ended)),
+            _e(_ended(r)),
         ]
         for r in runs
     ]
@@ -156,18 +171,48 @@ def ranked(agents: Sequence[AgentRow], objective: str, initial: float = 0.0) -> 
 TOP_AGENTS = 5
 
 
+def _ratings_chart(
+    top: Sequence[str],
+    ratings: Mapping[str, Sequence[tuple[OutcomeRow, float]]],
+    order: Mapping[int, int],
+) -> str:
+    """The top agents' ratings: over time, or over the env's finished runs (numbered as in
+    ``order``) when some runs have no time (carried over from a server that kept none)."""
+    shown = [(name, ratings.get(name, ())) for name in top]
+    timed = all(row.ended is not None for _, points in shown for row, _ in points)
+    series: list[tuple[str, list[tuple[float, float]]]] = []
+    for name, points in shown:
+        if timed:
+            line = [(float(row.ended or 0.0), r) for row, r in points]
+        else:
+            line = [(float(order[row.run]), r) for row, r in points if row.run in order]
+        if line:
+            series.append((name, line))
+    if timed:
+        return charts.line_chart(series, css_id="ratings", x_axis="time", x_label="time (UTC)",
+                                 title="ratings of the top agents over time")  # fmt: skip
+    return charts.line_chart(
+        series, css_id="ratings", title="ratings of the top agents over the env's runs",
+        x_label="finished runs of the env, in the order they finished (carried-over runs "
+        "kept no times)",
+    )  # fmt: skip
+
+
 def env_page(
     env: EnvRow,
     agents: Sequence[AgentRow],
     recent: Sequence[RunRow],
-    outcomes: Sequence[tuple[str, float, float]] = (),
+    ratings: Mapping[str, Sequence[tuple[OutcomeRow, float]]] | None = None,
+    order: Mapping[int, int] | None = None,
 ) -> str:
-    """The leaderboard of an arena env, the top agents' ratings over time (from ``outcomes``:
-    (agent, end time, outcome value) of finished runs, oldest first), and its recent runs."""
+    """The leaderboard of an arena env, the top agents' ratings (``ratings``: per agent, its
+    last rated runs with its rating after each, oldest first; ``order``: run id -> its number
+    among the env's finished runs), and its recent runs."""
     settings = env.settings
     rating_runs = settings.get("rating_runs", 50)
     objective = str(settings.get("rating_objective", "max"))
     initial = float(settings.get("initial_rating", 0.0))
+    board_order = ranked(agents, objective, initial)
     rows = [
         [
             _e(rank),
@@ -178,7 +223,7 @@ def env_page(
             _e(a.total_runs),
             '<span class="error">blocked</span>' if a.blocked else "active",
         ]
-        for rank, a in enumerate(ranked(agents, objective, initial), 1)
+        for rank, a in enumerate(board_order, 1)
     ]
     about = (f"<p>{_e(env.description)}</p>" if env.description else "") + (
         f"<p>Catalog env <code>{_e(env.env_id)}</code>. An agent's rating is the average "
@@ -194,15 +239,9 @@ def env_page(
         if rows
         else '<p class="muted">No agents yet.</p>'
     )
-    top = [a.name for a in ranked(agents, objective, initial)[:TOP_AGENTS]]
-    history = charts.rating_history(outcomes, int(rating_runs), initial)
-    start = min((t for points in history.values() for t, _ in points), default=0.0)
-    series = [
-        (name, [((t - start) / 60, r) for t, r in history[name]]) for name in top if name in history
-    ]
-    chart = charts.line_chart(series, css_id="ratings", x_label="minutes since the first run shown",
-                              title="ratings of the top agents over time")  # fmt: skip
-    body = f"{about}<h2>Leaderboard</h2>{board}<h2>Ratings over time (top agents)</h2>{chart}"
+    top = [a.name for a in board_order[:TOP_AGENTS]]
+    chart = _ratings_chart(top, ratings or {}, order or {})
+    body = f"{about}<h2>Leaderboard</h2>{board}<h2>Ratings of the top agents</h2>{chart}"
     return _page(
         env.display_name, body + "<h2>Recent runs</h2>" + _runs_table(recent, show_agent=True)
     )
@@ -212,10 +251,11 @@ def agent_page(
     env: EnvRow,
     agent: AgentRow,
     runs: Sequence[RunRow],
-    outcomes: Sequence[tuple[str, float, float]] = (),
+    points: Sequence[tuple[OutcomeRow, float]] = (),
 ) -> str:
-    """An agent: its rating, its rating over its runs and the outcomes of its recent runs (from
-    ``outcomes``, its finished runs oldest first), and its recent runs."""
+    """An agent: its rating, its rating after each of its last rated runs and the outcomes of
+    the last 50 (``points``: its last rated runs with its rating after each, oldest first), and
+    its recent runs."""
     facts = [
         ("arena env", _link(env.display_name, "env", env.name)),
         ("rating", _e(_rating(agent.rating))),
@@ -225,13 +265,12 @@ def agent_page(
         ("status", "blocked" if agent.blocked else "active"),
     ]
     table = _table(["", ""], ([_e(k), v] for k, v in facts), "agent")
-    settings = env.settings
-    initial = float(settings.get("initial_rating", 0.0))
-    history = charts.rating_history(outcomes, int(settings.get("rating_runs", 50)), initial)
-    points = [(i + 1, r) for i, (_, r) in enumerate(history.get(agent.name, []))]
-    rating = charts.line_chart([(agent.name, points)], css_id="rating", x_label="finished run",
+    first = max(agent.total_runs - len(points), 0)  # its runs are numbered as it finished them
+    line = [(float(first + i + 1), r) for i, (_, r) in enumerate(points)]
+    rating = charts.line_chart([(agent.name, line)], css_id="rating",
+                               x_label="its finished runs (the rating after each)",
                                title=f"rating of {agent.name} over its runs")  # fmt: skip
-    recent = [value for _, _, value in outcomes[-50:]]
+    recent = [row.value for row, _ in points[-50:]]
     spread = charts.bar_chart(recent, css_id="outcomes",
                               title="outcomes of the last 50 finished runs")  # fmt: skip
     body = (
@@ -244,9 +283,20 @@ def agent_page(
 
 
 def run_page(
-    env: EnvRow, run: RunRow, steps: Sequence[StepRow], messages: Sequence[MessageRow]
+    env: EnvRow,
+    run: RunRow,
+    steps: Sequence[StepRow],
+    messages: Sequence[MessageRow],
+    *,
+    extras: Mapping[int, RawJSON] | None = None,
+    carried: CarriedRun | None = None,
+    migrated_at: float | None = None,
 ) -> str:
-    """A run with its full history."""
+    """A run with its full history: each action with the percept it answered, its reward, the
+    env's extra information about it (a plugin env's ``action_extra_info``: the opponent's
+    answer, say), and the messages about it. ``carried``: the run came from another server
+    (``migrated_at``), which kept no times and perhaps no percepts."""
+    extras = extras or {}
     by_act: dict[int, list[MessageRow]] = defaultdict(list)
     for message in messages:
         by_act[message.act_no].append(message)
@@ -257,13 +307,31 @@ def run_page(
             for m in by_act.get(act_no, [])
         )
 
+    unknown = carried is not None and not carried.percepts
+
+    def percept(text: RawJSON) -> str:
+        return _NOT_KEPT if unknown else _json(text)
+
+    def extra(act_no: int) -> list[str]:
+        if not extras:
+            return []
+        text = extras.get(act_no)
+        return [_json(text) if text is not None else ""]
+
     rows = [
-        [_e(s.act_no), _json(s.percept), _json(s.action), _e(f"{s.reward:g}"), said(s.act_no)]
+        [_e(s.act_no), percept(s.percept), _json(s.action), *extra(s.act_no),
+         _e(f"{s.reward:g}"), said(s.act_no)]
         for s in steps
-    ]
+    ]  # fmt: skip
     last = "final" if run.finished else f"waiting for action {run.act_no}"
-    rows.append([_e(run.act_no), _json(run.percept), f'<span class="muted">{_e(last)}</span>', "",
-                 said(run.act_no)])  # fmt: skip
+    final = _json(run.percept) if not (unknown and run.finished) else _NOT_KEPT
+    rows.append([_e(run.act_no), final, f'<span class="muted">{_e(last)}</span>',
+                 *([""] if extras else []), "", said(run.act_no)])  # fmt: skip
+    started, ended = _e(_when(run.created)), _e(_when(run.ended))
+    if carried is not None:
+        moved = f" on {_when(migrated_at)}" if migrated_at is not None else ""
+        started = f'{_NOT_KEPT} <span class="muted">(carried over{_e(moved)})</span>'
+        ended = _NOT_KEPT if run.finished else ended
     facts = [
         ("arena env", _link(env.display_name, "env", env.name)),
         ("agent", _link(run.agent, "agent", env.name, run.agent)),
@@ -271,8 +339,8 @@ def run_page(
         ("outcome", _json(run.outcome) if run.outcome is not None else "-"),
         ("actions", _e(run.act_no)),
         ("return", _e(f"{run.episode_return:g}")),
-        ("started", _e(_when(run.created))),
-        ("ended", _e(_when(run.ended))),
+        ("started", started),
+        ("ended", ended),
     ]
     body = _table(["", ""], ([_e(k), v] for k, v in facts), "run")
     shown = steps[:_TIMELINE_STEPS]
@@ -282,7 +350,9 @@ def run_page(
         css_id="timeline",
     )
     body += f"<h2>Step by step</h2>{line}<h2>History</h2>"
-    body += _table(["#", "percept", "action", "reward", "messages"], rows, "history")
+    headers = ["#", "percept", "action", *(["extra info"] if extras else []), "reward",
+               "messages"]  # fmt: skip
+    body += _table(headers, rows, "history")
     return _page(f"Run {run.id}", body)
 
 

@@ -29,9 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from http import HTTPStatus
 
+from envwire.arena import history
 from envwire.arena.core import Arena
 from envwire.arena.errors import MalformedRequestError, NotFoundError
-from envwire.arena.store import RunRow
+from envwire.arena.history import OutcomeRow
+from envwire.arena.store import EnvRow, RunRow
 from envwire.arena.web import pages
 from envwire.errors import ConfigError, EnvError, EnvwireError
 from envwire.jsonio import JsonObject, JsonValue
@@ -206,9 +208,18 @@ class ArenaWeb:
 
         def render() -> str:
             env = self.arena.admin.env(name)
-            return pages.env_page(
-                env, store.agents(name), store.runs(name, limit=20), store.outcomes(name)
-            )
+            agents = store.agents(name)
+            settings = env.settings
+            objective = str(settings.get("rating_objective", "max"))
+            initial = float(settings.get("initial_rating", 0.0))
+            ratings = {
+                a.name: self._rating_points(env, a.name)
+                for a in pages.ranked(agents, objective, initial)[: pages.TOP_AGENTS]
+            }
+            recent = history.outcomes(store, name, limit=2000)
+            first = history.count_outcomes(store, name) - len(recent)
+            order = {row.run: first + i + 1 for i, row in enumerate(recent)}
+            return pages.env_page(env, agents, store.runs(name, limit=20), ratings, order)
 
         return self.page(render)
 
@@ -218,10 +229,8 @@ class ArenaWeb:
 
         def render() -> str:
             env, row = self.arena.admin.env(name), self.arena.admin.agent(name, agent)
-            store = self.arena.store
-            return pages.agent_page(
-                env, row, store.runs(name, agent, limit=50), store.outcomes(name, agent)
-            )
+            runs = self.arena.store.runs(name, agent, limit=50)
+            return pages.agent_page(env, row, runs, self._rating_points(env, agent))
 
         return self.page(render)
 
@@ -231,9 +240,21 @@ class ArenaWeb:
 
         def render() -> str:
             env, run = self.arena.admin.env(name), self._run(name, params["run"])
-            return pages.run_page(env, run, store.steps(run.id), store.messages(run.id))
+            return pages.run_page(
+                env, run, store.steps(run.id), store.messages(run.id),
+                extras=history.extras(store, run.id), carried=history.carried_run(store, run.id),
+                migrated_at=history.migrated_at(store),
+            )  # fmt: skip
 
         return self.page(render)
+
+    def _rating_points(self, env: EnvRow, agent: str) -> list[tuple[OutcomeRow, float]]:
+        settings = env.settings
+        return history.rating_points(
+            self.arena.store, env.name, agent, shown=pages.CHART_RUNS,
+            rating_runs=int(settings.get("rating_runs", 50)),
+            initial=float(settings.get("initial_rating", 0.0)),
+        )  # fmt: skip
 
     def run_redirect(self, request: Request, params: dict[str, str]) -> Response:
         """The original clients print ``<url>/run/<env>/<run>``: send them to the run page."""
@@ -261,25 +282,31 @@ class ArenaWeb:
         )
 
     def api_run(self, request: Request, params: dict[str, str]) -> Response:
-        """A run's history as JSON (percepts, actions and outcomes as the agent saw them)."""
+        """A run's history as JSON (percepts, actions and outcomes as the agent saw them; the
+        env's extra information about an action, where it kept one; for a run carried over
+        from another server, whether its percepts are known)."""
         store = self.arena.store
 
         def produce() -> JsonObject:
             self.arena.admin.env(params["env"])
             run = self._run(params["env"], params["run"])
-            steps = [
-                {
+            extras = history.extras(store, run.id)
+            steps: list[JsonValue] = []
+            for s in store.steps(run.id):
+                step: JsonObject = {
                     "act_no": s.act_no,
                     "percept": json.loads(s.percept),
                     "action": json.loads(s.action),
                     "reward": s.reward,
                 }
-                for s in store.steps(run.id)
-            ]
-            messages = [
+                if s.act_no in extras:
+                    step["extra"] = json.loads(extras[s.act_no])
+                steps.append(step)
+            messages: list[JsonValue] = [
                 {"act_no": m.act_no, "type": m.type, "content": m.content}
                 for m in store.messages(run.id)
             ]
+            carried = history.carried_run(store, run.id)
             return {
                 "run": str(run.id),
                 "agent": run.agent,
@@ -290,6 +317,8 @@ class ArenaWeb:
                 "percept": json.loads(run.percept),
                 "steps": steps,
                 "messages": messages,
+                "carried_over": carried is not None,
+                "percepts_known": carried is None or carried.percepts,
             }
 
         return self._json(produce)
