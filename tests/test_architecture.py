@@ -178,6 +178,7 @@ SHARED_NAMES = {
     "cli.py": "command-line commands",
     "admin.py": "administration commands",
     "env.py": "an env class",
+    "pool.py": "a bounded set of things many users share (run slots; worker processes)",
 }
 
 

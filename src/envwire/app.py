@@ -32,6 +32,7 @@ from envwire.observe.dashboard import ObserveWeb
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
 from envwire.registry import Catalog
+from envwire.runtime.pool import WorkerPool
 from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
 from envwire.runtime.workers import make_worker
 from envwire.server.http import Guard, HttpFrontEnd, Mount
@@ -89,12 +90,14 @@ class Server:
         self.health = health
         self.security = Security.from_settings(settings.security)
         self.ray = _ray_runtime(catalog, settings)
+        # no process starts until a session of an env with pool isolation opens
+        self.pool = WorkerPool(settings.server.pool_workers)
         self.observe = Observability(_record(settings, catalog))
         self.sessions = SessionTable(
             catalog,
             capacity=settings.server.capacity,
             monitor_root=settings.server.monitor_root,
-            worker_factory=functools.partial(make_worker, ray=self.ray),
+            worker_factory=functools.partial(make_worker, ray=self.ray, pool=self.pool),
             observer=self.observe,
         )
         #: The threads that serve connections while they have work, and where connections wait
@@ -261,6 +264,7 @@ class Server:
         self.parking.stop()
         self.threads.stop()
         self.sessions.close_all()
+        self.pool.close()
         self.observe.close()
 
     def __enter__(self) -> Server:

@@ -44,7 +44,7 @@ __all__ = [
 
 log = logging.getLogger(__name__)
 
-Isolation = Literal["auto", "inline", "process", "ray"]
+Isolation = Literal["auto", "inline", "process", "pool", "ray"]
 
 #: Gymnasium's classic-control envs, served by default beside the built-ins.
 CLASSIC_CONTROL = (
@@ -92,8 +92,9 @@ class EnvSpec:
             :class:`~envwire.kinds.typed.TypedGymEnv`.
         kwargs: keyword arguments for the env's constructor.
         isolation: ``inline`` (in the server process), ``process`` (a worker process per
-            session), ``ray`` (a Ray actor per session, anywhere on a Ray cluster), or ``auto``
-            (inline for Gymnasium's and envwire's envs, else process).
+            session), ``pool`` (a few worker processes, one per core by default, each hosting
+            many sessions' envs), ``ray`` (a Ray actor per session, anywhere on a Ray cluster),
+            or ``auto`` (inline for Gymnasium's and envwire's envs, else process).
         max_episode_steps: wrap the env in a time limit (``module:attr`` envs only; Gymnasium
             ids carry their own).
         step_timeout: seconds one reset/step/render may take before the env is abandoned.
@@ -161,7 +162,7 @@ class EnvSpec:
         return replace(self, kwargs={**self.kwargs, **kwargs})
 
     @property
-    def resolved_isolation(self) -> Literal["inline", "process", "ray"]:
+    def resolved_isolation(self) -> Literal["inline", "process", "pool", "ray"]:
         """``isolation`` with ``auto`` decided."""
         if self.isolation != "auto":
             return self.isolation
@@ -294,14 +295,16 @@ def parse_env_arg(arg: str) -> EnvSpec:
     string), ``my/Env-v0=pkg.mod:Class`` (served under ``my/Env-v0``), ``path/to/env_dir`` or
     ``my/Env-v0=path/to/env_dir`` (an OpenEnv env directory with an ``openenv.yaml``
     manifest, served under its manifest name or the given id); any of them may end in
-    ``@inline``, ``@process`` or ``@ray`` to choose where the env runs.
+    ``@inline``, ``@process``, ``@pool`` or ``@ray`` to choose where the env runs.
 
     Raises:
         ConfigError: the id is unknown to Gymnasium and is not an entry point.
     """
     text, _, isolation = arg.partition("@")
-    if isolation not in ("", "inline", "process", "ray", "auto"):
-        raise ConfigError(f"{arg!r}: isolation must be 'inline', 'process', 'ray' or 'auto'")
+    if isolation not in ("", "inline", "process", "pool", "ray", "auto"):
+        raise ConfigError(
+            f"{arg!r}: isolation must be 'inline', 'process', 'pool', 'ray' or 'auto'"
+        )
     iso: Isolation = isolation or "auto"  # type: ignore[assignment]
     env_id, eq, target = text.partition("=")
     directory = target if eq else text

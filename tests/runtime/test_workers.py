@@ -15,7 +15,7 @@ from envwire.errors import (
     InvalidArgumentError,
 )
 from envwire.registry import EnvSpec
-from envwire.runtime import InlineWorker, ProcessWorker, make_worker
+from envwire.runtime import InlineWorker, PooledWorker, ProcessWorker, make_worker
 
 TUPLE = "envwire.testing.envs:TupleEnv"
 
@@ -23,14 +23,17 @@ TUPLE = "envwire.testing.envs:TupleEnv"
 def test_make_worker_follows_isolation() -> None:
     inline = make_worker(EnvSpec("c", "gym:CartPole-v1"))
     process = make_worker(EnvSpec("t", TUPLE))
+    pooled = make_worker(EnvSpec("t", TUPLE, isolation="pool"))
     try:
         assert isinstance(inline, InlineWorker) and isinstance(process, ProcessWorker)
+        assert isinstance(pooled, PooledWorker)
     finally:
         inline.close()
         process.close()
+        pooled.close()
 
 
-@pytest.mark.parametrize("isolation", ["inline", "process"])
+@pytest.mark.parametrize("isolation", ["inline", "process", "pool"])
 def test_calls_return_what_the_env_returns(isolation: str) -> None:
     worker = make_worker(EnvSpec("t", TUPLE, isolation=isolation))  # type: ignore[arg-type]
     try:
@@ -43,7 +46,7 @@ def test_calls_return_what_the_env_returns(isolation: str) -> None:
         worker.close()
 
 
-@pytest.mark.parametrize("isolation", ["inline", "process"])
+@pytest.mark.parametrize("isolation", ["inline", "process", "pool"])
 def test_env_exceptions_become_env_errors(isolation: str) -> None:
     spec = EnvSpec("r", "envwire.testing.envs:RaiseEnv", {"raise_at": 1}, isolation)  # type: ignore[arg-type]
     worker = make_worker(spec)

@@ -72,7 +72,7 @@ def test_later_sources_win() -> None:
         ({"idle_timeout": -1}, "idle_timeout must be a number of seconds > 0"),
         ({"handshake_timeout": 0}, "handshake_timeout must be a number of seconds > 0"),
         ({"step_timeout": float("inf")}, "step_timeout must be a number of seconds > 0"),
-        ({"isolation": "proces"}, "isolation must be one of 'auto', 'inline', 'process' or"),
+        ({"isolation": "proces"}, "isolation must be one of 'auto', 'inline', 'process', 'pool'"),
         ({"isolation": "proces"}, "(did you mean 'process'?)"),
         ({"insecure": "yes"}, "insecure must be true or false"),
         ({"allowed_hosts": ["a", 1]}, "allowed_hosts must be a list of host names"),

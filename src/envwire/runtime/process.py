@@ -20,7 +20,7 @@ from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireEr
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import make_host
 
-__all__ = ["ProcessWorker"]
+__all__ = ["ProcessWorker", "portable_error", "worker_context"]
 
 
 def _child_main(
@@ -31,7 +31,7 @@ def _child_main(
     try:
         host = make_host(spec, num_envs, mode)
     except BaseException as exc:
-        conn.send(("err", _portable(exc)))
+        conn.send(("err", portable_error(exc)))
         return
     conn.send(("ok", None))
     while True:
@@ -43,23 +43,29 @@ def _child_main(
         try:
             conn.send(("ok", host.call(method, args)))
         except BaseException as exc:
-            conn.send(("err", _portable(exc)))
+            conn.send(("err", portable_error(exc)))
         if method == "close":
             return
 
 
-def _portable(exc: BaseException) -> EnvwireError:
+def portable_error(exc: BaseException) -> EnvwireError:
     """An exception that survives pickling across the pipe (envwire errors pickle as is)."""
     if isinstance(exc, EnvwireError):
         return exc
     return EnvError(f"{type(exc).__name__}: {exc}")
 
 
-def _context() -> ForkServerContext | SpawnContext:
-    # forkserver: a clean parent (no threads) forks each worker, with the heavy imports done.
+def worker_context() -> ForkServerContext | SpawnContext:
+    """How worker processes (per session, and the pool's) are started.
+
+    forkserver where the platform has it: a clean parent (no threads) forks each worker, with
+    the heavy imports already done; spawn elsewhere.
+    """
     if "forkserver" in multiprocessing.get_all_start_methods():
         ctx = multiprocessing.get_context("forkserver")
-        ctx.set_forkserver_preload(["envwire.runtime.process", "gymnasium", "numpy"])
+        ctx.set_forkserver_preload(
+            ["envwire.runtime.process", "envwire.runtime.poolprocess", "gymnasium", "numpy"]
+        )
         return ctx
     return multiprocessing.get_context("spawn")
 
@@ -74,7 +80,7 @@ class ProcessWorker:
     def __init__(self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> None:
         self.spec = spec
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
-        ctx = _context()
+        ctx = worker_context()
         self._conn, child_conn = ctx.Pipe()
         self._process: BaseProcess = ctx.Process(
             target=_child_main,

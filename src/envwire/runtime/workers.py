@@ -3,9 +3,12 @@
 
 - ``inline`` (:mod:`.inline`): in the server process, in the caller's thread;
 - ``process`` (:mod:`.process`): a worker process per session;
+- ``pool`` (:mod:`.pool`): a slot in one of a few worker processes shared by many sessions;
 - ``ray`` (:mod:`.ray`): a Ray actor per session, anywhere on a Ray cluster;
 - a vector session with ``workers`` > 1: its copies split over that many process workers
-  (:class:`~envwire.runtime.vector.VectorGroup`), or Ray actors.
+  (:class:`~envwire.runtime.vector.VectorGroup`), or Ray actors. Pooled envs too: such a
+  session asks for cores of its own, so that its slices step at the same time, which slots
+  queued behind other sessions' calls in shared processes would not give it.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ import os
 
 from envwire.registry import EnvSpec
 from envwire.runtime.inline import InlineWorker
+from envwire.runtime.pool import WorkerPool
 from envwire.runtime.process import ProcessWorker
 from envwire.runtime.ray.cluster import RayRuntime
 from envwire.runtime.vector import VectorGroup, split_sizes
@@ -30,13 +34,16 @@ def make_worker(
     workers: int = 1,
     *,
     ray: RayRuntime | None = None,
+    pool: WorkerPool | None = None,
 ) -> Worker:
     """The worker ``spec.resolved_isolation`` asks for.
 
     With an autoreset ``mode``, the worker hosts ``num_envs`` copies as a vector env; with
     ``workers`` > 1 they are split over that many worker processes stepped concurrently (at
     most one per core). Envs with ``ray`` isolation go to Ray actors made by ``ray`` (the
-    server's :class:`RayRuntime`; None: one on ``RAY_ADDRESS``, else a local Ray).
+    server's :class:`RayRuntime`; None: one on ``RAY_ADDRESS``, else a local Ray); envs with
+    ``pool`` isolation to a slot of ``pool`` (the server's :class:`WorkerPool`; None: one pool
+    per process, of one worker process per core).
     """
     if spec.resolved_isolation == "ray":
         return (ray or _default_ray()).make_worker(spec, num_envs, mode, workers)
@@ -54,7 +61,15 @@ def make_worker(
         return VectorGroup(started, sizes)
     if spec.resolved_isolation == "process":
         return ProcessWorker(spec, num_envs, mode)
+    if spec.resolved_isolation == "pool":
+        return (pool or _default_pool()).worker(spec, num_envs, mode)
     return InlineWorker(spec, num_envs, mode)
+
+
+@functools.cache
+def _default_pool() -> WorkerPool:
+    """The worker pool of sessions made without a server's (one per process)."""
+    return WorkerPool()
 
 
 @functools.cache

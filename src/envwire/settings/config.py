@@ -40,7 +40,7 @@ ENV_KEYS: dict[str, Kind | type[dict[str, Any]]] = {
     "id": Text("an env id", optional=False),
     "entry_point": Text("an entry point (package.module:attr, a Gymnasium id, ...)"),
     "kwargs": dict,
-    "isolation": Choice(("auto", "inline", "process", "ray")),
+    "isolation": Choice(("auto", "inline", "process", "pool", "ray")),
     "max_episode_steps": Count(1, optional=True),
     "step_timeout": Seconds(),
     "make_timeout": Seconds(),

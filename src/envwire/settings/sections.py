@@ -116,10 +116,18 @@ class ServerSettings(Section):
     )
     isolation: str | None = setting(
         None,
-        Choice(("auto", "inline", "process", "ray"), optional=True),
+        Choice(("auto", "inline", "process", "pool", "ray"), optional=True),
         "where every env runs, over each env's own choice (auto: inline for Gymnasium's and "
-        "envwire's envs, a worker process for the rest; ray: a Ray actor per session)",
+        "envwire's envs, a worker process for the rest; pool: the worker pool; ray: a Ray "
+        "actor per session)",
         shown="each env's",
+    )
+    pool_workers: int = setting(
+        0,
+        Count(0),
+        "worker processes of the pool that envs with pool isolation share, each hosting many "
+        "sessions' envs (0: one per core)",
+        shown="one per core",
     )
     step_timeout: float | None = setting(
         None,

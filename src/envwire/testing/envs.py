@@ -17,6 +17,7 @@ import numpy.typing as npt
 from gymnasium import spaces
 
 __all__ = [
+    "BurnEnv",
     "CrashEnv",
     "DictEnv",
     "FramesEnv",
@@ -175,3 +176,40 @@ class FramesEnv(gymnasium.Env[npt.NDArray[np.uint8], np.int64]):
     ) -> tuple[npt.NDArray[np.uint8], float, bool, bool, dict[str, Any]]:
         self.t += 1
         return self._frames[self.t % 4], 0.0, False, self.t >= 1000, {}
+
+
+class BurnEnv(gymnasium.Env[npt.NDArray[np.int64], np.int64]):
+    """A CPU-bound env: each step runs ``work`` rounds of pure-Python integer arithmetic while
+    holding the GIL (2,000 rounds: about 200 us on a 2020s x86 core), then sleeps ``sleep``
+    seconds (an env that waits on something, such as a simulator it drives).
+
+    For the pool's tests and benchmark: what one core can do with it is the baseline, and the
+    work is the same wherever the env runs. Discrete(2) actions; the observation is the step
+    count and the arithmetic's last value, so a step cannot be skipped.
+    """
+
+    def __init__(self, work: int = 2000, sleep: float = 0.0, horizon: int = 1000) -> None:
+        self.observation_space = spaces.Box(0, 2**31, (2,), np.int64)
+        self.action_space = spaces.Discrete(2)
+        self.work, self.sleep, self.horizon = work, sleep, horizon
+        self.t = 0
+        self.x = 1
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.int64], dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t, self.x = 0, 1 if seed is None else seed + 1
+        return np.array([self.t, self.x], np.int64), {}
+
+    def step(
+        self, action: np.int64
+    ) -> tuple[npt.NDArray[np.int64], float, bool, bool, dict[str, Any]]:
+        x = self.x + int(action)
+        for _ in range(self.work):  # a linear congruential generator: cheap, unskippable
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        self.x = x
+        self.t += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        return np.array([self.t, x], np.int64), 0.0, False, self.t >= self.horizon, {}

@@ -50,7 +50,7 @@ def test_servers_without_ray_envs_need_no_ray(no_ray: None) -> None:
 def test_ray_isolation_from_every_source() -> None:
     assert parse_env_arg("CartPole-v1@ray").resolved_isolation == "ray"
     assert EnvSpec("x", "gym:CartPole-v1", isolation="ray").resolved_isolation == "ray"
-    with pytest.raises(ConfigError, match="'inline', 'process', 'ray' or 'auto'"):
+    with pytest.raises(ConfigError, match="'inline', 'process', 'pool', 'ray' or 'auto'"):
         parse_env_arg("CartPole-v1@cluster")
 
 
