@@ -1,36 +1,40 @@
 """Pooled isolation at scale: many concurrent sessions of a CPU-bound env, over gym-socket.
 
 Run: ``python benchmarks/bench_pool.py [--seconds S] [--runs R] [--quick] [--sessions N]
-[--clients C] [--step-us US] [--process-sessions P]``.
+[--clients C] [--step-us US] [--heavy-us US] [--inline-sessions M] [--process-sessions P]``.
 
-The env is ``envwire.testing.envs:BurnEnv``: each step burns a fixed amount of pure-Python
-work (``--step-us``, default 200 µs, calibrated on this machine at start), holding the GIL.
-One real ``envwire serve`` serves it twice, ``@pool`` (``--pool-workers 0``: one worker
-process per core) and ``@inline``; ``--sessions`` (default 1,000) concurrent sessions each
-step it one step at a time, driven by ``--clients`` client processes (default 4), each a
-non-blocking loop over its share of the connections with envwire's sans-IO gym-socket codec,
-so that no client thread per session competes for the cores.
+The env is ``envwire.testing.envs:BurnEnv``: each step runs a fixed amount of pure-Python work
+while holding the GIL, calibrated at start to ``--step-us`` (default 200) µs of CPU time on
+this machine. One real ``envwire serve`` serves it ``@pool`` (``pool_workers`` 0: one worker
+process per core), ``@inline`` and ``@process``. Sessions step it one step in flight each,
+driven by ``--clients`` client processes (default 4): each a non-blocking loop over its share
+of the connections with envwire's sans-IO gym-socket codec, so that no thread per session
+competes for the cores on the client side.
 
-Every figure is beside a baseline of the same run, in alternating rounds:
+Every figure is beside a baseline of the same run, in alternating rounds; the baseline is **one
+core**: the same env stepped in a loop in one process, no server (the work itself).
 
-- **one core**: the same env stepped in a loop in one process, no server (the work itself);
-- **pool**: the sessions' steps/s with ``@pool``, its ratio to one core (the target is 1.8),
-  with the server's processes (workers included), its RSS and the CPU time each party spent
-  per step (server, pool workers, clients), which bound the ratio on a machine the clients
-  share;
-- **inline**: the same sessions with ``@inline`` (every env in the server process, under its
-  GIL), the ratio of the pool to it;
-- with ``--process-sessions P``: ``@process`` with P sessions (a process each), for the memory
-  of per-session processes.
+- ``--sessions`` (default 1,000) sessions ``@pool``: steps/s and the ratio to one core (the
+  target is 1.8), with the footprint (the server's RSS, its pool worker processes and theirs)
+  and the CPU time each party spent per step (the server process, the pool workers, the
+  clients): on a machine the clients share, ``cores / (CPU per step, all parties)`` bounds the
+  steps/s;
+- ``--inline-sessions`` (default 100) sessions ``@pool`` and ``@inline`` (every env in the
+  server process, under its GIL; not at 1,000, where the server's threads fight over the GIL
+  so hard that the machine is unusable for anything else meanwhile);
+- ``--sessions`` sessions ``@pool`` for a step of ``--heavy-us`` (default 2,000; 0 skips it),
+  where what each step costs around the env weighs less;
+- with ``--process-sessions P``: ``@process`` with P sessions, a process each, for the memory.
 
-Then, inside one worker process hosting 64 envs with calls queued for all of them: answering
-them one at a time against a pool of 4 threads (what a threaded worker would do), with a
-CPU-bound step and with a step that sleeps 1 ms (an env waiting on something).
+First, inside one worker process hosting 64 envs with calls queued for all of them: answering
+them one at a time against 4 threads (what a threaded worker would do), for a CPU-bound step
+(steps per CPU second) and for a step that sleeps 1 ms (steps/s).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import multiprocessing
 import multiprocessing.connection
 import os
@@ -53,20 +57,21 @@ from harness import Result, alternate, compare, machine, parse_settings, print_t
 
 __all__ = ["bench_worker_threads", "calibrate", "main"]
 
-ONE_CORE = "one core: the env stepped in one process"
 ACTION = 1
 
 
 def calibrate(step_us: float) -> int:
-    """BurnEnv's ``work`` for a step of about ``step_us`` µs here (the best of many timings,
-    so that other load on the machine does not shrink the work)."""
+    """BurnEnv's ``work`` for a step of about ``step_us`` µs of this thread's CPU time (CPU
+    time, not wall time: other load on the machine does not change it)."""
     env = BurnEnv(work=10_000)
     env.reset(seed=0)
+    action = np.int64(ACTION)
     best = float("inf")
-    for _ in range(30):
-        began = time.perf_counter()
-        env.step(np.int64(ACTION))
-        best = min(best, time.perf_counter() - began)
+    for _ in range(5):
+        began = time.thread_time()
+        for _ in range(10):
+            env.step(action)
+        best = min(best, (time.thread_time() - began) / 10)
     return max(1, round(10_000 * step_us / (best * 1e6)))
 
 
@@ -267,27 +272,47 @@ def _threaded_host(
     conn: multiprocessing.connection.Connection, work: int, sleep: float, envs: int, threads: int
 ) -> None:
     """Host ``envs`` BurnEnvs; per batch of env indices, step each once, one at a time
-    (``threads`` 0) or on a pool of ``threads`` threads; answer when all are done."""
+    (``threads`` 0) or on a pool of ``threads`` threads; answer the CPU seconds it took."""
     hosted = [BurnEnv(work=work, sleep=sleep, horizon=2**62) for _ in range(envs)]
     for env in hosted:
         env.reset(seed=0)
     action = np.int64(ACTION)
     executor = concurrent.futures.ThreadPoolExecutor(threads) if threads else None
     while (batch := conn.recv()) is not None:
+        began = time.process_time()
         if executor is None:
             for i in batch:
                 hosted[i].step(action)
         else:
             list(executor.map(lambda i: hosted[i].step(action), batch))
-        conn.send(len(batch))
+        conn.send(time.process_time() - began)
+
+
+def _batches(
+    pipe: multiprocessing.connection.Connection, seconds: float, per_cpu: list[float]
+) -> float:
+    """Steps/s of a :func:`_threaded_host` given batches of all 64 envs for ``seconds``;
+    appends its steps per CPU second to ``per_cpu``."""
+    for _ in range(2):  # warm-up
+        pipe.send(list(range(64)))
+        pipe.recv()
+    batches, used, began = 0, 0.0, time.perf_counter()
+    while (elapsed := time.perf_counter() - began) < seconds:
+        pipe.send(list(range(64)))
+        used += pipe.recv()
+        batches += 1
+    per_cpu.append(64 * batches / used)
+    return 64 * batches / elapsed
 
 
 def bench_worker_threads(settings: Any, work: int) -> list[Result]:
-    """Steps/s of one worker process with calls queued for all of its 64 envs: answered one
-    at a time, or by 4 threads, for a CPU-bound step and a step that sleeps 1 ms."""
+    """One worker process with calls queued for all of its 64 envs, answered one at a time or
+    by 4 threads: for a CPU-bound step, steps per CPU second (how much of a core the answering
+    wastes: on a shared machine, steps/s would measure the scheduler's favour to a process of
+    5 threads); for a step that sleeps 1 ms, steps/s."""
     ctx = multiprocessing.get_context("spawn")
     results = []
-    for label, sleep in (("CPU-bound step", 0.0), ("step sleeping 1 ms", 0.001)):
+    for label, sleep in (("CPU-bound step, steps per CPU second", 0.0), ("1 ms sleep", 0.001)):
         hosts = {}
         for threads in (0, 4):
             parent, child = ctx.Pipe()
@@ -297,18 +322,17 @@ def bench_worker_threads(settings: Any, work: int) -> list[Result]:
             process.start()
             name = f"one worker, {label}: " + (f"{threads} threads" if threads else "serial")
             hosts[name] = (parent, process)
-
-        def measure(pipe: multiprocessing.connection.Connection) -> float:
-            def batch() -> None:
-                pipe.send(list(range(64)))
-                pipe.recv()
-
-            return 64 * rate(batch, settings.seconds, warmup=2)
-
-        cases = {name: (lambda p=pipe: measure(p)) for name, (pipe, _) in hosts.items()}
+        per_cpu: dict[str, list[float]] = {name: [] for name in hosts}
+        cases = {
+            name: functools.partial(_batches, pipe, settings.seconds, per_cpu[name])
+            for name, (pipe, _) in hosts.items()
+        }
         got = alternate(cases, settings.runs)
         serial, threaded = list(hosts)
-        results += [compare(got, serial), compare(got, threaded, serial)]
+        if sleep:
+            results += [compare(got, serial), compare(got, threaded, serial)]
+        else:
+            results += [compare(per_cpu, serial), compare(per_cpu, threaded, serial)]
         for pipe, process in hosts.values():
             pipe.send(None)
             process.join(10)
@@ -318,104 +342,165 @@ def bench_worker_threads(settings: Any, work: int) -> list[Result]:
 # --- the whole -------------------------------------------------------------------------------
 
 
-def _config(path: Path, work: int) -> None:
-    kwargs = f"kwargs = {{ work = {work}, horizon = {2**62} }}"
-    entry = 'entry_point = "envwire.testing.envs:BurnEnv"'
-    path.write_text(
-        "".join(
-            f'[[env]]\nid = "bench/Burn-{where}"\n{entry}\n{kwargs}\nisolation = "{where}"\n\n'
-            for where in ("pool", "inline", "process")
+def _config(path: Path, works: dict[str, int]) -> None:
+    """A config file serving BurnEnv ``bench/<name>-<isolation>`` for each (name, work)."""
+    tables = []
+    for name, work in works.items():
+        for where in ("pool", "inline", "process"):
+            tables.append(
+                f'[[env]]\nid = "bench/{name}-{where}"\n'
+                'entry_point = "envwire.testing.envs:BurnEnv"\n'
+                f"kwargs = {{ work = {work}, horizon = {2**62} }}\n"
+                f'isolation = "{where}"\n'
+            )
+    path.write_text("\n".join(tables))
+
+
+def _footprint(server: int) -> dict[str, Any]:
+    """The server's memory and processes: its pool workers are the children of its fork
+    server (its one child with children)."""
+    children = _descendants(server)
+    workers = [p for p in children if p not in _direct_children(server)]
+    return {
+        "server RSS MiB": round(_rss_mib(server)),
+        "pool worker processes": len(workers),
+        "all processes under the server": len(children),
+        "pool workers' RSS MiB": round(sum(_rss_mib(p) for p in workers)),
+    }
+
+
+def _direct_children(pid: int) -> set[int]:
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if int(_stat(int(entry))[1]) == pid:
+                    found.add(int(entry))
+            except OSError:
+                continue
+    return found
+
+
+def bench_sessions(
+    server: ServerProcess,
+    args: Any,
+    settings: Any,
+    *,
+    name: str,
+    work: int,
+    sessions: int,
+    wheres: tuple[str, ...] = ("pool",),
+) -> list[Result]:
+    """``sessions`` sessions of ``bench/<name>-<where>`` for each of ``wheres``, beside one
+    core stepping the same env: steps/s, ratios, CPU per step, footprint."""
+    assert server.process is not None
+    seconds = settings.seconds
+    address = (server.host, server.ports["gym-socket"])
+    clients = _Clients(address, [f"bench/{name}-{w}" for w in wheres], sessions, args.clients)
+    base = f"{name}: one core, the env stepped in one process"
+    labels = {w: f"{name}: @{w}, {sessions} sessions" for w in wheres}
+    accounting = _Accounting(server.process.pid, [p.pid for p in clients.processes])
+
+    def over(where: str) -> Callable[[], float]:
+        run = lambda: clients.run(f"bench/{name}-{where}", seconds)  # noqa: E731
+        return lambda: accounting.measured(labels[where], run, seconds)
+
+    cases = {base: lambda: _one_core(work, seconds)} | {labels[w]: over(w) for w in wheres}
+    try:
+        got = alternate(cases, settings.runs)
+        footprint = _footprint(server.process.pid)
+    finally:
+        clients.close()
+    results = [compare(got, base)]
+    for where, label in labels.items():
+        result = compare(got, label, base, target=1.8 if where == "pool" else None)
+        result.notes |= accounting.notes(label) | (footprint if where == "pool" else {})
+        results.append(result)
+    if "inline" in labels:
+        pool, inline = labels["pool"], labels["inline"]
+        results.append(compare(got, pool, inline, label=f"{pool} / @inline"))
+    return results
+
+
+def bench_per_process(server: ServerProcess, args: Any, settings: Any, work: int) -> list[Result]:
+    """``@process`` with ``--process-sessions`` sessions (a process each), for its memory."""
+    assert server.process is not None
+    address = (server.host, server.ports["gym-socket"])
+    count = args.process_sessions
+    clients = _Clients(address, ["bench/Burn-process"], count, args.clients)
+    base = "Burn: one core, the env stepped in one process"
+    name = f"Burn: @process, {count} sessions"
+    try:
+        got = alternate(
+            {
+                base: lambda: _one_core(work, settings.seconds),
+                name: lambda: clients.run("bench/Burn-process", settings.seconds),
+            },
+            settings.runs,
         )
-    )
+        tree = _descendants(server.process.pid)
+        notes = {
+            "server RSS MiB": round(_rss_mib(server.process.pid)),
+            "processes under the server": len(tree),
+            "their RSS MiB": round(sum(_rss_mib(p) for p in tree)),
+        }
+    finally:
+        clients.close()
+    result = compare(got, name, base)
+    result.notes |= notes
+    return [result]
 
 
 def main() -> None:
     args, settings = parse_settings(
         __doc__.split("\n\n")[0],
-        quick="a smoke run (0.3 s, 1 run, 100 sessions)",
+        quick="a smoke run (0.3 s, 1 run, 100 sessions, 20 inline, no heavy step)",
         extra=(
             ("--sessions", int, 1000),
             ("--clients", int, 4),
             ("--step-us", float, 200.0),
+            ("--heavy-us", float, 2000.0),
+            ("--inline-sessions", int, 100),
             ("--process-sessions", int, 0),
         ),
     )
-    sessions = 100 if args.quick else args.sessions
-    work = calibrate(args.step_us)
-    print(f"BurnEnv work={work} for a {args.step_us:g} µs step; {sessions} sessions")
-    results = bench_worker_threads(settings, work)
+    if args.quick:
+        args.sessions, args.heavy_us, args.inline_sessions = 100, 0, 20
+    works = {"Burn": calibrate(args.step_us)}
+    if args.heavy_us:
+        works["BurnHeavy"] = calibrate(args.heavy_us)
+    print(f"BurnEnv work per step: {works} ({args.step_us:g} / {args.heavy_us:g} µs)")
+    results = bench_worker_threads(settings, works["Burn"])
     limits = ("--max-connections", "8192", "--max-connections-per-address", "8192")
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "envwire.toml"
-        _config(config, work)
+        _config(config, works)
         with ServerProcess((), ("--config", str(config), *limits), start_timeout=120) as server:
-            assert server.process is not None
-            address = (server.host, server.ports["gym-socket"])
-            envs = ["bench/Burn-pool", "bench/Burn-inline"]
-            clients = _Clients(address, envs, sessions, args.clients)
-            try:
-                pool_name = f"pool, {sessions} sessions"
-                inline_name = f"inline, {sessions} sessions"
-                accounting = _Accounting(server.process.pid, [p.pid for p in clients.processes])
-                seconds = settings.seconds
-
-                def over(env: str, name: str) -> Callable[[], float]:
-                    run = lambda: clients.run(env, seconds)  # noqa: E731
-                    return lambda: accounting.measured(name, run, seconds)
-
-                cases = {
-                    ONE_CORE: lambda: _one_core(work, seconds),
-                    pool_name: over("bench/Burn-pool", pool_name),
-                    inline_name: over("bench/Burn-inline", inline_name),
-                }
-                got = alternate(cases, settings.runs)
-                tree = _descendants(server.process.pid)
-                footprint = {
-                    "server RSS MiB": round(_rss_mib(server.process.pid)),
-                    "worker processes": len(tree),
-                    "workers' RSS MiB": round(sum(_rss_mib(p) for p in tree)),
-                }
-            finally:
-                clients.close()
-            results.append(compare(got, ONE_CORE))
-            pool = compare(got, pool_name, ONE_CORE, target=1.8)
-            pool.notes |= footprint | accounting.notes(pool_name)
-            inline = compare(got, inline_name, ONE_CORE)
-            inline.notes |= accounting.notes(inline_name)
-            versus = compare(got, pool_name, inline_name, label=f"{pool_name} / inline")
-            results += [pool, inline, versus]
+            burn, heavy = works["Burn"], works.get("BurnHeavy", 0)
+            results += bench_sessions(
+                server, args, settings, name="Burn", work=burn, sessions=args.sessions
+            )
+            if args.inline_sessions:
+                results += bench_sessions(
+                    server,
+                    args,
+                    settings,
+                    name="Burn",
+                    work=burn,
+                    sessions=args.inline_sessions,
+                    wheres=("pool", "inline"),
+                )
+            if heavy:
+                results += bench_sessions(
+                    server, args, settings, name="BurnHeavy", work=heavy, sessions=args.sessions
+                )
             if args.process_sessions:
-                results += _per_process(server, args, settings, base=ONE_CORE, work=work)
+                results += bench_per_process(server, args, settings, works["Burn"])
     print_table({"results": [vars(r) for r in results], "machine": machine()})
     for result in results:
         shown = {k: v for k, v in result.notes.items() if "rounds" not in k}
         if shown:
             print(f"{result.name}: {shown}")
-
-
-def _per_process(
-    server: ServerProcess, args: Any, settings: Any, *, base: str, work: int
-) -> list[Result]:
-    """``@process`` with ``--process-sessions`` sessions: steps/s and memory."""
-    assert server.process is not None
-    address = (server.host, server.ports["gym-socket"])
-    clients = _Clients(address, ["bench/Burn-process"], args.process_sessions, args.clients)
-    try:
-        name = f"process, {args.process_sessions} sessions"
-        cases = {
-            base: lambda: _one_core(work, settings.seconds),
-            name: lambda: clients.run("bench/Burn-process", settings.seconds),
-        }
-        got = alternate(cases, settings.runs)
-        tree = _descendants(server.process.pid)
-        result = compare(got, name, base)
-        result.notes |= {
-            "worker processes": len(tree),
-            "workers' RSS MiB": round(sum(_rss_mib(p) for p in tree)),
-        }
-    finally:
-        clients.close()
-    return [result]
 
 
 if __name__ == "__main__":

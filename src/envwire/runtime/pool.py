@@ -111,7 +111,7 @@ class WorkerPool:
         Raises:
             EnvwireError: what making the env raised; EnvTimeoutError / EnvCrashedError when
                 making it hung or killed the process (which ends that process's other
-                sessions too); EnvError when the pool is closed.
+                sessions too); EnvError when the pool is closed or cannot start a process.
         """
         process, slot = self._place(spec)
         try:
@@ -130,7 +130,10 @@ class WorkerPool:
             if best is None or (best.load > 0 and len(live) < self.size):
                 # Starting a process (a fork of the fork server) takes milliseconds, under the
                 # lock: it happens at most `size` times, plus once per process lost.
-                best = PoolProcess(next(self._started), self._exited)
+                try:
+                    best = PoolProcess(next(self._started), self._exited)
+                except OSError as exc:  # out of processes, memory or file descriptors
+                    raise EnvError(f"{spec.id}: cannot start a pool worker process: {exc}") from exc
                 live.append(best)
             self._processes = live
             slot = next(self._slots)

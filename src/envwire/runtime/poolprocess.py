@@ -29,7 +29,7 @@ from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
 from envwire.runtime.process import portable_error, worker_context
 from envwire.watchdog import Watchdog
 
-__all__ = ["FLUSH_AFTER", "STOP_GRACE", "WATCHDOG", "PoolProcess"]
+__all__ = ["STOP_GRACE", "WATCHDOG", "PoolProcess"]
 
 #: A request's header: call id, slot (0: the process itself).
 _REQUEST = struct.Struct("<QQ")
@@ -38,11 +38,6 @@ _REPLY = struct.Struct("<Q?")
 
 #: Seconds a worker process has to finish its queue and close its envs when the pool closes.
 STOP_GRACE = 5.0
-
-#: Seconds of work after which a worker process sends the replies it holds, even with more
-#: requests waiting: replies go out in batches (fewer system calls on both sides) but no reply
-#: waits long for its neighbours' calls.
-FLUSH_AFTER = 0.001
 
 #: Watches the call each pool process is running (one thread for every pool of this process).
 WATCHDOG = Watchdog(name="envwire-pool-watchdog")
@@ -104,20 +99,13 @@ def _pool_main(conn: Connection) -> None:
                 return
             if not requests:
                 return  # EOF: the server is gone
-            replies: list[bytes] = []
-            flushed = time.monotonic()
             for request in requests:
+                # Each reply goes out at once: holding it to batch with the next would make a
+                # quick call wait for a slow neighbour's. The server reads replies in bulk.
                 reply, method = _answer(hosts, request)
-                replies.append(reply)
-                now = time.monotonic()
-                if method == "stop" or now - flushed > FLUSH_AFTER:
-                    write_all(fd, b"".join(replies))
-                    replies.clear()
-                    flushed = now
+                write_all(fd, reply)
                 if method == "stop":
                     return
-            if replies:
-                write_all(fd, b"".join(replies))
     except OSError:
         return  # the server is gone
     finally:
