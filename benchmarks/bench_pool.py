@@ -1,7 +1,8 @@
 """Pooled isolation at scale: many concurrent sessions of a CPU-bound env, over gym-socket.
 
 Run: ``python benchmarks/bench_pool.py [--seconds S] [--runs R] [--quick] [--sessions N]
-[--clients C] [--step-us US] [--heavy-us US] [--inline-sessions M] [--process-sessions P]``.
+[--clients C] [--drivers D] [--step-us US] [--heavy-us US] [--inline-sessions M]
+[--process-sessions P]``.
 
 The env is ``envwire.testing.envs:BurnEnv``: each step runs a fixed amount of pure-Python work
 while holding the GIL, calibrated at start to ``--step-us`` (default 200) µs of CPU time on
@@ -26,6 +27,10 @@ core**: the same env stepped in a loop in one process, no server (the work itsel
   where what each step costs around the env weighs less;
 - with ``--process-sessions P``: ``@process`` with P sessions, a process each, for the memory.
 
+Then ``--sessions`` sessions' envs in a pool of the benchmark's own process, stepped by
+``--drivers`` (default 64) threads through ``PooledWorker``: the pool with no front end,
+sockets or client processes around it, beside one core.
+
 First, inside one worker process hosting 64 envs with calls queued for all of them: answering
 them one at a time against 4 threads (what a threaded worker would do), for a CPU-bound step
 (steps per CPU second) and for a step that sleeps 1 ms (steps/s).
@@ -41,6 +46,7 @@ import os
 import selectors
 import socket
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -51,11 +57,13 @@ import numpy as np
 from envwire import messages as m
 from envwire.client.gymsocket import DEFAULT_FLAGS
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, HandshakeReply
+from envwire.registry import EnvSpec
+from envwire.runtime.pool import WorkerPool
 from envwire.testing import ServerProcess
 from envwire.testing.envs import BurnEnv
 from harness import Result, alternate, compare, machine, parse_settings, print_table, rate
 
-__all__ = ["bench_worker_threads", "calibrate", "main"]
+__all__ = ["bench_pool_alone", "bench_sessions", "bench_worker_threads", "calibrate", "main"]
 
 ACTION = 1
 
@@ -150,7 +158,8 @@ def _client_main(
         for sock, codec in sessions[env]:  # the step still in flight on each
             sock.setblocking(True)
             _next_event(sock, codec)
-        conn.send((count, elapsed))
+        # the steps in flight at the deadline count for the CPU spent, not for the rate
+        conn.send((count, elapsed, len(sessions[env])))
 
 
 class _Clients:
@@ -172,12 +181,14 @@ class _Clients:
             if not pipe.poll(600) or pipe.recv() != "ready":
                 raise RuntimeError("a client process did not open its sessions")
 
-    def run(self, env: str, seconds: float) -> float:
-        """Steps/s of every session of ``env`` together."""
+    def run(self, env: str, seconds: float) -> tuple[float, int]:
+        """Steps/s of every session of ``env`` together, and every step taken (those still in
+        flight at the deadline included)."""
         for pipe in self.pipes:
             pipe.send((env, seconds))
         results = [pipe.recv() for pipe in self.pipes]
-        return sum(count / elapsed for count, elapsed in results)
+        rate = sum(count / elapsed for count, elapsed, _ in results)
+        return rate, sum(count + drained for count, _, drained in results)
 
     def close(self) -> None:
         for pipe in self.pipes:
@@ -245,12 +256,12 @@ class _Accounting:
         self.server, self.clients = server, clients
         self.per_step: dict[str, list[tuple[float, float, float]]] = {}
 
-    def measured(self, name: str, measure: Callable[[], float], seconds: float) -> float:
+    def measured(self, name: str, measure: Callable[[], tuple[float, int]]) -> float:
+        """``measure``'s steps/s; records the CPU each party spent per step it took."""
         workers = _descendants(self.server)
         before = _cpu([self.server]), _cpu(workers), _cpu(self.clients)
-        steps_per_s = measure()
+        steps_per_s, steps = measure()
         after = _cpu([self.server]), _cpu(workers), _cpu(self.clients)
-        steps = steps_per_s * seconds
         spent = tuple(1e6 * (b - a) / steps for a, b in zip(before, after, strict=True))
         self.per_step.setdefault(name, []).append(spent)  # type: ignore[arg-type]
         return steps_per_s
@@ -258,10 +269,13 @@ class _Accounting:
     def notes(self, name: str) -> dict[str, Any]:
         rows = self.per_step[name]
         median = [float(np.median([r[i] for r in rows])) for i in range(3)]
+        # Every party shares the cores: no run on them can beat cores / (CPU per step, all).
+        bound = (os.cpu_count() or 1) * 1e6 / max(sum(median), 1e-9)
         return {
             "cpu us/step: server": round(median[0], 1),
             "pool workers": round(median[1], 1),
             "clients": round(median[2], 1),
+            "steps/s bound on these cores": round(bound),
         }
 
 
@@ -339,6 +353,68 @@ def bench_worker_threads(settings: Any, work: int) -> list[Result]:
     return results
 
 
+# --- the pool alone, no server --------------------------------------------------------------
+
+
+def bench_pool_alone(args: Any, settings: Any, work: int) -> list[Result]:
+    """``--sessions`` sessions' envs in a :class:`WorkerPool` of this process (one worker
+    process per core), stepped through :class:`PooledWorker` by ``--drivers`` threads, each
+    over its share of the sessions one call at a time: the pool's own steps/s with no front
+    end, no sockets and no client processes, beside one core stepping the same env."""
+    spec = EnvSpec(
+        "bench/Burn-pool", "envwire.testing.envs:BurnEnv", {"work": work, "horizon": 2**62}, "pool"
+    )
+    pool = WorkerPool(0)
+    workers = [pool.worker(spec) for _ in range(args.sessions)]
+    action = np.int64(ACTION)
+    for worker in workers:
+        worker.call("reset", 0, None, timeout=30)
+    accounting = _Accounting(os.getpid(), [])
+    base = "Burn: one core, the env stepped in one process"
+    name = f"Burn: the pool alone (no server), {args.sessions} sessions, {args.drivers} threads"
+
+    def drive() -> tuple[float, int]:
+        stop = time.perf_counter() + settings.seconds
+        counts = [0] * args.drivers
+
+        def loop(index: int) -> None:
+            mine = workers[index :: args.drivers]
+            while time.perf_counter() < stop:
+                for worker in mine:
+                    worker.call("step", action, timeout=30)
+                    counts[index] += 1
+
+        began = time.perf_counter()
+        threads = [threading.Thread(target=loop, args=(i,)) for i in range(args.drivers)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return sum(counts) / (time.perf_counter() - began), sum(counts)
+
+    try:
+        got = alternate(
+            {
+                base: lambda: _one_core(work, settings.seconds),
+                name: lambda: accounting.measured(name, drive),
+            },
+            settings.runs,
+        )
+        processes = len(pool.loads())
+    finally:
+        for worker in workers:
+            worker.close()
+        pool.close()
+    result = compare(got, name, base, target=1.8)
+    notes = accounting.notes(name)
+    result.notes |= {
+        "cpu us/step: the driving threads": notes["cpu us/step: server"],
+        "pool workers": notes["pool workers"],
+        "pool worker processes": processes,
+    }
+    return [compare(got, base), result]
+
+
 # --- the whole -------------------------------------------------------------------------------
 
 
@@ -403,7 +479,7 @@ def bench_sessions(
 
     def over(where: str) -> Callable[[], float]:
         run = lambda: clients.run(f"bench/{name}-{where}", seconds)  # noqa: E731
-        return lambda: accounting.measured(labels[where], run, seconds)
+        return lambda: accounting.measured(labels[where], run)
 
     cases = {base: lambda: _one_core(work, seconds)} | {labels[w]: over(w) for w in wheres}
     try:
@@ -434,7 +510,7 @@ def bench_per_process(server: ServerProcess, args: Any, settings: Any, work: int
         got = alternate(
             {
                 base: lambda: _one_core(work, settings.seconds),
-                name: lambda: clients.run("bench/Burn-process", settings.seconds),
+                name: lambda: clients.run("bench/Burn-process", settings.seconds)[0],
             },
             settings.runs,
         )
@@ -458,6 +534,7 @@ def main() -> None:
         extra=(
             ("--sessions", int, 1000),
             ("--clients", int, 4),
+            ("--drivers", int, 64),
             ("--step-us", float, 200.0),
             ("--heavy-us", float, 2000.0),
             ("--inline-sessions", int, 100),
@@ -471,6 +548,7 @@ def main() -> None:
         works["BurnHeavy"] = calibrate(args.heavy_us)
     print(f"BurnEnv work per step: {works} ({args.step_us:g} / {args.heavy_us:g} µs)")
     results = bench_worker_threads(settings, works["Burn"])
+    results += bench_pool_alone(args, settings, works["Burn"])
     limits = ("--max-connections", "8192", "--max-connections-per-address", "8192")
     with tempfile.TemporaryDirectory() as folder:
         config = Path(folder) / "envwire.toml"

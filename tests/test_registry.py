@@ -28,6 +28,7 @@ def test_default_catalog_is_classic_control_and_builtins() -> None:
         ("my/Env-v0=pkg.mod:Env", "my/Env-v0", "pkg.mod:Env", "process"),
         ("fast=pkg.mod:Env@inline", "fast", "pkg.mod:Env", "inline"),
         ("CartPole-v1@process", "CartPole-v1", "gym:CartPole-v1", "process"),
+        ("many=pkg.mod:Env@pool", "many", "pkg.mod:Env", "pool"),
         ("alias=CartPole-v1", "alias", "gym:CartPole-v1", "inline"),
     ],
 )

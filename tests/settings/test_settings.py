@@ -147,6 +147,17 @@ def test_config_mistakes(tmp_path: Path, text: str, message: str) -> None:
     assert message in str(caught.value) and str(tmp_path) in str(caught.value)
 
 
+def test_pool_isolation_and_its_size_are_accepted(tmp_path: Path) -> None:
+    text = "[server]\npool_workers = 3\n[[env]]\nid = 'a/B-v0'\nentry_point = 'x:y'\n"
+    config = read(write(tmp_path, text + "isolation = 'pool'\n"))
+    (spec,) = config.envs
+    assert spec.resolved_isolation == "pool"
+    assert load([config.server]).server.pool_workers == 3
+    assert load([]).server.pool_workers == 0  # one per core, decided by the pool
+    with pytest.raises(ConfigError, match="pool_workers must be"):
+        load([Source("flags", {"pool_workers": -1})])
+
+
 def test_an_env_table_without_entry_point_changes_a_known_env(tmp_path: Path) -> None:
     config = read(write(tmp_path, "[[env]]\nid = 'CartPole-v1'\nmax_episode_steps = 10\n"))
     (spec,) = config.envs
