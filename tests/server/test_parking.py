@@ -189,3 +189,16 @@ def test_a_reused_descriptor_of_a_closed_connection_does_not_block_a_new_one(
     assert fresh.done.wait(5) and fresh.events == ["resume:hi"]
     fresh_sock.close()
     other.close()
+
+
+def test_deadlines_of_resumed_connections_do_not_pile_up(parking: Parking) -> None:
+    """A connection that parks after every step pushes a deadline an hour away each time."""
+    server, client = socket.socketpair()
+    for n in range(2000):
+        conn = Conn(server)
+        parking.park(conn, time.monotonic() + 3600)
+        client.sendall(b"x")
+        assert conn.done.wait(5), f"step {n} was not resumed"
+    assert len(parking._deadlines) <= 2 * len(parking) + 64 + 1
+    server.close()
+    client.close()

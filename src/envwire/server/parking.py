@@ -163,6 +163,16 @@ class Parking:
         self._parked[conn] = (number, fd)
         if deadline is not None:
             heapq.heappush(self._deadlines, (deadline, number, conn))
+            if len(self._deadlines) > 2 * len(self._parked) + 64:
+                self._compact()
+
+    def _compact(self) -> None:
+        """Drop the deadlines of connections resumed since they were pushed. A connection that
+        parks after every step pushes a deadline an idle limit (an hour) away each time; left to
+        reach the top of the heap, those stale entries would pile up by the million."""
+        live = [entry for entry in self._deadlines if self._number(entry[2]) == entry[1]]
+        heapq.heapify(live)
+        self._deadlines = live
 
     def _remove(self, conn: Parked) -> None:
         entry = self._parked.pop(conn, None)
