@@ -192,7 +192,10 @@ def test_a_reused_descriptor_of_a_closed_connection_does_not_block_a_new_one(
 
 
 def test_deadlines_of_resumed_connections_do_not_pile_up(parking: Parking) -> None:
-    """A connection that parks after every step pushes a deadline an hour away each time."""
+    """A connection that parks after every step pushes a deadline an hour away each time;
+    behind an idle connection's earlier deadline those entries are never at the heap's top."""
+    idle_server, idle_client = socket.socketpair()
+    parking.park(Conn(idle_server), time.monotonic() + 3000)
     server, client = socket.socketpair()
     for n in range(2000):
         conn = Conn(server)
@@ -200,5 +203,5 @@ def test_deadlines_of_resumed_connections_do_not_pile_up(parking: Parking) -> No
         client.sendall(b"x")
         assert conn.done.wait(5), f"step {n} was not resumed"
     assert len(parking._deadlines) <= 2 * len(parking) + 64 + 1
-    server.close()
-    client.close()
+    for sock in (server, client, idle_server, idle_client):
+        sock.close()
