@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+import select
 import socket
 import ssl
 import threading
@@ -85,10 +86,20 @@ class Served(Protocol):
 C = TypeVar("C", bound=Served)
 
 
+def _waiting(sock: socket.socket) -> bool:
+    """Whether ``sock`` has bytes (or an end of stream, or an error) to read now."""
+    try:
+        poller = select.poll()
+        poller.register(sock.fileno(), select.POLLIN)
+        return bool(poller.poll(0))
+    except (OSError, ValueError):  # closed meanwhile
+        return False
+
+
 class _Slot(Generic[C]):
     """What the parking holds for one connection: its steps, and what follows each."""
 
-    __slots__ = ("conn", "listener", "sock", "ticket", "tls", "until")
+    __slots__ = ("conn", "graced", "listener", "sock", "ticket", "tls", "until")
 
     def __init__(self, listener: ThreadedListener[C], ticket: Ticket) -> None:
         self.listener = listener
@@ -97,6 +108,7 @@ class _Slot(Generic[C]):
         self.tls: TlsSocket | None = None
         self.conn: C | None = None
         self.until = math.inf  # the time the connection itself may wait until
+        self.graced = False  # bytes found waiting at an expiry were served once
 
     def fileno(self) -> int:
         return self.sock.fileno()
@@ -110,6 +122,13 @@ class _Slot(Generic[C]):
 
     def expire(self) -> None:
         self.listener.unparked(self)
+        if not self.graced and (self.conn is None or time.monotonic() >= self.until):
+            # Bytes that came while the expiry waited for a thread are served, once: in a
+            # burst the server, not the client, may be what was late.
+            self.graced = True
+            if _waiting(self.ticket.sock):
+                self.resume()
+                return
         if self.conn is None:  # silent in the TLS handshake past the ticket's deadline
             log.debug("TLS handshake with %s did not finish in time", self.ticket.peer)
             self._end()
