@@ -112,9 +112,10 @@ class HttpConnection:
         """The next request, reading for at most ``wait`` seconds on this thread: a Response
         to send when the request was malformed; :data:`WAITING` when no whole request came in
         time (the bytes that did stay in the parser: call again when more come); None at EOF,
-        on a socket error, or when the request is not whole by ``deadline`` (a
-        ``time.monotonic()`` time), however slowly its bytes come. :attr:`began` says since
-        when part of a request is here."""
+        on a socket error, or when nothing came by ``deadline`` (a ``time.monotonic()`` time);
+        a 408 response when part of a request came but not all of it by then, however slowly
+        its bytes come. What arrived by the deadline is read even when this thread comes to
+        the connection later. :attr:`began` says since when part of a request is here."""
         parser = self.parser
         try:
             while True:
@@ -139,8 +140,12 @@ class HttpConnection:
                     data = self.sock.recv(_RECV)
                 except TimeoutError:
                     if deadline is not None and time.monotonic() >= deadline:
+                        self.keep_alive = False
                         self.close_reason = "the request did not arrive whole in time"
-                        return None
+                        if not parser.partial:
+                            return None  # nothing came: nothing to answer
+                        detail = jsonio.dumps({"detail": self.close_reason})
+                        return json_response(408, detail)
                     return WAITING
                 parser.receive_data(data)
                 if self.hold is not None and not self.hold.update(len(parser.buffer)):
