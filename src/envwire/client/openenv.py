@@ -299,6 +299,13 @@ class HttpConnection:
         except json.JSONDecodeError:
             data = {"detail": response.text[:300]}
         if response.status_code >= 400:
+            if not isinstance(data, dict) or not data.keys() & {"message", "detail", "code"}:
+                # Not an envwire error (a proxy's, a server of another API): its status says most
+                data = {
+                    "detail": f"the server answered {response.status_code} "
+                    f"{response.reason_phrase} without an envwire error: is this an envwire "
+                    f"server's --http port?"
+                }
             if response.status_code in (404, 405) and path == "/session" and "code" not in data:
                 raise UnsupportedError(f"{self.url} has no envwire session endpoint")
             detail = data.get("detail") if isinstance(data, dict) else None

@@ -161,8 +161,9 @@ def explain(finding: Finding, expecting: Expecting, scheme: str) -> str | None:
                 "that signed it with ca= or ENVWIRE_CA"
             )
         case Found.CLOSED:
+            article = "an" if expecting.protocol[:1].lower() in "aeiou" else "a"
             return (
-                f"the server closed the connection without answering: is this a "
+                f"the server closed the connection without answering: is this {article} "
                 f"{expecting.protocol} port? {expecting.protocol}'s default port is "
                 f"{expecting.default_port}"
             )
@@ -285,6 +286,8 @@ def _probe_tls(host: str, port: int, ca: str | None, deadline: float) -> Finding
             if tls.selected_alpn_protocol() == "h2":
                 return Finding(Found.HTTP2)
             return Finding(Found.UNTRUSTED, exc.verify_message or str(exc))
+        except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:  # closed before a TLS word
+            return Finding(Found.CLOSED, str(exc))
         except ssl.SSLError as exc:
             return Finding(Found.NOT_TLS if not_tls(exc) else Found.TLS, str(exc))
         except TimeoutError:
