@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 
 from envwire import messages as m
 from envwire.errors import ConfigError, EnvwireError
+from envwire.extras import requires
 from envwire.observe.episodes import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_EPISODE_BYTES,
@@ -93,12 +94,9 @@ class Observability:
         self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity)
 
     def _recorder(self, record: RecordSettings) -> Recorder:
-        try:  # minari is an optional extra: import it only when recording is on
+        # minari is an optional extra: import it only when recording is on
+        with requires("minari", "recording (--record)"):
             from envwire.observe.recorder import Recorder
-        except ImportError as exc:
-            raise ConfigError(
-                f"recording needs the minari extra (pip install 'envwire[minari]'): {exc}"
-            ) from exc
         try:
             return Recorder(
                 record.root,
