@@ -22,8 +22,8 @@ from envwire.arena.progress import EVERY, Progress
 from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import Store
 from envwire.errors import ConfigError
-from envwire.extras import requires
 from envwire.observe.episodes import Episode, EpisodeTap
+from envwire.optional import requires
 from envwire.registry import Catalog
 from envwire.session import Session, WorkerFactory
 

@@ -30,8 +30,8 @@ import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
 
-from envwire.extras import requires
 from envwire.observe.episodes import DEFAULT_MAX_BYTES, DEFAULT_QUEUE_SIZE, Episode
+from envwire.optional import requires
 
 with requires("minari", "envwire.observe.datasets (recording)"):
     import minari

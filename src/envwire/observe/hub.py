@@ -9,7 +9,6 @@ from typing import TYPE_CHECKING
 
 from envwire import messages as m
 from envwire.errors import ConfigError, EnvwireError
-from envwire.extras import requires
 from envwire.observe.episodes import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_EPISODE_BYTES,
@@ -18,6 +17,7 @@ from envwire.observe.episodes import (
 )
 from envwire.observe.live import Activity
 from envwire.observe.metrics import Metrics
+from envwire.optional import requires
 from envwire.session import Session, SessionObserver, SessionTap
 
 if TYPE_CHECKING:  # imported when recording: minari is an optional extra

@@ -29,7 +29,7 @@ import gymnasium
 from envwire.adapters.connect import make, make_vec
 from envwire.adapters.vector import RemoteVectorEnv
 from envwire.errors import InvalidArgumentError
-from envwire.extras import requires
+from envwire.optional import requires
 
 if TYPE_CHECKING:
     from envwire.client.openenv import TypedClient

@@ -35,7 +35,7 @@ import numpy as np
 from envwire.adapters.connect import make_vec
 from envwire.adapters.vector import RemoteVectorEnv
 from envwire.errors import UnsupportedError
-from envwire.extras import requires
+from envwire.optional import requires
 
 with requires("sb3", "envwire.adapters.training.sb3"):
     from stable_baselines3.common.vec_env import VecEnv, VecMonitor

@@ -17,7 +17,7 @@ those of ``GymWrapper`` over the same env in-process.
 from __future__ import annotations
 
 from envwire.adapters.connect import make, make_vec
-from envwire.extras import requires
+from envwire.optional import requires
 
 with requires("torchrl", "envwire.adapters.training.torchrl"):
     from torchrl.envs import EnvBase, GymWrapper

@@ -21,7 +21,7 @@ import types
 import dm_env
 
 from envwire.errors import ConfigError
-from envwire.extras import requires
+from envwire.optional import requires
 
 __all__ = ["PREFIX", "load", "require", "split_name", "suite_names"]
 

@@ -16,7 +16,7 @@ import threading
 import types
 
 from envwire.errors import ConfigError
-from envwire.extras import install_line, requires
+from envwire.optional import install_line, requires
 from envwire.registry import EnvSpec
 from envwire.runtime.ray.options import RayOptions
 from envwire.runtime.vector import split_sizes

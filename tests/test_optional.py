@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from envwire.extras import EXTRAS, TORCH_CPU, MissingExtraError, install_line, requires
+from envwire.optional import EXTRAS, TORCH_CPU, MissingExtraError, install_line, requires
 
 ROOT = Path(__file__).resolve().parents[1]
 
