@@ -174,6 +174,8 @@ class GymSocketTransport:
             sock.close()
             if not_tls(exc):
                 raise self._stranger(Finding(Found.NOT_TLS)) from exc
+            if isinstance(exc, ConnectionError):  # closed or reset, before a word of TLS
+                raise self._stranger(Finding(Found.CLOSED)) from exc
             raise TransportError(f"TLS with {self._scheme}://{host}:{port} failed: {exc}") from exc
         return secure
 
