@@ -260,3 +260,15 @@ def test_the_gym_socket_port_refuses_another_protocol_at_once(
     size = int.from_bytes(answer[:4], "little")
     assert 0 < size == len(answer) - 4, name  # one handshake refusal, then the close
     assert seconds < PROMPT
+
+
+@pytest.mark.parametrize(("scheme", "port_of"), [("gym-socket", "http"), ("grpc", "gym-socket")])
+def test_vector_clients_name_the_wrong_port_too(
+    servers: dict[bool, ServerProcess], scheme: str, port_of: str
+) -> None:
+    url = servers[False].url(scheme, "CartPole-v1", port_of)
+    start = time.monotonic()
+    with pytest.raises(EnvwireError) as raised:
+        envwire.make_vec(url, 2, timeout=30)
+    assert expected(scheme, port_of, server_tls=False) in str(raised.value)
+    assert time.monotonic() - start < PROMPT
