@@ -247,18 +247,19 @@ def test_the_http_port_refuses_another_protocol_before_a_line_ends(
 
 
 @pytest.mark.parametrize(
-    ("name", "sent"),
+    ("named", "sent"),
     [
-        ("an HTTP request line", b"GET /envs HTTP/1.1\r\n"),
-        ("a TLS ClientHello", b""),  # filled in by the test
+        (b"that is an HTTP request", b"GET /envs HTTP/1.1\r\n"),
+        (b"that is a TLS ClientHello", b""),  # filled in by the test
     ],
 )
 def test_the_gym_socket_port_refuses_another_protocol_at_once(
-    servers: dict[bool, ServerProcess], name: str, sent: bytes
+    servers: dict[bool, ServerProcess], named: bytes, sent: bytes
 ) -> None:
     answer, seconds = first_answer(servers[False].ports["gym-socket"], sent or client_hello())
     size = int.from_bytes(answer[:4], "little")
-    assert 0 < size == len(answer) - 4, name  # one handshake refusal, then the close
+    assert 0 < size == len(answer) - 4  # one handshake refusal, then the close
+    assert named in answer
     assert seconds < PROMPT
 
 
