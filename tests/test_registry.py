@@ -173,5 +173,7 @@ def test_dm_control_suite_names() -> None:
 
 def test_dm_control_names_without_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setitem(sys.modules, "dm_control", None)  # as if it were not installed
-    with pytest.raises(ConfigError, match=r"need the dm-control package \(pip install"):
+    with pytest.raises(
+        ConfigError, match=r"needs dm_control, .*: pip install 'envwire\[dm-control\]'"
+    ):
         parse_env_arg("dm_control/cartpole-swingup")

@@ -17,6 +17,7 @@ __all__ = ["OPTIONAL", "check_table", "error_classes"]
 #: Every module of envwire that defines an error class (imported so that all of them exist).
 _ERROR_MODULES = (
     "envwire.errors",
+    "envwire.optional",
     "envwire.protocols.arena",
     "envwire.protocols.dmenvrpc.status",
     "envwire.frontends.openenv.bindings",

@@ -31,6 +31,7 @@ BEFORE = {
     "errors.EnvCrashedError": 14,
     "errors.EnvTimeoutError": 4,
     "errors.ConfigError": 13,
+    "optional.MissingExtraError": 13,
     "errors.TransportError": 14,
     "errors.RemoteError": 14,
     "protocols.arena.MalformedRequestError": 3,

@@ -416,3 +416,32 @@ def next_event_or_error(conn: ClientConnection) -> tuple[Any, Exception | None]:
         return conn.next_event(), None
     except Exception as exc:
         return None, exc
+
+
+@pytest.mark.parametrize(
+    ("first", "named"),
+    [
+        (b"GET /envs HTTP/1.1\r\n", "that is an HTTP request"),
+        (b"POST /reset HTTP/1.1\r\n", "that is an HTTP request"),
+        (b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", "that is HTTP/2's preface"),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03", "that is a TLS ClientHello"),
+    ],
+)
+def test_another_protocols_first_bytes_are_refused_and_named(first: bytes, named: str) -> None:
+    server = ServerConnection()
+    server.receive_data(first)
+    with pytest.raises(TooLargeError) as refused:
+        server.next_event()
+    assert named in str(refused.value)
+    assert "-byte limit" in str(refused.value)  # what was refused comes first, as before
+
+
+def test_a_handshake_over_a_limit_is_refused_as_before() -> None:
+    server = ServerConnection()
+    server.receive_data(b"\x00" + struct.pack("<I", MAX_ENV_NAME + 1))
+    with pytest.raises(TooLargeError) as refused:
+        server.next_event()
+    assert (
+        str(refused.value)
+        == f"the env name of {MAX_ENV_NAME + 1} bytes is over the {MAX_ENV_NAME}-byte limit"
+    )

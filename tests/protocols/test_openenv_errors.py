@@ -33,6 +33,7 @@ BEFORE = {
     "errors.EnvCrashedError": _EXECUTION,
     "errors.EnvTimeoutError": _EXECUTION,
     "errors.ConfigError": _EXECUTION,
+    "optional.MissingExtraError": _EXECUTION,
     "errors.TransportError": _EXECUTION,
     "errors.RemoteError": _EXECUTION,
     "protocols.arena.MalformedRequestError": _INVALID_JSON,

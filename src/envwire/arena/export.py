@@ -23,6 +23,7 @@ from envwire.arena.settings import ArenaSettings
 from envwire.arena.store import Store
 from envwire.errors import ConfigError
 from envwire.observe.episodes import Episode, EpisodeTap
+from envwire.optional import requires
 from envwire.registry import Catalog
 from envwire.session import Session, WorkerFactory
 
@@ -33,12 +34,8 @@ __all__ = ["export_runs"]
 
 
 def _writer(root: Path) -> DatasetWriter:
-    try:  # minari is an optional extra
+    with requires("minari", "exporting runs as datasets"):  # minari is an optional extra
         from envwire.observe.datasets import DatasetWriter
-    except ImportError as exc:
-        raise ConfigError(
-            f"exporting needs the minari extra (pip install 'envwire[minari]'): {exc}"
-        ) from exc
     return DatasetWriter(root)
 
 

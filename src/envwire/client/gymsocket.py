@@ -12,6 +12,7 @@ from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire.client.credentials import Credentials
+from envwire.client.probe import Expecting, Finding, Found, explain, not_tls, probe, recognize
 from envwire.client.transport import split_url
 from envwire.errors import (
     EnvwireError,
@@ -39,6 +40,10 @@ _RECV = 256 * 1024
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
 
 _R = TypeVar("_R", bound=m.Reply)
+#: What the wrong server's answers are told from.
+_EXPECTING = Expecting("gym-socket", Found.GYM_SOCKET, DEFAULT_PORT)
+#: What a probe finds that tells no more than the close this connection saw.
+_UNTOLD = frozenset({Found.UNTRUSTED, Found.UNREACHABLE, Found.SILENT})
 
 
 class _Security(TypedDict):
@@ -128,9 +133,7 @@ class GymSocketTransport:
         self.num_envs = int((vector or {}).get("num_envs", 1))
         self.autoreset_mode = str((vector or {}).get("autoreset_mode", ""))
         try:
-            self._sock.sendall(self._codec.send_handshake(env_id, vector, token))
-            reply = self._receive()
-            assert isinstance(reply, HandshakeReply)
+            reply = self._handshake(self._codec.send_handshake(env_id, vector, token))
             if reply.error:
                 refused = f"{self._scheme}://{host}:{port} refused {env_id!r}: {reply.error}"
                 if reply.error in _AUTH_REFUSALS:
@@ -169,8 +172,70 @@ class GymSocketTransport:
             secure.handshake(self.timeout)
         except (OSError, ssl.SSLError) as exc:
             sock.close()
+            if not_tls(exc):
+                raise self._stranger(Finding(Found.NOT_TLS)) from exc
+            if isinstance(exc, ConnectionError):  # closed or reset, before a word of TLS
+                raise self._stranger(Finding(Found.CLOSED)) from exc
             raise TransportError(f"TLS with {self._scheme}://{host}:{port} failed: {exc}") from exc
         return secure
+
+    def _handshake(self, opening: bytes) -> HandshakeReply:
+        """Send the handshake's ``opening`` bytes; the server's answer.
+
+        The answer's first bytes are recognized before the codec reads them, so that another
+        protocol's answer is named as such (an HTTP status line would read as a length of
+        1347703880).
+
+        Raises:
+            TransportError: another protocol answered, the server closed the connection
+                without answering, or no answer came in time.
+        """
+        # A server that closes before reading (gRPC's, after its own first frames) may have
+        # answered already: its bytes are read below either way.
+        with contextlib.suppress(ConnectionError):
+            self._sock.sendall(opening)
+        head = b""
+        while (found := recognize(head)) is None:
+            try:
+                data = self._sock.recv(_RECV)
+            except TimeoutError:
+                raise TransportError(
+                    f"{self._scheme}://{self._where()}: no answer to the handshake within "
+                    f"{self.timeout:g} s: is this a gym-socket port? gym-socket's default port "
+                    f"is {DEFAULT_PORT}"
+                ) from None
+            except ConnectionError:
+                data = b""  # reset: as closed
+            except OSError as exc:
+                raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
+            if not data:
+                raise self._closed_in_handshake(head)
+            head += data
+        if found is not Found.GYM_SOCKET:
+            raise self._stranger(Finding(found, repr(head[:24])))
+        self._codec.receive_data(head)
+        reply = self._receive()
+        assert isinstance(reply, HandshakeReply)  # the codec's first event is the handshake's
+        return reply
+
+    def _closed_in_handshake(self, head: bytes) -> TransportError:
+        """The error for a server that closed the connection before its handshake answer was
+        whole: a TLS port closes so on a plain handshake, and gRPC's on a TLS one without h2."""
+        if head:
+            return self._stranger(Finding(Found.OTHER, repr(head[:24])))
+        host, port = self.address
+        finding = probe(host, port, tls=self._scheme == "gym-sockets")
+        # The probe has no CA: a certificate it cannot verify says nothing here, where this
+        # connection verified it.
+        if finding.found in _UNTOLD or explain(finding, _EXPECTING, self._scheme) is None:
+            finding = Finding(Found.CLOSED)
+        return self._stranger(finding)
+
+    def _stranger(self, finding: Finding) -> TransportError:
+        """A TransportError that says what answered instead of a gym-socket server."""
+        host, port = self.address
+        line = explain(finding, _EXPECTING, self._scheme) or finding.found.value
+        return TransportError(f"{self._scheme}://{host}:{port}/{self.env_id}: {line}")
 
     @property
     def flags(self) -> Flags:

@@ -31,6 +31,7 @@ from websockets.sync.client import connect as ws_connect
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.client.credentials import Credentials
+from envwire.client.probe import Expecting, Found, diagnose
 from envwire.errors import (
     CapacityError,
     EnvwireError,
@@ -56,6 +57,8 @@ __all__ = [
 ]
 
 ObsT = TypeVar("ObsT")
+#: What the wrong server's answers are told from (8000: the default port of ``--http``).
+_EXPECTING = Expecting("OpenEnv", Found.HTTP, 8000)
 _SESSION_HEADER = "envwire-session"
 
 
@@ -161,7 +164,8 @@ class WebSocketConnection:
                 _raise(data, f"{self.url}/ws")
             raise TransportError(f"cannot connect to {self.url}/ws: {exc}") from exc
         except Exception as exc:
-            raise TransportError(f"cannot connect to {self.url}/ws: {exc}") from exc
+            found = diagnose(exc, self.url, _EXPECTING, credentials.ca)
+            raise TransportError(f"cannot connect to {self.url}/ws: {found or exc}") from exc
 
     def _call(self, kind: str, data: dict[str, Any] | None = None) -> dict[str, Any]:
         self.send(kind, data)
@@ -256,6 +260,13 @@ class HttpConnection:
             opened = self._request("POST", "/session")
         except UnsupportedError:
             opened = None
+        except TransportError as exc:  # no HTTP answer (RemoteError: one): say what came
+            self._http.close()
+            remote = isinstance(exc, RemoteError)
+            found = None if remote else diagnose(exc, self.url, _EXPECTING, credentials.ca)
+            if found is None:
+                raise
+            raise TransportError(f"{self.url}/session: {found}") from exc
         except BaseException:
             self._http.close()
             raise
@@ -288,6 +299,13 @@ class HttpConnection:
         except json.JSONDecodeError:
             data = {"detail": response.text[:300]}
         if response.status_code >= 400:
+            if not isinstance(data, dict) or not data.keys() & {"message", "detail", "code"}:
+                # Not an envwire error (a proxy's, a server of another API): its status says most
+                data = {
+                    "detail": f"the server answered {response.status_code} "
+                    f"{response.reason_phrase} without an envwire error: is this an envwire "
+                    f"server's --http port?"
+                }
             if response.status_code in (404, 405) and path == "/session" and "code" not in data:
                 raise UnsupportedError(f"{self.url} has no envwire session endpoint")
             detail = data.get("detail") if isinstance(data, dict) else None

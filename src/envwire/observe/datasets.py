@@ -26,15 +26,18 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import minari
 import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
-from minari.data_collector.episode_buffer import EpisodeBuffer
-from minari.dataset.minari_storage import MinariStorage
-from minari.serialization import serialize_space
 
 from envwire.observe.episodes import DEFAULT_MAX_BYTES, DEFAULT_QUEUE_SIZE, Episode
+from envwire.optional import requires
+
+with requires("minari", "envwire.observe.datasets (recording)"):
+    import minari
+    from minari.data_collector.episode_buffer import EpisodeBuffer
+    from minari.dataset.minari_storage import MinariStorage
+    from minari.serialization import serialize_space
 
 __all__ = [
     "DatasetWriter",

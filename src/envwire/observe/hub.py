@@ -17,6 +17,7 @@ from envwire.observe.episodes import (
 )
 from envwire.observe.live import Activity
 from envwire.observe.metrics import Metrics
+from envwire.optional import requires
 from envwire.session import Session, SessionObserver, SessionTap
 
 if TYPE_CHECKING:  # imported when recording: minari is an optional extra
@@ -93,12 +94,9 @@ class Observability:
         self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity)
 
     def _recorder(self, record: RecordSettings) -> Recorder:
-        try:  # minari is an optional extra: import it only when recording is on
+        # minari is an optional extra: import it only when recording is on
+        with requires("minari", "recording (--record)"):
             from envwire.observe.recorder import Recorder
-        except ImportError as exc:
-            raise ConfigError(
-                f"recording needs the minari extra (pip install 'envwire[minari]'): {exc}"
-            ) from exc
         try:
             return Recorder(
                 record.root,

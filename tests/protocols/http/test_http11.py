@@ -141,3 +141,32 @@ def test_response_bytes() -> None:
         b"HTTP/1.1 404 Not Found\r\ncontent-type: text/plain\r\ncontent-length: 1\r\n"
         b"connection: close\r\n\r\n"
     )
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        b"\x01",  # a gym-socket handshake's flags byte
+        b"\x16\x03\x01\x02\x00",  # a TLS ClientHello's record header
+        b"\x00\x00\x00\x04",  # an HTTP/2 frame header
+        b" GET",  # a space where the method starts
+        b"\r\n\x16",  # after an empty line, which is allowed
+        b"GET\x00",  # a method with a byte no token has
+    ],
+)
+def test_bytes_that_cannot_start_a_request_line_are_refused_before_its_crlf(first: bytes) -> None:
+    parser = RequestParser()
+    parser.receive_data(first)
+    with pytest.raises(HttpError) as refused:
+        parser.next_request()
+    assert refused.value.status == 400
+    assert "expected a request line" in refused.value.message
+
+
+@pytest.mark.parametrize(
+    "prefix", [b"G", b"GE", b"GET", b"GET ", b"\r\n", b"\r\nPOST /x", b"M-SEARCH"]
+)
+def test_the_start_of_a_request_line_waits_for_more(prefix: bytes) -> None:
+    parser = RequestParser()
+    parser.receive_data(prefix)
+    assert parser.next_request() is NEED_DATA

@@ -28,6 +28,7 @@ BEFORE = {
     "errors.EnvCrashedError": 500,
     "errors.EnvTimeoutError": 504,
     "errors.ConfigError": 500,
+    "optional.MissingExtraError": 500,
     "errors.TransportError": 500,
     "errors.RemoteError": 500,
     "protocols.arena.MalformedRequestError": 400,

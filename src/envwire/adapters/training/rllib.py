@@ -29,6 +29,7 @@ import gymnasium
 from envwire.adapters.connect import make, make_vec
 from envwire.adapters.vector import RemoteVectorEnv
 from envwire.errors import InvalidArgumentError
+from envwire.optional import requires
 
 if TYPE_CHECKING:
     from envwire.client.openenv import TypedClient
@@ -61,8 +62,13 @@ def env_creator(
 
 
 def register(name: str = "envwire") -> str:
-    """Register :func:`env_creator` with Ray Tune's registry under ``name`` (returns it)."""
-    from ray.tune.registry import register_env
+    """Register :func:`env_creator` with Ray Tune's registry under ``name`` (returns it).
+
+    Raises:
+        MissingExtraError: Ray is not installed (an ImportError that names the rllib extra).
+    """
+    with requires("rllib", "envwire.adapters.training.rllib.register"):
+        from ray.tune.registry import register_env
 
     register_env(name, env_creator)
     return name

@@ -31,12 +31,15 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from stable_baselines3.common.vec_env import VecEnv, VecMonitor
-from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs
 
 from envwire.adapters.connect import make_vec
 from envwire.adapters.vector import RemoteVectorEnv
 from envwire.errors import UnsupportedError
+from envwire.optional import requires
+
+with requires("sb3", "envwire.adapters.training.sb3"):
+    from stable_baselines3.common.vec_env import VecEnv, VecMonitor
+    from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvObs
 
 __all__ = ["RemoteAttributeError", "SB3VecEnv", "make_vec_env", "unbatch_infos"]
 

@@ -16,9 +16,11 @@ those of ``GymWrapper`` over the same env in-process.
 
 from __future__ import annotations
 
-from torchrl.envs import EnvBase, GymWrapper
-
 from envwire.adapters.connect import make, make_vec
+from envwire.optional import requires
+
+with requires("torchrl", "envwire.adapters.training.torchrl"):
+    from torchrl.envs import EnvBase, GymWrapper
 
 __all__ = ["make_env", "make_vec_env"]
 

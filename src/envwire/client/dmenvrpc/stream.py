@@ -37,10 +37,15 @@ from google.protobuf import any_pb2, message
 from envwire import jsonio, spacecodec
 from envwire import messages as m
 from envwire.client.credentials import Credentials
+from envwire.client.dmenvrpc.channel import (
+    CHANNEL_OPTIONS,
+    DEFAULT_PORT,
+    channel_credentials,
+    open_channel,
+)
 from envwire.client.transport import split_url
 from envwire.errors import (
     CapacityError,
-    ConfigError,
     EnvError,
     EnvwireError,
     InvalidArgumentError,
@@ -63,15 +68,6 @@ __all__ = [
     "security",
 ]
 
-#: The port of ``grpc://`` URLs that name none.
-DEFAULT_PORT = 50051
-#: Options of the channels this client opens: messages of any size, keepalive pings.
-CHANNEL_OPTIONS = (
-    ("grpc.max_receive_message_length", -1),
-    ("grpc.max_send_message_length", -1),
-    ("grpc.keepalive_time_ms", 30_000),
-    ("grpc.keepalive_timeout_ms", 10_000),
-)
 _SPACES = ("env.action_space", "env.observation_space")
 _Decoder = Callable[[], m.Reply]
 
@@ -87,23 +83,6 @@ class _Options(TypedDict, total=False):
     world: str | None
     world_settings: Mapping[str, Any] | None
     join_settings: Mapping[str, Any] | None
-
-
-def channel_credentials(credentials: Credentials) -> grpc.ChannelCredentials:
-    """SSL channel credentials that verify the server against ``credentials.ca`` (else the
-    system's CAs).
-
-    Raises:
-        ConfigError: the CA file cannot be read.
-    """
-    roots = None
-    if credentials.ca is not None:
-        try:
-            with open(credentials.ca, "rb") as file:
-                roots = file.read()
-        except OSError as exc:
-            raise ConfigError(f"cannot read CA certificates from {credentials.ca}: {exc}") from None
-    return grpc.ssl_channel_credentials(root_certificates=roots)
 
 
 # One thread for every transport: cancels a stream whose reply is overdue.
@@ -152,20 +131,9 @@ class DmEnvRpcTransport:
         self.env_id = env_id
         self.timeout = timeout
         credentials = credentials or Credentials()
-        target = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
-        if tls:
-            secure = channel_credentials(credentials)
-            self._channel = grpc.secure_channel(target, secure, options=CHANNEL_OPTIONS)
-        else:
-            self._channel = grpc.insecure_channel(target, options=CHANNEL_OPTIONS)
-        try:
-            grpc.channel_ready_future(self._channel).result(timeout)
-        except grpc.FutureTimeoutError:
-            self._channel.close()
-            hint = " (is its certificate trusted? see ca= and ENVWIRE_CA)" if tls else ""
-            raise TransportError(
-                f"cannot connect to {self.where} within {timeout:g} s{hint}"
-            ) from None
+        self._channel = open_channel(
+            host, port, tls=tls, credentials=credentials, timeout=timeout, where=self.where
+        )
         self._outbox: queue.SimpleQueue[pb.EnvironmentRequest | None] = queue.SimpleQueue()
         self._call = dm_env_rpc_pb2_grpc.EnvironmentStub(self._channel).Process(
             iter(self._outbox.get, None), metadata=credentials.grpc_metadata()

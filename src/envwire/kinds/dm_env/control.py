@@ -21,6 +21,7 @@ import types
 import dm_env
 
 from envwire.errors import ConfigError
+from envwire.optional import requires
 
 __all__ = ["PREFIX", "load", "require", "split_name", "suite_names"]
 
@@ -37,13 +38,8 @@ def _suite() -> types.ModuleType:
     headless = not (os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     if headless and not os.environ.get("MUJOCO_GL"):
         os.environ["MUJOCO_GL"] = "egl" if ctypes.util.find_library("EGL") else "off"
-    try:
+    with requires("dm-control", "dm_control suite envs"):
         from dm_control import suite
-    except ImportError as exc:
-        raise ConfigError(
-            f"dm_control suite envs need the dm-control package (pip install "
-            f"'envwire[dm-control]'): {exc}"
-        ) from exc
     module: types.ModuleType = suite  # dm_control has no type hints
     return module
 

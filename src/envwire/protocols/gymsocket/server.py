@@ -19,7 +19,13 @@ from gymnasium.spaces import Box, Space
 
 from envwire import jsonio, spacecodec
 from envwire import messages as m
-from envwire.errors import EnvwireError, InvalidActionError, ProtocolError, UsageError
+from envwire.errors import (
+    EnvwireError,
+    InvalidActionError,
+    ProtocolError,
+    TooLargeError,
+    UsageError,
+)
 from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     ACT_TENSOR,
@@ -73,6 +79,23 @@ MAX_UPLOAD_FIELD: Final = 64 * 1024
 _Parsed = tuple[m.Request | Invalid, int]
 
 
+#: The first bytes of what other protocols' clients send first: an HTTP/1.1 request line (its
+#: method), HTTP/2's connection preface (gRPC), a TLS ClientHello record.
+_HTTP_METHODS = (b"GET ", b"POST", b"PUT ", b"HEAD", b"DELE", b"OPTI", b"PATC", b"CONN", b"TRAC")
+
+
+def _stranger(head: bytes | bytearray) -> str:
+    """What a refused handshake's first bytes were, when another protocol's client sent them
+    (for the refusal and the server's log); "" when they are no protocol envwire knows."""
+    if bytes(head[:4]) == b"PRI ":
+        return ": that is HTTP/2's preface (a gRPC client?), not a gym-socket handshake"
+    if bytes(head[:4]) in _HTTP_METHODS:
+        return ": that is an HTTP request (an HTTP client?), not a gym-socket handshake"
+    if head[:1] == b"\x16" and head[1:2] == b"\x03":
+        return ": that is a TLS ClientHello (a TLS client?), and this port does not speak TLS"
+    return ""
+
+
 class ServerConnection(Side):
     """The server's end: parses the handshake and commands, encodes replies.
 
@@ -119,7 +142,10 @@ class ServerConnection(Side):
                 limit.
         """
         if self.handshake is None:
-            return self._handshake()
+            try:
+                return self._handshake()
+            except TooLargeError as exc:
+                raise TooLargeError(f"{exc}{_stranger(self._buf.data)}") from None
         buf = self._buf
         data = buf.data
         if not data:
@@ -168,6 +194,8 @@ class ServerConnection(Side):
         return None
 
     def _handshake(self) -> Handshake | NeedData:
+        # Another protocol's first bytes read as flags and a length over its limit: the
+        # refusal comes at once, and next_event names what they were.
         buf = self._buf
         flags = buf.u8(0)
         if flags is None:

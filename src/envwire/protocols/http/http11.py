@@ -184,6 +184,7 @@ class RequestParser:
         if self._pending is None:
             end = self.buffer.find(b"\r\n\r\n")
             if end < 0:
+                self._refuse_a_stranger()
                 if len(self.buffer) > self.max_header:
                     raise HttpError(431, "request headers too large")
                 if self.eof:
@@ -213,6 +214,28 @@ class RequestParser:
         request.body = body
         self._pending = None
         return request
+
+    def _refuse_a_stranger(self) -> None:
+        """Refuse at once bytes that cannot begin a request line, without waiting for its CRLF.
+
+        A request line begins with its method, a token (RFC 9110 9.1), after any empty lines. A
+        client of another protocol that reached this port (a gym-socket handshake, whose first
+        byte is its flags, or a TLS ClientHello, 0x16) would otherwise wait for an answer until
+        a timeout; refused now, it reads a 400 at once and can tell its user what it reached.
+
+        Raises:
+            HttpError: 400, the first bytes are not a method followed by a space.
+        """
+        buffer = self.buffer
+        start = 0
+        while start < len(buffer) and buffer[start] in b"\r\n":
+            start += 1
+        head = bytes(buffer[start : start + 32])  # a method of 32 characters is not one
+        method = head.partition(b" ")[0]
+        if head[:1] == b" " or not set(method) <= _TOKEN:
+            raise HttpError(
+                400, f"expected a request line (a method, then a space), got {head[:8]!r}"
+            )
 
     @property
     def partial(self) -> bool:

@@ -16,6 +16,7 @@ import threading
 import types
 
 from envwire.errors import ConfigError
+from envwire.optional import install_line, requires
 from envwire.registry import EnvSpec
 from envwire.runtime.ray.options import RayOptions
 from envwire.runtime.vector import split_sizes
@@ -36,7 +37,7 @@ DEFAULT_PLACE_TIMEOUT = 30.0
 CONNECT_TIMEOUT = 5.0
 
 #: How to get Ray, for error messages.
-EXTRA_HINT = "pip install 'envwire[ray]'"
+EXTRA_HINT = install_line("ray")
 
 _CONNECT_LOCK = threading.Lock()
 
@@ -45,14 +46,12 @@ def require_ray() -> types.ModuleType:
     """The ``ray`` module.
 
     Raises:
-        ConfigError: Ray is not installed (the message names the extra that installs it).
+        MissingExtraError: Ray is not installed (a ConfigError and an ImportError whose
+            message names the extra that installs it).
     """
-    try:
-        return importlib.import_module("ray")
-    except ImportError as exc:
-        raise ConfigError(
-            f"isolation 'ray' needs Ray, which is not installed: {EXTRA_HINT} ({exc})"
-        ) from None
+    with requires("ray", "isolation 'ray'"):
+        ray = importlib.import_module("ray")
+    return ray
 
 
 class RayRuntime:
