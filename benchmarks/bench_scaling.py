@@ -41,7 +41,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
@@ -171,6 +173,8 @@ def main() -> None:
     smoke = args.harness is None
     if smoke and not args.quick:
         parser.error("--harness DIR is needed (or --quick for a smoke run without it)")
+    # A plain SIGTERM would skip the cleanup that stops the servers and the harness.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     limit = raise_open_files()
     builds = _builds(args.envwire)
     wait = args.wait if args.wait is not None else (SMOKE_WAIT if smoke else WAIT)
