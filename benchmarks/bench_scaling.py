@@ -160,6 +160,14 @@ def main() -> None:
         help="an envwire source tree to measure (repeatable; default: the imported one)",
     )
     parser.add_argument(
+        "--envwire-option",
+        action="append",
+        default=[],
+        metavar="OPTION",
+        help="one more `envwire serve` option for every envwire build, e.g. "
+        "--envwire-option=--handshake-timeout=120 (repeatable; default: none, its defaults)",
+    )
+    parser.add_argument(
         "--quick",
         action="store_true",
         help="a small grid; without --harness, "
@@ -181,7 +189,7 @@ def main() -> None:
     default = SMOKE_GRID if smoke else QUICK_GRID if args.quick else GRID
     grid = [int(n) for n in args.grid.split(",")] if args.grid else list(default)
 
-    factories = _servers(args.harness, builds)
+    factories = _servers(args.harness, builds, args.envwire_option)
     servers = list(factories)
     print(f"open files limit {limit}; N {grid}; step wait {wait} s; servers {servers}")
 
@@ -222,21 +230,27 @@ def main() -> None:
         raise SystemExit("smoke run: some sessions failed (above)")
 
 
-def _servers(harness: Path | None, builds: dict[str, Path]) -> dict[str, Factory]:
-    """The servers of the run, by label: uvicorn and each envwire build on the harness's app,
-    or (no harness: the smoke run) each envwire build on the smoke app alone."""
+def _servers(
+    harness: Path | None, builds: dict[str, Path], extra: Sequence[str]
+) -> dict[str, Factory]:
+    """The servers of the run, by label: uvicorn and each envwire build (with the ``extra``
+    options) on the harness's app, or (no harness: the smoke run) each envwire build on the
+    smoke app alone."""
     factories: dict[str, Factory] = {}
+    if extra:  # the table says which cells ran with options other than the defaults
+        builds = {f"{label} {' '.join(extra)}": src for label, src in builds.items()}
     if harness is None:
         print("SMOKE RUN: envwire alone, this script's own client and sleeping app; not the")
         print("OpenEnv harness and no baseline: it shows the script works, not how servers scale.")
         for label, src in builds.items():
-            factories[label] = partial(envwire_server, label, src, "scaling_app:app", HERE)
+            app = "scaling_app:app"
+            factories[label] = partial(envwire_server, label, src, app, HERE, extra=extra)
         return factories
     checkout = harness.resolve()
     check_harness(checkout)
     factories[UVICORN] = partial(uvicorn_server, checkout)
     for label, src in builds.items():
-        factories[label] = partial(envwire_server, label, src, BENCHMARK_APP, checkout)
+        factories[label] = partial(envwire_server, label, src, BENCHMARK_APP, checkout, extra=extra)
     return factories
 
 

@@ -52,7 +52,11 @@ __all__ = [
 CONCURRENCY = {"MAX_CONCURRENT_ENVS": "20000"}
 #: The harness's env, as uvicorn and envwire are told to load it (from the checkout's folder).
 BENCHMARK_APP = "benchmark.server.app:app"
+#: Log lines worth reporting; uvicorn logs a worker its supervisor killed ("Child process
+#: [pid] died", when it did not answer a health check in time) at INFO.
+_LOG_MARKS = ("ERROR", "WARNING", "CRITICAL", " died")
 _ADDRESS = re.compile(r"\b\d{1,3}(?:\.\d{1,3}){3}:\d+\b")
+_PID = re.compile(r"\[\d+\]")
 
 
 @dataclass
@@ -153,20 +157,24 @@ def uvicorn_server(checkout: Path, port: int) -> Server:
     )
 
 
-def envwire_server(label: str, src: Path, app: str, app_dir: Path, port: int) -> Server:
-    """envwire from the source tree ``src``, default settings, HTTP front end only."""
+def envwire_server(
+    label: str, src: Path, app: str, app_dir: Path, port: int, *, extra: Sequence[str] = ()
+) -> Server:
+    """envwire from the source tree ``src``, default settings (``extra``: more ``serve``
+    options, e.g. to test a cause), HTTP front end only."""
     command: tuple[str, ...] = (sys.executable, "-m", "envwire", "serve")
     command += (f"bench/Benchmark-v0={app}",)
     options = ("--app-dir", str(app_dir), "--http", str(port), "--gym-socket", "off")
-    command += (*options, "--grpc", "off")
+    command += (*options, "--grpc", "off", *extra)
     return Server(label, port, command, app_dir, _environment(str(src)))
 
 
 def log_issues(log: Path, limit: int = 5) -> dict[str, int]:
-    """The server log's error and warning lines and the exceptions its tracebacks end in,
-    counted, the ``limit`` most frequent.
+    """The server log's error and warning lines (and uvicorn's dead workers) and the
+    exceptions its tracebacks end in, counted, the ``limit`` most frequent.
 
-    Client addresses are masked, so that one cause logged for many clients counts once.
+    Client addresses and process ids are masked, so that one cause logged many times counts
+    once.
     """
     counts: Counter[str] = Counter()
     in_traceback = False
@@ -176,10 +184,14 @@ def log_issues(log: Path, limit: int = 5) -> dict[str, int]:
         elif in_traceback and line and not line.startswith(" "):
             # The first unindented line after a traceback names its exception.
             in_traceback = False
-            counts[_ADDRESS.sub("<address>", line.strip())[:160]] += 1
-        elif any(mark in line for mark in ("ERROR", "WARNING", "CRITICAL")):
-            counts[_ADDRESS.sub("<address>", line.strip())[:160]] += 1
+            counts[_mask(line)] += 1
+        elif any(mark in line for mark in _LOG_MARKS):
+            counts[_mask(line)] += 1
     return dict(counts.most_common(limit))
+
+
+def _mask(line: str) -> str:
+    return _PID.sub("[<pid>]", _ADDRESS.sub("<address>", line.strip()))[:160]
 
 
 @contextmanager
