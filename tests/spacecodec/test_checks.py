@@ -121,6 +121,12 @@ _CHECKER_CASES = [
         [np.array([-2, 1], np.int8), np.array([2, 0], np.int8), np.array([-3, 0], np.int8)],
     ),
     (spaces.MultiDiscrete([2, 5]), [np.array([1, 4]), np.array([2, 0]), np.array([0, 5])]),
+    # past the checker's small-batch path: 100 copies, one entry out of range, or none
+    (
+        spaces.MultiDiscrete([2] * 100),
+        [np.zeros(100, np.int64), np.r_[np.zeros(99, np.int64), 2], np.full(100, -1)],
+    ),
+    (spaces.MultiDiscrete(np.full((2, 3), 3)), [np.zeros((2, 3), np.int64), np.full((2, 3), 3)]),
 ]
 
 
