@@ -2,61 +2,81 @@
 
 Run: ``python benchmarks/bench_sb3.py [--seconds S] [--runs R] [--quick]``. CartPole env steps/s
 through SB3's ``step()`` with fixed actions (no policy), for N = 8 and 64 copies: a local
-``DummyVecEnv`` (the baseline) and
-``envwire.adapters.training.sb3.make_vec_env`` over gym-socket and
-dm_env_rpc against a real ``envwire serve`` process. Needs the ``sb3`` extra (skips without).
+``DummyVecEnv`` (the baseline) and ``envwire.adapters.training.sb3.make_vec_env`` over
+gym-socket and dm_env_rpc against a real ``envwire serve`` process, in alternating rounds
+(:func:`harness.alternate`): a ratio is the median of the rounds' own ratios. Needs the ``sb3``
+extra (skips without). ``suite.py`` runs the N = 8 gym-socket case through :func:`sb3_cases`.
 """
 
 from __future__ import annotations
 
-import statistics
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium
 import numpy as np
 
 from envwire.testing import ServerProcess
-from harness import Result, Settings, machine, parse_settings, print_table, rate
+from harness import Result, Settings, alternate, compare, machine, parse_settings, print_table, rate
+
+__all__ = ["SIZES", "TARGETS", "main", "sb3_cases"]
 
 SIZES = (8, 64)
+#: The ratio to DummyVecEnv each N should reach (training libraries run 4-16 envs a process).
+TARGETS = {8: 0.45}
 
 
-def steps_per_second(env: Any, settings: Settings) -> float:
-    """Env steps/s (vector steps x copies) of ``env.step`` over ``settings``, median of runs."""
-    env.seed(0)
-    env.reset()
+def _stepper(env: Any, seconds: float) -> Callable[[], float]:
+    """Env steps/s (vector steps x copies) of ``env.step`` over ``seconds``."""
     actions = np.arange(env.num_envs) % 2
-
-    def measure() -> float:
-        return rate(lambda: env.step(actions), settings.seconds) * env.num_envs
-
-    try:
-        return statistics.median(measure() for _ in range(settings.runs))
-    finally:
-        env.close()
+    return lambda: rate(lambda: env.step(actions), seconds) * env.num_envs
 
 
-def main() -> None:
-    _, settings = parse_settings(__doc__)
+def sb3_cases(
+    settings: Settings,
+    server: Any,
+    sizes: Sequence[int] = SIZES,
+    schemes: Sequence[str] = ("gym-socket", "grpc"),
+) -> list[Result]:
+    """``SB3VecEnv`` over each scheme beside a local ``DummyVecEnv`` of the same N, in
+    alternating rounds; no results (and a line saying why) without the ``sb3`` extra."""
     try:
         from stable_baselines3.common.vec_env import DummyVecEnv
 
         from envwire.adapters.training.sb3 import make_vec_env
     except ImportError as exc:
-        print(f"bench_sb3: skipped, the sb3 extra is not installed ({exc})")
-        return
+        print(f"SB3 cases skipped: the sb3 extra is not installed ({exc})")
+        return []
     results = []
+    for n in sizes:
+        base = f"SB3 DummyVecEnv, local, N={n}"
+        envs = {base: DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)}
+        for scheme in schemes:
+            remote = make_vec_env(server.url(scheme, "CartPole-v1"), n, monitor=False)
+            envs[f"SB3VecEnv over {scheme}, N={n}"] = remote
+        try:
+            for env in envs.values():
+                env.seed(0)
+                env.reset()
+            values = alternate(
+                {name: _stepper(env, settings.seconds) for name, env in envs.items()},
+                settings.runs,
+            )
+        finally:
+            for env in envs.values():
+                env.close()
+        results.append(compare(values, base))
+        for name in list(envs)[1:]:
+            results.append(compare(values, name, base, target=TARGETS.get(n)))
+    return results
+
+
+def main() -> None:
+    _, settings = parse_settings(__doc__)
     with ServerProcess(["CartPole-v1"], front_ends=("gym-socket", "grpc")) as server:
-        for n in SIZES:
-            local = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)
-            baseline = steps_per_second(local, settings)
-            results.append(Result(f"SB3 DummyVecEnv, local, N={n}", baseline))
-            for scheme in ("gym-socket", "grpc"):
-                remote = make_vec_env(server.url(scheme, "CartPole-v1"), n, monitor=False)
-                value = steps_per_second(remote, settings)
-                name = f"SB3VecEnv over {scheme}, N={n}"
-                results.append(Result(name, value, baseline="DummyVecEnv", ratio=value / baseline))
-    print_table({"results": [vars(r) for r in results], "machine": machine()})
+        results = sb3_cases(settings, server)
+    if results:
+        print_table({"results": [vars(r) for r in results], "machine": machine()})
 
 
 if __name__ == "__main__":

@@ -230,7 +230,7 @@ class Settings:
 
     seconds: float = 2.0
     runs: int = 5
-    sizes: Sequence[int] = (1, 16, 64, 256, 1024)
+    sizes: Sequence[int] = (1, 8, 16, 64, 256, 1024)
     idle_sessions: int = 2000
 
 

@@ -472,7 +472,9 @@ class Session:
             raise
         self.step_count += 1
         self.total_steps += self.num_envs
-        self.episode_return += float(np.sum(rewards))
+        # np.add.reduce is np.sum without its Python-level dispatch (a few microseconds a
+        # batch, paid on every vector step)
+        self.episode_return += float(np.add.reduce(rewards, axis=None))
         return m.VectorStepReply(obs, rewards, terminations, truncations, infos)
 
     def _monitor(self, request: m.Monitor) -> m.MonitorReply:

@@ -101,6 +101,32 @@ _CHECKER_CASES = [
     (spaces.Discrete(4, start=-2), [-2, 1, 2, -3, np.int64(-1)]),
     (spaces.Discrete(2, dtype=np.int8), [np.int8(1), 1, 300, np.int64(1)]),
     (spaces.Box(-1, 1, (2,)), [np.zeros(2, np.float32), np.full(2, 2.0), [0, 0], "x"]),
+    # a vector session's batched Discrete(3): the checker's fast path and its fallbacks
+    (
+        spaces.MultiDiscrete([3, 3, 3]),
+        [
+            np.array([0, 1, 2]),
+            np.array([0, 3, 1]),
+            np.array([-1, 0, 0]),
+            np.array([0, 1]),
+            np.zeros((3, 1), np.int64),
+            np.array([0, 1, 2], np.int32),
+            np.array([0.0, 1.0, 2.0]),
+            [0, 1, 2],
+            np.array([2**40, 0, 0]),
+        ],
+    ),
+    (
+        spaces.MultiDiscrete([4, 4], start=[-2, -2], dtype=np.int8),
+        [np.array([-2, 1], np.int8), np.array([2, 0], np.int8), np.array([-3, 0], np.int8)],
+    ),
+    (spaces.MultiDiscrete([2, 5]), [np.array([1, 4]), np.array([2, 0]), np.array([0, 5])]),
+    # past the checker's small-batch path: 100 copies, one entry out of range, or none
+    (
+        spaces.MultiDiscrete([2] * 100),
+        [np.zeros(100, np.int64), np.r_[np.zeros(99, np.int64), 2], np.full(100, -1)],
+    ),
+    (spaces.MultiDiscrete(np.full((2, 3), 3)), [np.zeros((2, 3), np.int64), np.full((2, 3), 3)]),
 ]
 
 

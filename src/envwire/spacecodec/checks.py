@@ -46,6 +46,8 @@ def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[obje
     Returns:
         A callable that raises :class:`InvalidActionError` exactly when :func:`check` would.
     """
+    if isinstance(space, spaces.MultiDiscrete):
+        return _multi_discrete_checker(space, what)
     if not isinstance(space, spaces.Discrete):
         return functools.partial(check, space, what=what)
     lo, hi = _int_limits(space.dtype)
@@ -59,6 +61,36 @@ def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[obje
         check(space, value, what=what)
 
     return check_discrete
+
+
+def _multi_discrete_checker(space: spaces.MultiDiscrete, what: str) -> Callable[[object], None]:
+    """A vector session's batched ``Discrete`` actions: one ``MultiDiscrete`` whose copies
+    share their bounds. An array of the space's own shape and dtype (what the codecs decode)
+    is accepted by its smallest and largest entry; anything else, and spaces with per-entry
+    bounds, go through :func:`check`, so the verdict and the message are always ``check``'s."""
+    fallback = functools.partial(check, space, what=what)
+    low, high = space.start, space.start + (space.nvec - 1)
+    if low.size == 0 or np.any(low != low.flat[0]) or np.any(high != high.flat[0]):
+        return fallback
+    # Plain ints: comparing an integer of any width with them never overflows.
+    lo, hi = int(low.flat[0]), int(high.flat[0])
+    shape, dtype = space.shape, space.dtype
+    # Up to this many entries, Python's min and max over tolist() beat two numpy reductions
+    # (each a ufunc call of a few microseconds); beyond it, the reductions win.
+    few = 64
+    smallest, largest = np.minimum.reduce, np.maximum.reduce
+
+    def check_multi_discrete(value: object) -> None:
+        if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
+            if value.size <= few:
+                items = value.tolist() if value.ndim == 1 else value.ravel().tolist()
+                if lo <= min(items) and max(items) <= hi:
+                    return
+            elif lo <= smallest(value, axis=None) and largest(value, axis=None) <= hi:
+                return
+        fallback(value)
+
+    return check_multi_discrete
 
 
 def _not_in(space: spaces.Space[Any], value: object, what: str) -> str:

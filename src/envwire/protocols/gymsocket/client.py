@@ -22,6 +22,7 @@ from envwire.errors import (
 from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     CODE_BY_DTYPE,
+    EMPTY_INFO,
     F64,
     MAX_FIELD,
     OBS_BYTES,
@@ -46,6 +47,7 @@ from envwire.protocols.gymsocket.packets import (
 
 __all__ = ["ClientConnection"]
 
+_EMPTY_INFO_SIZE = len(EMPTY_INFO)
 _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
 
 #: What a reply parser returns: the event and the end offset (None: the reply is incomplete).
@@ -185,7 +187,11 @@ class ClientConnection(Side):
             return self._incomplete()
         expect = self._expect[0]
         try:
-            parsed: _Parsed | None = self._parse_step_ex() if expect is Packet.STEP_EX else None
+            parsed: _Parsed | None = None
+            if expect is Packet.STEP_EX:
+                parsed = self._parse_step_ex()
+            elif expect is Packet.VECTOR_STEP and self._errors and self._buf.u8(0) == STATUS_OK:
+                parsed = self._parse_vector_step(1)  # the common case, past the match below
             if parsed is None:
                 parsed = self._parse_reply(expect)
         except ProtocolError:
@@ -317,21 +323,28 @@ class ClientConnection(Side):
         raise ProtocolError(f"no reply format for {expect!r}")  # pragma: no cover
 
     def _parse_vector_step(self, pos: int) -> tuple[m.VectorStepReply, int] | None:
+        """Observations, then rewards, terminations and truncations (each a tensor field,
+        read where it lies), then the vector info (the usual empty one without JSON)."""
         obs = self._read_observation(pos)
         if obs is None:
             return None
         arrays, end = [], obs[1]
         for _ in range(3):
-            got = self._buf.field(end)
+            got = self._read_array(OBS_TENSOR, end)
             if got is None:
                 return None
-            arrays.append(unpack_tensor(got[0])[0])
+            arrays.append(got[0])
             end = got[1]
-        info = self._buf.field(end)
-        if info is None:
-            return None
-        infos = jsonio.loads_info(info[0])
-        return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), info[1]
+        data = self._buf.data
+        if data[end : end + _EMPTY_INFO_SIZE] == EMPTY_INFO:
+            infos: dict[str, Any] = {}
+            end += _EMPTY_INFO_SIZE
+        else:
+            info = self._buf.field(end)
+            if info is None:
+                return None
+            infos, end = jsonio.loads_info(info[0]), info[1]
+        return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), end
 
     def _read_observation(self, pos: int) -> tuple[object, int] | None:
         kind = self._buf.u8(pos)

@@ -56,6 +56,7 @@ __all__ = [
     "json_bytes",
     "json_default",
     "monitor_has_video",
+    "pack_column",
     "pack_field",
     "pack_tensor",
     "unpack_tensor",
@@ -324,6 +325,21 @@ def pack_tensor(array: np.ndarray[Any, Any]) -> bytes:
         t = tensor.encode(array)
         array, code = np.frombuffer(t.data, t.dtype.numpy).reshape(t.shape), t.dtype.code
     return TENSOR_HEADERS[array.ndim].pack(code, array.ndim, *array.shape) + array.tobytes()
+
+
+#: A one-dimensional tensor's field: the field's length, dtype code, ndim (1), its length.
+_COLUMN_HEADER = struct.Struct("<IBII")
+
+
+def pack_column(values: object, dtype: np.dtype[Any]) -> bytes:
+    """``pack_field(pack_tensor(np.asarray(values, dtype)))``, the same bytes, for the
+    per-copy columns of a vector step (rewards, terminations, truncations): a one-dimensional
+    array of a table dtype gets its header from one struct. ``dtype`` must be in the table."""
+    array = np.asarray(values, dtype)
+    if array.ndim != 1:
+        return pack_field(pack_tensor(array))
+    data = array.tobytes()
+    return _COLUMN_HEADER.pack(9 + len(data), CODE_BY_DTYPE[dtype], 1, len(array)) + data
 
 
 def unpack_tensor(raw: bytes | bytearray, pos: int = 0) -> tuple[np.ndarray[Any, Any], int]:

@@ -50,6 +50,7 @@ from envwire.protocols.gymsocket.packets import (
     info_field,
     json_bytes,
     monitor_has_video,
+    pack_column,
     pack_field,
     pack_tensor,
     unpack_tensor,
@@ -372,6 +373,10 @@ class ServerConnection(Side):
             )
             self._pending.popleft()
             return joined
+        if packet is Packet.VECTOR_STEP and type(reply) is m.VectorStepReply:
+            joined = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(reply)))
+            self._pending.popleft()
+            return joined
         body = self._reply_body(packet, reply)
         self._pending.popleft()
         if self._errors:
@@ -422,15 +427,7 @@ class ServerConnection(Side):
             case Packet.VECTOR_RESET, m.ResetReply(observation=obs, info=info):
                 return self._batch(obs) + info_field(info, self._extended)
             case Packet.VECTOR_STEP, m.VectorStepReply() as v:
-                return b"".join(
-                    (
-                        self._batch(v.observations),
-                        pack_field(pack_tensor(np.asarray(v.rewards, np.float64))),
-                        pack_field(pack_tensor(np.asarray(v.terminations, np.bool_))),
-                        pack_field(pack_tensor(np.asarray(v.truncations, np.bool_))),
-                        info_field(v.infos, self._extended),
-                    )
-                )
+                return b"".join(self._vector_step_parts(v))
             case Packet.GET_SPACE, m.SpaceReply(space=space):
                 style: spacecodec.Style = "envwire" if self._extended else "gym-socket"
                 return pack_field(json_bytes(spacecodec.describe(space, style=style)))
@@ -442,6 +439,17 @@ class ServerConnection(Side):
             case Packet.RENDER, m.RenderReply():
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
+
+    def _vector_step_parts(self, v: m.VectorStepReply) -> tuple[bytes, ...]:
+        """A vector step's body: the batch of observations, a tensor of float64 rewards, two
+        of bool flags, the vector info (the common empty one is a constant)."""
+        return (
+            self._batch(v.observations),
+            pack_column(v.rewards, _F64),
+            pack_column(v.terminations, _BOOL),
+            pack_column(v.truncations, _BOOL),
+            info_field(v.infos, self._extended) if v.infos else EMPTY_INFO,
+        )
 
     def _batch(self, obs: object) -> bytes:
         """A batch of observations: a tensor when it is one array, else JSON."""
@@ -480,6 +488,8 @@ def _byte_list_header(ndim: int) -> struct.Struct:
     return struct.Struct(f"<BII{ndim}I")
 
 
+_F64: Final = np.dtype("<f8")
+_BOOL: Final = np.dtype(np.bool_)
 _VECTOR_PACKETS = frozenset({Packet.VECTOR_RESET, Packet.VECTOR_STEP})
 _EPISODE_PACKETS = frozenset({Packet.RESET, Packet.STEP, Packet.RESET_EX, Packet.STEP_EX})
 
