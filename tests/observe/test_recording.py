@@ -17,8 +17,9 @@ import pytest
 import envwire
 from envwire.app import Server
 from envwire.errors import ConfigError
-from envwire.observe.datasets import DatasetWriter, dataset_id, directory_size
+from envwire.observe.datasets import DatasetWriter
 from envwire.observe.episodes import Episode
+from envwire.observe.storage import dataset_id, directory_size
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.settings import Settings
 from envwire.testing import ServerProcess
