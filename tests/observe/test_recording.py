@@ -302,7 +302,9 @@ def test_four_clients_at_full_speed_lose_no_episode(tmp_path: Path) -> None:
     with ServerProcess([CART], ("--record", str(root))) as process:
         stop, counts = threading.Event(), []
         threads = [
-            threading.Thread(target=_step_hard, args=(process.url("gym-socket", CART), stop, counts))
+            threading.Thread(
+                target=_step_hard, args=(process.url("gym-socket", CART), stop, counts)
+            )
             for _ in range(4)
         ]
         for thread in threads:

@@ -56,9 +56,7 @@ def test_whole_and_byte_by_byte() -> None:
 
 
 def test_paths_are_percent_decoded_and_cookies_split() -> None:
-    [request] = parse_all(
-        b'GET /envs/my%2FEnv-v0/state HTTP/1.0\r\nCookie: s="x"; t=2\r\n\r\n'
-    )
+    [request] = parse_all(b'GET /envs/my%2FEnv-v0/state HTTP/1.0\r\nCookie: s="x"; t=2\r\n\r\n')
     assert request.path == "/envs/my/Env-v0/state" and request.query == ""
     assert request.cookies == [("s", "x"), ("t", "2")]
     assert request.base_url == "http://127.0.0.1/"  # no Host header (HTTP/1.0 may omit it)
