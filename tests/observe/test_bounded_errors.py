@@ -8,8 +8,8 @@ import json
 import tracemalloc
 
 import grpc
-from dm_env_rpc.v1 import tensor_utils
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
+from dm_env_rpc.v1 import tensor_utils
 
 from envwire.client.dmenvrpc.stream import CHANNEL_OPTIONS
 from envwire.errors import UnknownEnvError

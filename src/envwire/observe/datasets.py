@@ -39,7 +39,7 @@ from minari.serialization import serialize_space
 
 from envwire.errors import EnvwireError
 from envwire.observe.episodes import DEFAULT_MAX_BYTES, DEFAULT_QUEUE_SIZE, Episode
-from envwire.observe.storage import Dataset, dataset_id, directory_size, encode
+from envwire.observe.storage import Dataset, directory_size, encode
 
 __all__ = [
     "DROP_LOG_INTERVAL",

@@ -120,7 +120,7 @@ def test_connection_semantics() -> None:
         *[
             (CHUNKED + size + b"\r\nxx\r\n0\r\n\r\n", 400)
             for size in (b"0x2", b"0_2", b"+2", b"-2", b" 2", b"2 ;a", b"")
-        ],  # fmt: skip
+        ],
         (CHUNKED + b"2\r\nxx\r\n0\r\nBad Trailer\r\n\r\n", 400),
         (b"GET / HTTP/1.1\r\n\r\n", 400),  # no Host
         (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),

@@ -33,9 +33,9 @@ class Read:
 
 def _headers(pairs: list[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
     joined: dict[str, str] = {}
-    for key, value in pairs:
-        if key == "transfer-encoding":  # h11 lower-cases it; envwire compares it lower-cased
-            value = value.lower()
+    for key, raw in pairs:
+        # h11 lower-cases Transfer-Encoding; envwire keeps it as sent: compared lower-cased.
+        value = raw.lower() if key == "transfer-encoding" else raw
         joined[key] = f"{joined[key]}, {value}" if key in joined else value
     return tuple(sorted(joined.items()))
 
@@ -119,7 +119,7 @@ def requests(draw: st.DrawFn) -> bytes:
             draw(st.sampled_from(_METHODS)),
             draw(st.sampled_from(_TARGETS)),
             draw(st.sampled_from(_VERSIONS)),
-        ]  # fmt: skip
+        ]
     )
     fields = draw(
         st.lists(st.tuples(st.sampled_from(_NAMES), st.sampled_from(_VALUES)), max_size=4)
