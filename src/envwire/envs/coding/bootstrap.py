@@ -289,7 +289,7 @@ def _hook(event: str, args: tuple[Any, ...], state: tuple[Any, ...] = ()) -> Non
         if args[0] != getpid():
             raise denied("sandbox: signalling other processes is disabled")
     elif (
-        (event == "object.__setattr__" or event == "object.__delattr__")  # None deletes
+        event in ("object.__setattr__", "object.__delattr__")  # None deletes
         and type_(args[0]) is function_type
         and args[0].__code__ in ours  # the hook's functions: their defaults hold its state
     ):
