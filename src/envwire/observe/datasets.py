@@ -34,12 +34,16 @@ from pathlib import Path
 from typing import Any
 
 from gymnasium import spaces
-from minari.dataset.minari_storage import MinariStorage
-from minari.serialization import serialize_space
 
 from envwire.errors import EnvwireError
 from envwire.observe.episodes import DEFAULT_MAX_BYTES, DEFAULT_QUEUE_SIZE, Episode
-from envwire.observe.storage import Dataset, directory_size, encode
+from envwire.optional import requires
+
+with requires("minari", "envwire.observe.datasets (recording)"):
+    from minari.dataset.minari_storage import MinariStorage
+    from minari.serialization import serialize_space
+
+    from envwire.observe.storage import Dataset, directory_size, encode
 
 __all__ = [
     "DROP_LOG_INTERVAL",

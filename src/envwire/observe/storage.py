@@ -28,15 +28,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import minari
 import numpy as np
-import pyarrow as pa
 from gymnasium import spaces
 from gymnasium.vector.utils import concatenate, create_empty_array
-from minari.dataset._storages.arrow_storage import _encode_info, _encode_space
-from minari.dataset.minari_storage import MinariStorage
 
 from envwire.observe.episodes import Episode
+from envwire.optional import requires
+
+with requires("minari", "envwire.observe.storage (recording)"):
+    import minari
+    import pyarrow as pa
+    from minari.dataset._storages.arrow_storage import _encode_info, _encode_space
+    from minari.dataset.minari_storage import MinariStorage
 
 __all__ = ["Dataset", "dataset_id", "directory_size", "write_json"]
 
