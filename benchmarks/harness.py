@@ -338,6 +338,8 @@ def print_table(report: dict[str, Any]) -> None:
         target = f">={r['target']:.2f}" if r["target"] is not None else ""
         if r["unit"] in ("KiB", "us"):
             value = f"{r['value']:,.1f} {r['unit']}"
+        elif r["unit"] == "share":
+            value = f"{r['value']:.3f}"
         else:
             value = f"{r['value']:,.0f}/s"
         print(f"{r['name']:<{width}}  {value:>14}  {ratio:>6}  {spread:>11}  {target:>6}")

@@ -302,6 +302,7 @@ def _record(settings: Settings, catalog: Catalog) -> RecordSettings | None:
         fraction=observe.record_fraction,
         frames=observe.record_frames,
         max_bytes=observe.record_max_bytes,
+        overflow=observe.record_overflow,
     )
 
 

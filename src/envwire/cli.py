@@ -141,6 +141,9 @@ def _serve(args: argparse.Namespace) -> int:
     if any("coding" in f"{env_id} {spec.entry_point}".lower() for env_id, spec in catalog.items()):
         sandbox.probe()
     server = Server(catalog, chosen, health=_sandbox_health, unavailable=unavailable)
+    recorder = server.observe.recorder
+    if recorder is not None:
+        recorder.check_frames(catalog)
     try:
         server.start(announce=print_line)
     except OSError as exc:
@@ -148,6 +151,14 @@ def _serve(args: argparse.Namespace) -> int:
         print(f"envwire: {_listen_error(exc, chosen)}", file=sys.stderr)
         return 1
     server.serve_forever()
+    if recorder is not None and recorder.failed:
+        # The episodes were lost while the server ran; the status lets a script notice.
+        print(
+            f"envwire: recording failed: {recorder.failed} episodes could not be written to "
+            f"{recorder.root} (first: {recorder.writer.first_failure})",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -25,23 +25,34 @@ from tests.arena.web.conftest import make_db
 from tests.observe.conftest import start, url
 
 
+def played(tmp_path: Path, runs: int = 3) -> Path:
+    """An arena database where dave played ``runs`` runs of "cart" (CartPole-v1)."""
+    db = tmp_path / "arena.sqlite3"
+    _, configs = make_db(db)
+    server = start(gym_socket=None, http=0, grpc=None, arena_db=str(db))
+    try:
+        config = {**configs["dave"], "url": url(server, "http")}
+        arena.run(config, lambda percept: 0, run_limit=runs, parallel_runs=False)
+    finally:
+        server.shutdown()
+    return db
+
+
+@pytest.mark.parametrize("relative", [False, True], ids=["absolute", "relative"])
 def test_exported_runs_load_with_minari_and_replay_the_stored_runs(
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
     caplog: pytest.LogCaptureFixture,
+    relative: bool,
 ) -> None:
-    db = tmp_path / "arena.sqlite3"
-    _, configs = make_db(db)
-    server = start(gym_socket=None, http=0, grpc=None, arena_db=str(db))
-    try:
-        config = {**configs["dave"], "url": url(server, "http")}  # plays "cart" (CartPole-v1)
-        arena.run(config, lambda percept: 0, run_limit=3, parallel_runs=False)
-    finally:
-        server.shutdown()
+    db = played(tmp_path)
     out = tmp_path / "datasets"
+    if relative:  # a relative folder once wrote nothing (every path doubled) and exited 0
+        monkeypatch.chdir(tmp_path)
     with caplog.at_level(logging.INFO, logger=LOGGER):
-        assert main(["arena", "export", "cart", str(out), "--db", str(db)]) == 0
+        assert main(["arena", "export", "cart", "datasets" if relative else str(out),
+                     "--db", str(db)]) == 0  # fmt: skip
     report = json.loads(capsys.readouterr().out)
     assert report["exported"] == 3 and report["dataset"] == "arena/cart-v0"
     lines = [r.getMessage() for r in caplog.records if r.name == LOGGER]
@@ -81,3 +92,27 @@ def test_runs_carried_over_from_another_server_are_not_exported(tmp_path: Path) 
     assert store.run(1) is not None
     assert export_runs(store, "nim", tmp_path / "datasets", worker_factory=make_worker) == 0
     store.close()
+
+
+def test_an_episode_that_cannot_be_written_makes_the_export_exit_non_zero(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = played(tmp_path, runs=2)
+
+    def broken(episode: object) -> bytes:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("envwire.observe.datasets.encode", broken)
+    assert main(["arena", "export", "cart", str(tmp_path / "ds"), "--db", str(db)]) == 2
+    captured = capsys.readouterr()
+    assert "No space left on device" in captured.err and "cart" in captured.err
+    assert captured.out == ""  # no report claiming an export
+
+
+def test_a_file_in_place_of_the_directory_is_an_error_not_a_traceback(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = played(tmp_path, runs=1)
+    (tmp_path / "ds").write_text("not a folder")
+    assert main(["arena", "export", "cart", str(tmp_path / "ds"), "--db", str(db)]) == 2
+    assert "cannot write datasets under" in capsys.readouterr().err

@@ -59,3 +59,24 @@ def test_login_limits_per_agent_and_per_address() -> None:
         limits.check("env", "carol", "10.0.0.1")  # every agent waits from that address
     limits.succeeded("env", "alice")
     limits.check("env", "alice", "10.0.0.2")
+
+
+def test_huge_agent_names_are_kept_as_digests_and_still_limited() -> None:
+    import tracemalloc
+
+    limits = LoginLimits(failures=2, failures_per_address=1000, window=60)
+    huge = "a" * (15 * 1024 * 1024)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for n in range(8):
+            limits.failed("env", f"{n}{huge}", "10.0.0.1")
+        limits.failed("env", f"0{huge}", "10.0.0.1")  # the same agent's second failure
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 1024 * 1024, f"{grown} bytes retained"
+    with pytest.raises(RateLimitedError) as info:
+        limits.check("env", f"0{huge}", "10.0.0.2")
+    assert len(str(info.value)) < 200  # the name is echoed cut
+    limits.check("env", f"1{huge}", "10.0.0.2")  # one failure: not yet

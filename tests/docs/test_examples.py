@@ -54,12 +54,7 @@ class Bug:
 
 
 #: Pages whose examples fail today because of a bug in envwire, not in the page.
-KNOWN_BUGS: dict[str, Bug] = {
-    "docs/guides/observability.md": Bug(
-        "envwire serve --record with a relative folder records nothing; being fixed in the server",
-        ("datasets/",),
-    ),
-}
+KNOWN_BUGS: dict[str, Bug] = {}
 
 
 def _params() -> list[object]:

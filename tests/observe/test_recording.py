@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +20,9 @@ import pytest
 import envwire
 from envwire.app import Server
 from envwire.errors import ConfigError
-from envwire.observe.datasets import DatasetWriter, dataset_id, directory_size
+from envwire.observe.datasets import DatasetWriter
 from envwire.observe.episodes import Episode
+from envwire.observe.storage import dataset_id, directory_size
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.settings import Settings
 from envwire.testing import ServerProcess
@@ -229,15 +233,132 @@ def test_the_disk_budget_is_a_bound(tmp_path: Path) -> None:
         del os.environ["MINARI_DATASETS_PATH"]
 
 
-def test_a_full_queue_drops_episodes_instead_of_blocking(tmp_path: Path) -> None:
+def _loaded(root: Path) -> int:
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    try:
+        return int(minari.load_dataset(CART).total_episodes)
+    finally:
+        del os.environ["MINARI_DATASETS_PATH"]
+
+
+def test_a_full_queue_waits_and_loses_nothing_by_default(tmp_path: Path) -> None:
     dropped: list[str] = []
     writer = DatasetWriter(tmp_path, queue_size=1,
                            on_drop=lambda env, reason: dropped.append(reason))  # fmt: skip
     for _ in range(30):
-        writer.offer(_episode(50))  # offer never blocks: the writer takes ms per episode
+        writer.offer(_episode(50))  # faster than the writer: offer waits for room
     assert writer.flush(60)
     writer.close()
-    assert dropped and set(dropped) == {"queue_full"}
+    assert dropped == [] and writer.dropped == 0
+    assert writer.waited > 0  # the queue was full: the wait is what kept them
+    assert _loaded(tmp_path) == 30
+
+
+def test_the_lossy_mode_drops_on_a_full_queue_and_says_how_many(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    dropped: list[str] = []
+    writer = DatasetWriter(tmp_path, queue_size=1, overflow="drop",
+                           on_drop=lambda env, reason: dropped.append(reason))  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="envwire.record"):
+        for _ in range(30):
+            writer.offer(_episode(50))  # never blocks: the writer takes ms per episode
+        assert writer.flush(60)
+        writer.close()
+    assert dropped and set(dropped) == {"queue_full"} and writer.dropped == len(dropped)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert warnings and all("episodes dropped" in w for w in warnings)
+    # The lines together count every drop: the first at once, the rest when closing.
+    told = sum(int(m) for w in warnings for m in re.findall(rf"(\d+) of {CART}", w))
+    assert told == len(dropped)
+    assert _loaded(tmp_path) == 30 - len(dropped)
+
+
+def test_overflow_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="overflow must be one of"):
+        DatasetWriter(tmp_path, overflow="spill")
+
+
+def _step_hard(address: str, stop: threading.Event, counts: list[int]) -> None:
+    """Step CartPole with random actions until ``stop``; count the finished episodes."""
+    env = envwire.make(address)
+    try:
+        env.reset(seed=len(counts))
+        finished = 0
+        while not stop.is_set():
+            _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+            if terminated or truncated:
+                finished += 1
+                env.reset()
+    finally:
+        env.close()
+    counts.append(finished)
+
+
+def test_four_clients_at_full_speed_lose_no_episode(tmp_path: Path) -> None:
+    """Under load the recorded sessions slow down to the writer's pace; every episode that
+    ends is in the dataset (benchmarks/bench_record.py measures it for longer)."""
+    root = tmp_path / "datasets"
+    with ServerProcess([CART], ("--record", str(root))) as process:
+        stop, counts = threading.Event(), []
+        threads = [
+            threading.Thread(
+                target=_step_hard, args=(process.url("gym-socket", CART), stop, counts)
+            )
+            for _ in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        time.sleep(3.0)
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+        assert process.stop(timeout=120) == 0  # SIGTERM: what is queued is written first
+    assert len(counts) == 4 and sum(counts) > 50
+    assert _loaded(root) == sum(counts)
+
+
+def test_a_relative_record_directory_is_resolved_once(tmp_path: Path) -> None:
+    with ServerProcess([CART], ("--record", "datasets/"), cwd=tmp_path) as process:
+        env = envwire.make(process.url("gym-socket", CART))
+        seen = _played(env, [0, 1])
+        env.close()
+        assert process.stop(timeout=60) == 0
+    assert "Error" not in "".join(process.output)
+    os.environ["MINARI_DATASETS_PATH"] = str(tmp_path / "datasets")
+    try:
+        _assert_same(minari.load_dataset(CART), seen)
+    finally:
+        del os.environ["MINARI_DATASETS_PATH"]
+
+
+def test_serve_exits_non_zero_when_episodes_could_not_be_written(tmp_path: Path) -> None:
+    root = tmp_path / "datasets"
+    root.mkdir()
+    (root / dataset_id(CART)).write_text("a file where the dataset's folder goes")
+    with ServerProcess([CART], ("--record", str(root))) as process:
+        env = envwire.make(process.url("gym-socket", CART))
+        _played(env, [0, 1])
+        env.close()
+        status = process.stop(timeout=60)
+    output = "".join(process.output)
+    assert status == 1, output
+    assert "recording failed: 2 episodes could not be written" in output
+
+
+def test_record_frames_on_an_env_without_frames_warns_once_at_start(tmp_path: Path) -> None:
+    dict_env = "test/Dict-v0=envwire.testing.envs:DictEnv"  # no render mode
+    args = ("--record", str(tmp_path), "--record-frames")
+    with ServerProcess([dict_env, CART], args) as process:
+        at_start = "".join(process.output)
+        env = envwire.make(process.url("gym-socket", "test/Dict-v0"))
+        env.reset(seed=0)
+        env.close()
+        process.stop(timeout=60)
+    warning = "test/Dict-v0: --record-frames: its episodes are recorded without frames"
+    assert warning in at_start  # before the first session, not at its first episode
+    assert "".join(process.output).count(warning) == 1
+    assert "CartPole-v1: --record-frames" not in at_start  # it renders rgb_array frames
 
 
 def test_the_writer_logs_its_progress_at_info(

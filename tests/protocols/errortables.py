@@ -29,7 +29,10 @@ _ERROR_MODULES = (
 )
 
 #: Classes of optional extras' modules (name -> module), checked only when the extra is there.
-OPTIONAL = {"adapters.training.sb3.RemoteAttributeError": "envwire.adapters.training.sb3"}
+OPTIONAL = {
+    "adapters.training.sb3.RemoteAttributeError": "envwire.adapters.training.sb3",
+    "observe.datasets.RecordError": "envwire.observe.datasets",  # the minari extra
+}
 
 
 def error_classes() -> dict[str, type[EnvwireError]]:

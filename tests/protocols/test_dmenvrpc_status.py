@@ -49,6 +49,7 @@ BEFORE = {
     "arena.errors.UnknownArenaEnvError": 3,
     "arena.errors.AuthenticationError": 3,
     "arena.errors.NotFoundError": 3,
+    "observe.datasets.RecordError": 13,  # a recording that failed: the server's fault
     "arena.errors.ConflictError": 3,
     "arena.errors.ArenaBusyError": 3,
     "arena.web.routes._NotAllowed": 13,

@@ -51,6 +51,7 @@ BEFORE = {
     "arena.errors.UnknownArenaEnvError": _VALIDATION,
     "arena.errors.AuthenticationError": _VALIDATION,
     "arena.errors.NotFoundError": _VALIDATION,
+    "observe.datasets.RecordError": _EXECUTION,  # a recording that failed: the server's fault
     "arena.errors.ConflictError": _VALIDATION,
     "arena.errors.ArenaBusyError": _VALIDATION,
     "arena.web.routes._NotAllowed": _EXECUTION,

@@ -36,7 +36,10 @@ __all__ = ["export_runs"]
 def _writer(root: Path) -> DatasetWriter:
     with requires("minari", "exporting runs as datasets"):  # minari is an optional extra
         from envwire.observe.datasets import DatasetWriter
-    return DatasetWriter(root)
+    try:
+        return DatasetWriter(root)
+    except OSError as exc:
+        raise ConfigError(f"cannot write datasets under {root}: {exc}") from exc
 
 
 def export_runs(
@@ -55,7 +58,9 @@ def export_runs(
 
     Raises:
         NotFoundError: no such arena env.
-        ConfigError: the minari extra is missing, or Minari cannot store the env's spaces.
+        ConfigError: the minari extra is missing, ``root`` is not a writable directory, or
+            Minari cannot store the env's spaces.
+        RecordError: an episode could not be written (the episodes before it are kept).
         EnvwireError: replaying a run failed.
     """
     env = store.env(env_name)
@@ -97,8 +102,8 @@ def export_runs(
                 session.close()
             for episode in finished:
                 episode.env_id = f"arena/{env_name}"
-                if writer.write(episode):
-                    written.append(episode)
+                writer.write(episode)  # raises on any failure: the command exits non-zero
+                written.append(episode)
             progress.advance()
         progress.finish()
     finally:

@@ -10,6 +10,7 @@ address's). Server settings: ``arena_login_failures`` (default 10),
 
 from __future__ import annotations
 
+import hashlib
 import threading
 import time
 from collections import OrderedDict, deque
@@ -18,6 +19,18 @@ from collections.abc import Callable
 from envwire.errors import RateLimitedError
 
 __all__ = ["FailureLimiter", "LoginLimits"]
+
+
+#: Characters of an env and agent name kept as they are in a key; longer ones are hashed.
+_MAX_KEY = 128
+
+
+def _agent_key(env: str, agent: str) -> object:
+    """The failure table's key of an agent: the names, or a 16-byte digest of them when they
+    are long (the names are the client's: the table must not hold megabytes per key)."""
+    if len(env) + len(agent) <= _MAX_KEY:
+        return (env, agent)
+    return hashlib.blake2b(f"{env}\0{agent}".encode(), digest_size=16).digest()
 
 
 class FailureLimiter:
@@ -93,7 +106,7 @@ class LoginLimits:
             RateLimitedError: with ``retry_after`` set.
         """
         wait = max(
-            self.agents.retry_after((env, agent)),
+            self.agents.retry_after(_agent_key(env, agent)),
             self.addresses.retry_after(address) if address else 0.0,
         )
         if wait > 0:
@@ -106,10 +119,10 @@ class LoginLimits:
 
     def failed(self, env: str, agent: str, address: str) -> None:
         """Count one failed login."""
-        self.agents.fail((env, agent))
+        self.agents.fail(_agent_key(env, agent))
         if address:
             self.addresses.fail(address)
 
     def succeeded(self, env: str, agent: str) -> None:
         """Forget the agent's failures."""
-        self.agents.forgive((env, agent))
+        self.agents.forgive(_agent_key(env, agent))

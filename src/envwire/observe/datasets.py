@@ -1,14 +1,23 @@
-"""Finished episodes written as Minari datasets, off the step path (needs the ``minari`` extra).
+"""Finished episodes written as Minari datasets by a thread of their own (needs the ``minari``
+extra); the datasets read back for the dashboard.
 
-One dataset per env id under the recording directory, at ``DIR/<dataset id>/data`` (the
-layout ``minari.load_dataset`` reads with ``MINARI_DATASETS_PATH=DIR``). A writer thread takes
-episodes from a bounded queue; :meth:`DatasetWriter.offer` never blocks, and an episode that
-does not fit (queue full, disk budget spent) is dropped and counted.
+One dataset per env id under the recording directory (:mod:`envwire.observe.storage`), whose
+path is made absolute once, when the writer is made. Sessions hand finished episodes to
+:meth:`DatasetWriter.offer`; the writer thread takes every episode waiting at once and writes
+them as one batch: each episode into its folder, then one metadata write per dataset counts
+them all.
 
-Crash safety: each episode is encoded by Minari's own storage into a staging directory, moved
-into the dataset with one ``rename``, and only then counted in the dataset's ``metadata.json``,
-which is replaced atomically. A process killed at any moment leaves every finished episode
-loadable; at most the episodes still in the queue or being written are lost.
+When episodes finish faster than the disk takes them, ``overflow`` decides:
+
+- ``"wait"`` (the default): :meth:`DatasetWriter.offer` waits for room in the queue, so the
+  recorded sessions slow down to the writer's pace and no episode handed over is lost;
+- ``"drop"``: the episode is dropped and counted (``queue_full``), the session never waits,
+  and a WARNING says how many were dropped (at most one line per ``DROP_LOG_INTERVAL``).
+
+Episodes that cannot be written (the disk failed, the encoding failed) are counted in
+:attr:`DatasetWriter.failed` and logged (the first with its traceback, later ones as counts),
+so that a command can end with a non-zero status; :meth:`DatasetWriter.write`, the exports'
+synchronous path, raises :class:`RecordError` instead.
 """
 
 from __future__ import annotations
@@ -16,204 +25,108 @@ from __future__ import annotations
 import json
 import logging
 import os
-import queue
-import re
-import shutil
 import tempfile
 import threading
 import time
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from gymnasium import spaces
-from gymnasium.vector.utils import concatenate, create_empty_array
 
+from envwire.errors import EnvwireError
 from envwire.observe.episodes import DEFAULT_MAX_BYTES, DEFAULT_QUEUE_SIZE, Episode
 from envwire.optional import requires
 
 with requires("minari", "envwire.observe.datasets (recording)"):
-    import minari
-    from minari.data_collector.episode_buffer import EpisodeBuffer
     from minari.dataset.minari_storage import MinariStorage
     from minari.serialization import serialize_space
 
+    from envwire.observe.storage import Dataset, directory_size, encode
+
 __all__ = [
+    "DROP_LOG_INTERVAL",
+    "OVERFLOW",
     "DatasetWriter",
-    "dataset_id",
-    "directory_size",
+    "RecordError",
     "list_episodes",
     "load_episode",
 ]
 
 log = logging.getLogger("envwire.record")
 
-_VERSION = re.compile(r"-v\d+$")
-_NOT_ID = re.compile(r"[^-\w/]")
+#: What :meth:`DatasetWriter.offer` does when the queue is full (see the module docstring).
+OVERFLOW = ("wait", "drop")
+#: Seconds between two log lines about dropped or failed episodes.
+DROP_LOG_INTERVAL = 10.0
 _METADATA = "metadata.json"
-_STOP = object()
 
 
-def dataset_id(env_id: str) -> str:
-    """The Minari dataset id recording ``env_id`` ('CartPole-v1' stays as it is;
-    'pkg.mod:Class' becomes 'pkg_mod_Class-v0')."""
-    name = _NOT_ID.sub("_", env_id).strip("/") or "env"
-    name = re.sub(r"/+", "/", name)
-    return name if _VERSION.search(name) else name + "-v0"
+class RecordError(EnvwireError):
+    """An episode could not be written to its dataset (the disk, its budget, the encoding)."""
+
+    code = "record_failed"
 
 
-def directory_size(path: Path) -> int:
-    """Bytes of the files under ``path``."""
-    total = 0
-    for root, _, files in os.walk(path):
-        for name in files:
-            try:
-                total += os.stat(os.path.join(root, name)).st_size
-            except OSError:
-                continue
-    return total
+class _Tally:
+    """Counts of episodes lost, per env, told to the log at most every ``interval`` seconds
+    (the first at once), and what is left untold by :meth:`flush`."""
 
+    def __init__(self, level: int, what: str, interval: float = DROP_LOG_INTERVAL) -> None:
+        self.level, self.what, self.interval = level, what, interval
+        self.total = 0
+        self._untold: Counter[str] = Counter()
+        self._last = -interval
+        self._lock = threading.Lock()
 
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    """Replace ``path`` atomically: a reader (or a crash) sees the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-    with os.fdopen(fd, "w") as file:
-        json.dump(data, file)
-        file.flush()
-        os.fsync(file.fileno())
-    os.replace(tmp, path)
+    def note(self, env_id: str, told: bool = False) -> None:
+        """Count one of ``env_id``'s; ``told``: the caller logged this one itself."""
+        with self._lock:
+            self.total += 1
+            now = time.monotonic()
+            if told:
+                self._last = now
+                return
+            self._untold[env_id] += 1
+            if now - self._last < self.interval:
+                return
+            self._last = now
+            untold, self._untold = self._untold, Counter()
+        self._tell(untold)
 
+    def flush(self) -> None:
+        with self._lock:
+            untold, self._untold = self._untold, Counter()
+        if untold:
+            self._tell(untold)
 
-def _stack(space: spaces.Space[Any], items: list[Any]) -> object:
-    """The samples ``items`` of ``space`` as one batch (what Minari's episode buffers hold)."""
-    out = create_empty_array(space, n=len(items))
-    # None for spaces without a batched form, which concatenate takes (and gives a tuple),
-    # though gymnasium's annotation of it leaves None out.
-    return concatenate(space, items, out)  # type: ignore[arg-type]
-
-
-def _infos(infos: list[dict[str, Any]], frames: list[Any] | None) -> dict[str, Any] | None:
-    """The infos Minari can store: keys every step has, with numbers, strings or same-shaped
-    arrays; the frames, when kept, as ``render``."""
-    keys = set(infos[0]).intersection(*infos[1:]) if infos else set()
-    out: dict[str, Any] = {}
-    for key in sorted(keys):
-        values = [info[key] for info in infos]
-        # Scalars go as lists: Minari stores an array per step with its shape, and cannot
-        # read back the empty shape of a scalar.
-        values = [v.item() if isinstance(v, np.ndarray | np.generic) and v.ndim == 0 else v
-                  for v in values]  # fmt: skip
-        if all(isinstance(v, bool | int | float | str) for v in values):
-            if len({type(v) for v in values}) == 1:
-                out[key] = values
-        elif all(isinstance(v, np.ndarray) for v in values) and (
-            len({(v.shape, v.dtype) for v in values}) == 1
-        ):
-            out[key] = np.stack(values)
-    if frames is not None and len(frames) == len(infos):
-        out["render"] = np.stack([np.asarray(f) for f in frames])
-    return out or None
-
-
-class _Dataset:
-    """One env's dataset: its storage path and how many episodes it holds."""
-
-    def __init__(self, root: Path, episode: Episode, author: str) -> None:
-        self.id = dataset_id(episode.env_id)
-        self.path = root / self.id / "data"
-        self.staging = root / ".staging" / self.id
-        self.observation_space = episode.observation_space
-        self.action_space = episode.action_space
-        if not (self.path / _METADATA).exists():
-            self._create(episode, author)
-        self.metadata = MinariStorage.read_raw_metadata(self.path)
-        self.episodes = int(self.metadata["total_episodes"])
-        self._staged = 0
-        self.steps = int(self.metadata["total_steps"])
-        for child in self.path.iterdir():  # an episode moved in before a crash, never counted
-            if child.is_dir() and child.name.isdigit() and int(child.name) >= self.episodes:
-                shutil.rmtree(child, ignore_errors=True)
-
-    def _create(self, episode: Episode, author: str) -> None:
-        """Make the dataset in a temporary directory and rename it into place."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=".new-"))
-        MinariStorage.new(
-            fresh,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            data_format="arrow",
-            jpeg_encoding=False,
-        )
-        metadata = MinariStorage.read_raw_metadata(fresh)
-        metadata.update(
-            dataset_id=self.id,
-            minari_version=minari.__version__,
-            author=[author],
-            algorithm_name="envwire recording",
-            description=f"Episodes of {episode.env_id} served by envwire.",
-        )
-        _write_json(fresh / _METADATA, metadata)
-        os.replace(fresh, self.path)
-
-    def stage(self, episode: Episode) -> int:
-        """Encode ``episode`` into the staging directory; return its size in bytes.
-        :meth:`commit` adds it to the dataset; :meth:`stage` again discards it.
-
-        Raises:
-            Exception: whatever Minari raised encoding it (the dataset is unchanged).
-        """
-        shutil.rmtree(self.staging, ignore_errors=True)
-        self.staging.mkdir(parents=True)
-        storage = MinariStorage.new(
-            self.staging,
-            observation_space=self.observation_space,
-            action_space=self.action_space,
-            data_format="arrow",
-            jpeg_encoding=False,
-        )
-        buffer = EpisodeBuffer(
-            id=self.episodes,
-            seed=episode.seed,
-            observations=_stack(self.observation_space, episode.observations),
-            actions=_stack(self.action_space, episode.actions),
-            rewards=list(episode.rewards),
-            terminations=list(episode.terminations),
-            truncations=list(episode.truncations),
-            infos=_infos(episode.infos, episode.frames),
-        )
-        storage.update_episodes([buffer])
-        self._staged = len(episode)
-        return directory_size(self.staging / str(self.episodes))
-
-    def commit(self) -> None:
-        """Move the staged episode into the dataset, then count it in the metadata."""
-        os.replace(self.staging / str(self.episodes), self.path / str(self.episodes))
-        self.episodes += 1
-        self.steps += self._staged
-        self.metadata.update(
-            total_episodes=self.episodes,
-            total_steps=self.steps,
-            dataset_size=round(directory_size(self.path) / 1e6, 1),
-        )
-        _write_json(self.path / _METADATA, self.metadata)
+    def _tell(self, untold: Counter[str]) -> None:
+        counts = ", ".join(f"{n} of {env}" for env, n in sorted(untold.items()))
+        log.log(self.level, "%s: %s (%d in all so far)", self.what, counts, self.total)
 
 
 class DatasetWriter:
     """Writes finished episodes into Minari datasets under ``root`` from a thread of its own.
 
     Args:
-        root: the recording directory (``MINARI_DATASETS_PATH`` for readers).
-        on_written: told the env id of each episode written.
-        on_drop: told ``(env_id, reason)`` of each episode dropped: ``queue_full``,
-            ``disk_full``, ``unsupported`` (Minari cannot store its spaces) or ``error``.
+        root: the recording directory (``MINARI_DATASETS_PATH`` for readers); relative to the
+            working directory now.
+        on_written: told the env id of each episode written (once it is counted on disk).
+        on_drop: told ``(env_id, reason)`` of each episode not written: ``queue_full``
+            (overflow ``drop`` only), ``disk_full``, ``unsupported`` (Minari cannot store its
+            spaces), ``error`` (writing failed) or ``stopped`` (offered after :meth:`close`).
         queue_size: finished episodes that may wait for the writer.
         max_bytes: bytes ``root`` may hold; an episode that would pass it is dropped.
         author: the datasets' author field.
+        overflow: ``"wait"`` or ``"drop"``: what a full queue does to :meth:`offer`.
         progress_every: seconds between two progress lines (INFO, logger ``envwire.record``:
             episodes written and dropped so far, bytes held), logged after a write once that
             long has passed; :meth:`close` logs a last one when anything was written or dropped.
+
+    Raises:
+        ValueError: a bound or ``overflow`` is out of range.
+        OSError: ``root`` cannot be made, or is not writable.
     """
 
     def __init__(
@@ -225,25 +138,53 @@ class DatasetWriter:
         queue_size: int = DEFAULT_QUEUE_SIZE,
         max_bytes: int = DEFAULT_MAX_BYTES,
         author: str = "envwire",
+        overflow: str = "wait",
         progress_every: float = 10.0,
     ) -> None:
-        self.root = Path(root)
+        if overflow not in OVERFLOW:
+            raise ValueError(f"overflow must be one of {OVERFLOW}, got {overflow!r}")
+        if queue_size < 1:
+            raise ValueError(f"queue size must be at least 1, got {queue_size}")
+        # Once, now: every later path is absolute, whatever the working directory becomes.
+        self.root = Path(os.path.abspath(root))
         self.root.mkdir(parents=True, exist_ok=True)
+        os.close(tempfile.mkstemp(dir=self.root, prefix=".probe-")[0])  # writable, or OSError
+        for probe in self.root.glob(".probe-*"):
+            probe.unlink(missing_ok=True)
         self.on_written = on_written
         self.on_drop = on_drop
+        self.queue_size = queue_size
         self.max_bytes = max_bytes
         self.author = author
+        self.overflow = overflow
         self.used = directory_size(self.root)
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=queue_size)
-        self._datasets: dict[str, _Dataset] = {}
-        self._unsupported: set[str] = set()
-        self._idle = threading.Condition()
-        self._busy = 0
-        self.written = self.dropped = 0  # counted for the progress lines
+        #: Episodes offered that had to wait for room in the queue (overflow ``wait``).
+        self.waited = 0
+        #: Episodes written, and episodes not written whatever the reason (progress lines).
+        self.written = self.dropped = 0
         self.progress_every = progress_every
         self._reported = time.monotonic()
+        self._failures = _Tally(logging.ERROR, "recording failed")
+        self._drops = _Tally(logging.WARNING, "recording is behind; episodes dropped")
+        self.first_failure: str | None = None
+        self._datasets: dict[str, Dataset] = {}
+        self._unsupported: set[str] = set()
+        self._queue: deque[Episode] = deque()
+        self._cond = threading.Condition()
+        self._busy = 0  # episodes offered and not yet written or dropped
+        self._closing = self._stopped = False
         self._thread = threading.Thread(target=self._run, name="envwire-record", daemon=True)
         self._thread.start()
+
+    @property
+    def failed(self) -> int:
+        """Episodes that could not be written (counted as ``error``)."""
+        return self._failures.total
+
+    @property
+    def queue_full(self) -> int:
+        """Episodes dropped because the queue was full (overflow ``drop``)."""
+        return self._drops.total
 
     @staticmethod
     def supports(observation_space: spaces.Space[Any], action_space: spaces.Space[Any]) -> bool:
@@ -256,56 +197,122 @@ class DatasetWriter:
         return True
 
     def offer(self, episode: Episode) -> None:
-        """Queue ``episode`` for writing, or drop it (``queue_full``) at once."""
-        with self._idle:
-            self._busy += 1
-        try:
-            self._queue.put_nowait(episode)
-        except queue.Full:
-            self._done()
-            self._drop(episode.env_id, "queue_full")
-
-    def _done(self) -> None:
-        with self._idle:
-            self._busy -= 1
-            self._idle.notify_all()
+        """Queue ``episode`` for writing. When the queue is full, wait for room (overflow
+        ``wait``) or drop the episode at once (``drop``)."""
+        reason = ""
+        with self._cond:
+            if len(self._queue) >= self.queue_size and not self._stopped:
+                if self.overflow == "drop":
+                    reason = "queue_full"
+                else:
+                    self.waited += 1
+                    while len(self._queue) >= self.queue_size and not self._stopped:
+                        self._cond.wait()
+            if not reason and self._stopped:
+                reason = "stopped"
+            if not reason:
+                self._queue.append(episode)
+                self._busy += 1
+                self._cond.notify_all()
+        if reason:
+            if reason == "queue_full":
+                self._drops.note(episode.env_id)
+            else:
+                log.warning("an episode of %s ended after the recorder stopped", episode.env_id)
+            self._drop(episode.env_id, reason)
 
     def flush(self, timeout: float = 30.0) -> bool:
         """Wait until every queued episode is written or dropped; False on timeout."""
-        with self._idle:
-            return self._idle.wait_for(lambda: self._busy == 0, timeout)
+        with self._cond:
+            return self._cond.wait_for(lambda: self._busy == 0, timeout)
 
     def close(self, timeout: float = 30.0) -> None:
-        """Write what is queued (up to ``timeout`` seconds), then stop the thread."""
-        self.flush(timeout)
+        """Write what is queued (up to ``timeout`` seconds), then stop the thread; log the
+        drops and failures not told yet."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join(timeout)
+        self._drops.flush()
+        self._failures.flush()
         if self.written or self.dropped:
             log.info("%s (closed)", self.progress_line())
-        try:
-            self._queue.put(_STOP, timeout=timeout)
-        except queue.Full:
-            return
-        self._thread.join(timeout)
 
     def _run(self) -> None:
         while True:
-            episode = self._queue.get()
-            if episode is _STOP:
-                return
+            with self._cond:
+                self._cond.wait_for(lambda: bool(self._queue) or self._closing)
+                if not self._queue:
+                    self._stopped = True
+                    self._cond.notify_all()
+                    return
+                batch = list(self._queue)
+                self._queue.clear()
+                self._cond.notify_all()  # room for the sessions waiting to offer
             try:
-                if self._write(episode):
-                    self.on_written(episode.env_id)
+                self._write_batch(batch)
+            except BaseException:  # a bug of ours: the writer must go on
+                log.exception("the recorder's writer failed on a batch of %d", len(batch))
             finally:
-                self._done()
+                with self._cond:
+                    self._busy -= len(batch)
+                    self._cond.notify_all()
             self._tick()
 
-    def write(self, episode: Episode) -> bool:
-        """Write ``episode`` now, in the calling thread (exports: do not mix with
-        :meth:`offer`); whether it was written (drops go to ``on_drop`` as usual)."""
-        written = self._write(episode)
-        if written:
-            self.on_written(episode.env_id)
+    def _write_batch(self, batch: list[Episode]) -> None:
+        """Write the episodes, then count them in their datasets (one metadata write each)."""
+        added: dict[str, list[str]] = {}
+        for episode in batch:
+            reason, error = self._add(episode)
+            if error is not None and reason == "error":
+                self._failed(episode.env_id, error)
+            elif error is not None:
+                log.warning("cannot record %s as a Minari dataset: %s", episode.env_id, error)
+            if reason:
+                self._drop(episode.env_id, reason)
+            else:
+                added.setdefault(self._datasets[episode.env_id].id, []).append(episode.env_id)
+        for dataset in {d.id: d for d in self._datasets.values()}.values():
+            envs = added.get(dataset.id, [])
+            if not envs:
+                continue
+            pending = dataset.pending_bytes
+            try:
+                dataset.commit()
+            except OSError as exc:  # those episodes' folders are gone again
+                self.used -= pending
+                for env_id in envs:
+                    self._failed(env_id, exc)
+                    self._drop(env_id, "error")
+                continue
+            for env_id in envs:
+                self._written(env_id)
+
+    def write(self, episode: Episode) -> None:
+        """Write ``episode`` now, in the calling thread, and count it (exports: do not mix
+        with :meth:`offer`); ``on_written`` is told.
+
+        Raises:
+            RecordError: it could not be written (saying why), or would pass ``max_bytes``.
+        """
+        env_id = episode.env_id
+        reason, error = self._add(episode)
+        if reason == "disk_full":
+            raise RecordError(
+                f"{self.root} holds {self.used} bytes: an episode of {env_id} would pass the "
+                f"recording budget of {self.max_bytes} bytes"
+            )
+        if reason == "unsupported":
+            raise RecordError(f"Minari cannot store episodes of {env_id}: {error}")
+        if reason:
+            raise RecordError(f"recording an episode of {env_id} failed: {error}") from error
+        dataset = self._datasets[env_id]
+        try:
+            dataset.commit()
+        except OSError as exc:
+            raise RecordError(f"{dataset.id}: cannot write {dataset.path}: {exc}") from exc
+        self._written(env_id)
         self._tick()
-        return written
 
     def progress_line(self) -> str:
         """Episodes written and dropped so far, and the bytes the directory holds."""
@@ -318,42 +325,46 @@ class DatasetWriter:
             self._reported = now
             log.info("%s", self.progress_line())
 
+    def _written(self, env_id: str) -> None:
+        self.written += 1  # the writer's thread (or the exporting one) alone counts these
+        self.on_written(env_id)
+
     def _drop(self, env_id: str, reason: str) -> None:
-        with self._idle:  # offer() drops from the callers' threads
+        with self._cond:  # offer() drops from the sessions' threads
             self.dropped += 1
         self.on_drop(env_id, reason)
 
-    def _write(self, episode: Episode) -> bool:
+    def _add(self, episode: Episode) -> tuple[str, BaseException | None]:
+        """Write ``episode``'s folder, uncounted: ('', None), or the reason it was not written
+        (``unsupported``, ``disk_full``, ``error``) and the exception that said so."""
         env_id = episode.env_id
         if env_id in self._unsupported:
-            self._drop(env_id, "unsupported")
-            return False
+            return "unsupported", None
         if self.used >= self.max_bytes:
-            self._drop(env_id, "disk_full")
-            return False
+            return "disk_full", None
         try:
             dataset = self._datasets.get(env_id)
             if dataset is None:
-                dataset = self._datasets[env_id] = _Dataset(self.root, episode, self.author)
+                dataset = self._datasets[env_id] = Dataset(self.root, episode, self.author)
                 self.used = directory_size(self.root)
-            size = dataset.stage(episode)
-            if self.used + size > self.max_bytes:
-                shutil.rmtree(dataset.staging, ignore_errors=True)
-                self._drop(env_id, "disk_full")
-                return False
-            dataset.commit()
-        except (NotImplementedError, TypeError) as exc:
-            log.warning("cannot record %s as a Minari dataset: %s", env_id, exc)
+            data = encode(episode)
+            if self.used + len(data) > self.max_bytes:
+                return "disk_full", None
+            self.used += dataset.add(episode, data)
+        except (NotImplementedError, TypeError) as exc:  # spaces Minari cannot encode
             self._unsupported.add(env_id)
-            self._drop(env_id, "unsupported")
-            return False
-        except Exception:  # a disk or encoding failure must not end the writer
-            log.exception("recording an episode of %s failed", env_id)
-            self._drop(env_id, "error")
-            return False
-        self.used += size
-        self.written += 1
-        return True
+            return "unsupported", exc
+        except Exception as exc:  # a disk or encoding failure must not end the writer
+            return "error", exc
+        return "", None
+
+    def _failed(self, env_id: str, exc: BaseException) -> None:
+        """Count a failure; the first is logged with its traceback, later ones as counts."""
+        first = self.first_failure is None
+        if first:
+            self.first_failure = f"{type(exc).__name__}: {exc}"
+            log.error("recording an episode of %s failed", env_id, exc_info=exc)
+        self._failures.note(env_id, told=first)
 
 
 def list_episodes(root: Path, limit: int = 100) -> dict[str, list[dict[str, Any]]]:

@@ -102,6 +102,8 @@ class EpisodeTap:
         on_drop: told ``(env_id, reason)`` when an episode is abandoned.
         frames: also keep the env's rendered frame after the reset and every step (one-env
             sessions of envs with a render mode).
+        on_no_frame: told the env id when ``frames`` is asked for and the env drew no frame
+            after a reset (the episode is kept without frames).
         max_steps: longest episode kept, in steps.
         max_bytes: largest episode kept, in bytes of observations and frames.
     """
@@ -113,10 +115,12 @@ class EpisodeTap:
         on_drop: Callable[[str, str], None],
         *,
         frames: bool = False,
+        on_no_frame: Callable[[str], None] = lambda env: None,
         max_steps: int = DEFAULT_MAX_EPISODE_STEPS,
         max_bytes: int = DEFAULT_MAX_EPISODE_BYTES,
     ) -> None:
         self.session = session
+        self.on_no_frame = on_no_frame
         self.env_id = session.env_id
         self.sink = sink
         self.on_drop = on_drop
@@ -146,6 +150,8 @@ class EpisodeTap:
         if self.frames:
             frame = self.session.frame()
             episode.frames = None if frame is None else [frame]
+            if frame is None:
+                self.on_no_frame(self.env_id)
             per_step += _nbytes(frame)
         self.step_limit[i] = min(self.max_steps, self.max_bytes // max(per_step, 1))
         return episode

@@ -40,6 +40,9 @@ class RecordSettings:
         queue_size: finished episodes waiting for the writer (default 64).
         max_episode_steps: longest episode recorded (default 100 000 steps).
         max_episode_bytes: largest episode gathered in memory (default 256 MiB).
+        overflow: ``wait`` (recorded sessions wait for the writer; nothing is lost) or
+            ``drop`` (episodes that find the queue full are dropped, counted and logged) when
+            episodes end faster than they are written (``--record-overflow``).
     """
 
     root: str
@@ -51,6 +54,7 @@ class RecordSettings:
     queue_size: int = DEFAULT_QUEUE_SIZE
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
     max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES
+    overflow: str = "wait"
 
 
 class _FanOut:
@@ -108,6 +112,7 @@ class Observability:
                 queue_size=record.queue_size,
                 max_episode_steps=record.max_episode_steps,
                 max_episode_bytes=record.max_episode_bytes,
+                overflow=record.overflow,
                 on_written=self.metrics.recorded_one,
                 on_drop=self.metrics.dropped_one,
             )

@@ -21,12 +21,15 @@ from envwire.errors import EnvwireError
 from envwire.observe.metrics import crash_reason
 from envwire.session import Session
 
-__all__ = ["HISTORY", "RECENT", "Activity"]
+__all__ = ["HISTORY", "MAX_ID", "MAX_MESSAGE", "RECENT", "Activity"]
 
 events = logging.getLogger("envwire.events")
 
 #: Throughput samples kept per env (one per ``interval``: 5 minutes at 2 s).
 HISTORY = 150
+#: Characters of a client-supplied id, and of an error message, kept in the recent errors.
+MAX_ID = 64
+MAX_MESSAGE = 300
 #: Recent errors and crashes kept.
 RECENT = 50
 
@@ -120,6 +123,11 @@ class _LiveTap:
         }
 
 
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters (a copy: the whole string is not kept alive)."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 class Activity:
     """The live picture of a server, and the session events of its log.
 
@@ -164,12 +172,14 @@ class Activity:
 
     def note_error(self, front_end: str, env_id: str, error: EnvwireError) -> None:
         """Keep an error (and a crash, when it is the env's) for the dashboard."""
+        # The env id may be a client's (a refused session's): kept cut, as the message is, so
+        # that neither the list nor the dashboard's answer grows with what clients send.
         entry = {
             "time": time.time(),
             "front_end": front_end,
-            "env": env_id[:64],  # a client's id: kept short whatever it sent
-            "code": error.code[:64],
-            "message": str(error)[:300],
+            "env": _cut(env_id, MAX_ID),
+            "code": _cut(error.code, MAX_ID),
+            "message": _cut(str(error), MAX_MESSAGE),
         }
         self.errors.append(entry)
         reason = crash_reason(error)

@@ -36,6 +36,9 @@ class JsonFormatter(logging.Formatter):
     """One JSON object per record: ``time`` (ISO 8601, UTC), ``level``, ``logger``,
     ``message``, the event fields the record has, and ``exception`` when there is one."""
 
+    #: Says to code that cannot import this module (the Ray runtime) that lines are JSON.
+    json_lines = True
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Collection
+import threading
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from envwire.observe.episodes import (
     DEFAULT_QUEUE_SIZE,
     EpisodeTap,
 )
+from envwire.registry import EnvSpec
 from envwire.session import Session
 
 __all__ = ["Recorder"]
@@ -39,7 +41,12 @@ class Recorder:
         max_bytes, queue_size: the writer's bounds (see :class:`DatasetWriter`).
         max_episode_steps: longest episode recorded, in steps.
         max_episode_bytes: largest episode gathered in memory, in bytes.
+        overflow: what a full queue does: ``wait`` or ``drop`` (see :class:`DatasetWriter`).
         on_written, on_drop: told of each episode written or dropped (metrics).
+
+    Raises:
+        ValueError: a bound is out of range.
+        OSError: the recording directory cannot be made or written.
     """
 
     def __init__(
@@ -54,12 +61,12 @@ class Recorder:
         queue_size: int = DEFAULT_QUEUE_SIZE,
         max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
         max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES,
+        overflow: str = "wait",
         on_written: Callable[[str], None] = lambda env: None,
         on_drop: Callable[[str, str], None] = lambda env, reason: None,
     ) -> None:
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"record fraction must be within 0..1, got {fraction}")
-        self.root = Path(root)
         self.everything = everything
         self.envs = frozenset(envs)
         self.fraction = fraction
@@ -73,8 +80,45 @@ class Recorder:
             on_drop=on_drop,
             queue_size=queue_size,
             max_bytes=max_bytes,
+            overflow=overflow,
         )
+        self.root = self.writer.root  # absolute
         self._supported: dict[str, bool] = {}
+        self._no_frames: set[str] = set()  # envs warned about once
+        self._lock = threading.Lock()
+
+    def records(self, env_id: str) -> bool:
+        """Whether sessions of ``env_id`` are recorded (some of them, with a fraction)."""
+        return self.fraction > 0 and (self.everything or env_id in self.envs)
+
+    def check_frames(self, catalog: Mapping[str, EnvSpec]) -> list[str]:
+        """With ``frames``, warn once (now, at start) about each recorded env that renders
+        no ``rgb_array`` frames; return their ids. Its episodes are recorded without frames.
+        """
+        if not self.frames:
+            return []
+        found = []
+        for env_id, spec in catalog.items():
+            mode = spec.render_mode() if self.records(env_id) else "rgb_array"
+            if mode != "rgb_array":
+                self._frames_missing(env_id, f"its render mode is {mode!r}, not 'rgb_array'")
+                found.append(env_id)
+        return found
+
+    def _frames_missing(self, env_id: str, why: str) -> None:
+        """Warn once per env that its episodes are recorded without frames, saying why."""
+        with self._lock:
+            if env_id in self._no_frames:
+                return
+            self._no_frames.add(env_id)
+        log.warning(
+            "%s: --record-frames: its episodes are recorded without frames (%s)", env_id, why
+        )
+
+    @property
+    def failed(self) -> int:
+        """Episodes that could not be written (a disk or encoding failure)."""
+        return self.writer.failed
 
     def wants(self, session: Session) -> bool:
         """Whether the session's episodes are to be recorded."""
@@ -97,11 +141,14 @@ class Recorder:
         """A tap gathering the session's episodes, or None when it is not recorded."""
         if not self.wants(session):
             return None
+        if self.frames and session.autoreset_mode is not None:
+            self._frames_missing(session.env_id, "vector sessions record no frames")
         return EpisodeTap(
             session,
             self.writer.offer,
             self.on_drop,
             frames=self.frames,
+            on_no_frame=lambda env: self._frames_missing(env, "the env drew no frame"),
             max_steps=self.max_episode_steps,
             max_bytes=self.max_episode_bytes,
         )

@@ -373,6 +373,12 @@ class ObserveSettings(Section):
         False, Flag(), "also record rendered frames (envs with a render mode)"
     )
     record_max_bytes: int = setting(1024 * MiB, Count(1), "bytes the recording directory may hold")
+    record_overflow: str = setting(
+        "wait",
+        Choice(("wait", "drop")),
+        "when episodes end faster than they are written: wait (recorded sessions slow down, "
+        "none is lost) or drop (dropped episodes are counted and logged as a warning)",
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -257,6 +257,34 @@ ATTACKS: tuple[Attack, ...] = (
         None,
     ),
     Attack(
+        "switch the audit hook off through its closure cells",
+        "try:\n    open('/evil', 'w')\nexcept PermissionError as exc:\n    tb = exc.__traceback__\n"
+        "while tb.tb_next:\n    tb = tb.tb_next\n"
+        "found = list(tb.tb_frame.f_locals.values())\n"
+        "for value in list(found):\n"
+        "    if isinstance(value, tuple):\n"
+        "        found += [x for v in value for x in (v if isinstance(v, tuple) else (v,))]\n"
+        "for fn in found:\n"
+        "    cells = fn.__closure__ if type(fn).__name__ == 'function' else None\n"
+        "    for cell in cells or ():\n"
+        "        if callable(cell.cell_contents):\n"
+        "            cell.cell_contents = lambda *args: True\n"
+        "open('/evil', 'w')",
+        _HOOK_WRITE + "'/evil'",
+        None,
+    ),
+    Attack(
+        "replace the audit hook's defaults",
+        "try:\n    open('/evil', 'w')\nexcept PermissionError as exc:\n    tb = exc.__traceback__\n"
+        "while tb.tb_next:\n    tb = tb.tb_next\n"
+        "found = [x for v in tb.tb_frame.f_locals.values() if isinstance(v, tuple) for x in v]\n"
+        "for fn in found:\n"
+        "    if type(fn).__name__ == 'function':\n"
+        "        fn.__defaults__ = None\n",
+        "PermissionError: sandbox: the audit hook cannot be changed",
+        None,
+    ),
+    Attack(
         "trace the audit hook",
         "import sys\nsys.settrace(lambda *args: None)",
         "PermissionError: sandbox: sys.settrace is disabled",

@@ -21,6 +21,14 @@ POST = (
 )
 
 
+CHUNKED = b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+def test_chunk_sizes_in_hex_with_extensions_and_trailers() -> None:
+    [request] = parse_all(CHUNKED + b"A;name=v\r\n0123456789\r\n1 \r\n!\r\n0\r\nX-T: 1\r\n\r\n")
+    assert request.body == b"0123456789!"
+
+
 def parse_all(data: bytes, step: int | None = None) -> list[Request]:
     parser = RequestParser(max_body=1000)
     chunks = [data] if step is None else [data[i : i + step] for i in range(0, len(data), step)]
@@ -48,10 +56,10 @@ def test_whole_and_byte_by_byte() -> None:
 
 
 def test_paths_are_percent_decoded_and_cookies_split() -> None:
-    [request] = parse_all(b'GET /envs/my%2FEnv-v0/state HTTP/1.1\r\nCookie: s="x"; t=2\r\n\r\n')
+    [request] = parse_all(b'GET /envs/my%2FEnv-v0/state HTTP/1.0\r\nCookie: s="x"; t=2\r\n\r\n')
     assert request.path == "/envs/my/Env-v0/state" and request.query == ""
     assert request.cookies == [("s", "x"), ("t", "2")]
-    assert request.base_url == "http://127.0.0.1/"  # no Host header
+    assert request.base_url == "http://127.0.0.1/"  # no Host header (HTTP/1.0 may omit it)
 
 
 def test_pipelined_and_trailing_bytes() -> None:
@@ -59,14 +67,14 @@ def test_pipelined_and_trailing_bytes() -> None:
     requests = parse_all(POST + get + POST)
     assert [r.method for r in requests] == ["POST", "GET", "POST"]
     parser = RequestParser()
-    parser.receive_data(b"GET /ws HTTP/1.1\r\nUpgrade: websocket\r\n\r\n\x81\x05hello")
+    parser.receive_data(b"GET /ws HTTP/1.1\r\nHost: h\r\nUpgrade: websocket\r\n\r\n\x81\x05hello")
     assert isinstance(parser.next_request(), Request)
     assert bytes(parser.buffer) == b"\x81\x05hello"  # the WebSocket stream, untouched
 
 
 def test_chunked_bodies() -> None:
     chunked = (
-        b"POST /step HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n"
+        b"POST /step HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"
         b"4;ext=1\r\nWiki\r\n5\r\npedia\r\n0\r\nX-Trailer: 1\r\n\r\n"
     )
     for step in (None, 1, 3):
@@ -75,14 +83,16 @@ def test_chunked_bodies() -> None:
 
 
 def test_connection_semantics() -> None:
-    [closing] = parse_all(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n")
+    [closing] = parse_all(b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert not closing.keep_alive
     [old] = parse_all(b"GET / HTTP/1.0\r\n\r\n")
     assert not old.keep_alive
     [kept] = parse_all(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
     assert kept.keep_alive
     parser = RequestParser()
-    parser.receive_data(b"POST / HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n")
+    parser.receive_data(
+        b"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"
+    )
     assert parser.next_request() is NEED_DATA and parser.needs_continue()
     parser.continue_sent()
     assert not parser.needs_continue()
@@ -96,14 +106,28 @@ def test_connection_semantics() -> None:
     [
         (b"GARBAGE\r\n\r\n", 400),
         (b"GET / HTTP/2.0\r\n\r\n", 505),
-        (b"GET http://x/ HTTP/1.1\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nno colon\r\n\r\n", 400),
-        (b"GET / HTTP/1.1\r\nBad Name: x\r\n\r\n", 400),
-        (b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
-        (b"POST / HTTP/1.1\r\nContent-Length: 5000\r\n\r\n", 413),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
-        (b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
-        (b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nshort", 400),
+        (b"GET http://x/ HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nno colon\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nBad Name: x\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: x\r\n\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5000\r\n\r\n", 413),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 9\r\n\r\nshort", 400),
+        # RFC 9112 strictness: each was accepted once (or raised ValueError, not HttpError).
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: \xb2\r\n\r\nxx", 400),
+        (b"POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\nContent-Length: 2\r\n\r\nxx", 400),
+        *[
+            (CHUNKED + size + b"\r\nxx\r\n0\r\n\r\n", 400)
+            for size in (b"0x2", b"0_2", b"+2", b"-2", b" 2", b"2 ;a", b"")
+        ],
+        (CHUNKED + b"2\r\nxx\r\n0\r\nBad Trailer\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\n\r\n", 400),  # no Host
+        (b"GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n", 400),
+        (b"GET /a\tb HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        (b"GET /\xff HTTP/1.1\r\nHost: h\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\r\nX: a\x00b\r\n\r\n", 400),
+        (b"GET / HTTP/1.1\r\nHost: h\nX: b\r\n\r\n", 400),  # a lone LF inside a value
     ],
 )
 def test_malformed_requests(data: bytes, status: int) -> None:
@@ -114,7 +138,7 @@ def test_malformed_requests(data: bytes, status: int) -> None:
 
 def test_header_limit() -> None:
     parser = RequestParser(max_header=100)
-    parser.receive_data(b"GET / HTTP/1.1\r\n" + b"X: " + b"y" * 200)
+    parser.receive_data(b"GET / HTTP/1.1\r\nHost: h\r\n" + b"X: " + b"y" * 200)
     with pytest.raises(HttpError) as caught:
         parser.next_request()
     assert caught.value.status == 431

@@ -46,6 +46,7 @@ BEFORE = {
     "arena.errors.UnknownArenaEnvError": 400,
     "arena.errors.AuthenticationError": 401,
     "arena.errors.NotFoundError": 404,
+    "observe.datasets.RecordError": 500,  # a recording that failed: the server's fault
     "arena.errors.ConflictError": 409,
     "arena.errors.ArenaBusyError": 503,
     "arena.web.routes._NotAllowed": 405,

@@ -200,71 +200,100 @@ _SIGNAL_EVENTS = frozenset(("os.kill", "os.killpg", "signal.pthread_kill"))
 def _audit_hook(
     root: str, network: bool, fork: bool, signals: bool
 ) -> Callable[[str, tuple[Any, ...]], None]:
-    """The audit hook. Its state is immutable and closed over, so code that reaches the
-    hook's frame (from a traceback) finds nothing to change; and it never calls code the
-    program supplies (a path-like object is judged by its type, not by its ``__fspath__``)."""
-    realpath, join, getcwd, getpid = os.path.realpath, os.path.join, os.getcwd, os.getpid
-    fsdecode, sep = os.fsdecode, os.sep
-    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
-    # Module globals can be rebound by code that reaches a frame's f_globals: bind them here.
-    path_events, two_path_events, program_events = _PATH_EVENTS, _TWO_PATH_EVENTS, _PROGRAM_EVENTS
-    net_events, hidden_events, signal_events = _NET_EVENTS, _HIDDEN_EVENTS, _SIGNAL_EVENTS
-    native = _native
-    # So are builtins (they live in a module the program shares), and pathlib's classes.
-    isinstance_, type_, any_ = isinstance, type, any
-    int_, str_, bytes_ = int, str, bytes
+    """The audit hook, made of functions without closures: its state is one tuple bound as the
+    hook's only default argument, and everything in it is immutable (frozensets, strings,
+    bools, builtins, and the helper functions, whose own state is a default tuple too).
+
+    Code that reaches the hook's frame (from a traceback) or its functions finds no cell to
+    rebind (``__closure__`` is None) and no mutable container; replacing a function's
+    ``__defaults__``, ``__kwdefaults__`` or ``__code__`` raises the ``object.__setattr__``
+    event (``object.__delattr__`` when set to None), which the hook refuses for its own
+    functions; module globals the program rebinds
+    are not read. It never calls code the program supplies (a path-like object is judged by
+    its type, not by its ``__fspath__``).
+    """
     import pathlib
 
     path_types = (pathlib.PosixPath, pathlib.PurePosixPath)
-
-    def inside(path: object) -> bool:
-        if isinstance_(path, int_):
-            return True  # an open descriptor: it was judged when opened
-        if type_(path) in path_types:
-            path = str_(path)  # pathlib's own classes only: their method is known
-        if not (type_(path) is str_ or type_(path) is bytes_):
-            return False
-        try:
-            full = realpath(join(getcwd(), fsdecode(path)))  # type: ignore[arg-type]
-        except (OSError, ValueError):
-            return False
-        return full == root or full.startswith(root + sep) or full == "/dev/null"
-
-    def hook(event: str, args: tuple[Any, ...]) -> None:
-        if event == "open":
-            path, mode, flags = args
-            writing = (isinstance_(mode, str_) and any_(c in mode for c in "wax+")) or (
-                isinstance_(flags, int_) and flags > 0 and bool(flags & writing_flags)
-            )
-            if writing and path is not None and not inside(path):
-                raise PermissionError(f"sandbox: no writing outside its directory: {path!r}")
-        elif event in path_events:
-            if not inside(args[0]):
-                raise PermissionError(f"sandbox: no changes outside its directory: {args[0]!r}")
-        elif event in two_path_events:
-            if not (inside(args[0]) or event == "os.symlink") or not inside(args[1]):
-                raise PermissionError(f"sandbox: no changes outside its directory: {args[1]!r}")
-        elif event == "socket.__new__":
-            if not network and args[1] != 1:  # only AF_UNIX
-                raise PermissionError("sandbox: network access is disabled")
-        elif event in net_events:
-            if not network and not (event == "socket.bind" and isinstance_(args[1], str_)):
-                raise PermissionError("sandbox: network access is disabled")
-        elif event == "os.fork" and not fork:
-            raise PermissionError("sandbox: starting processes is disabled on this host")
-        elif event in program_events:
-            raise PermissionError("sandbox: starting programs is disabled")
-        elif event.startswith("ctypes.") or event in hidden_events:
-            raise PermissionError(f"sandbox: {event} is disabled")
-        elif event == "import" and native(args):
-            raise ImportError(f"sandbox: importing {args[0]} is disabled")
-        elif event in signal_events and not signals:
-            if args[0] != getpid():
-                raise PermissionError("sandbox: signalling other processes is disabled")
-        elif event == "object.__setattr__" and args[0] is hook:
-            raise PermissionError("sandbox: the audit hook cannot be changed")
-
+    where = (root, os.sep, os.path.realpath, os.path.join, os.getcwd, os.fsdecode, path_types,
+             isinstance, type, int, str, bytes, OSError, ValueError)  # fmt: skip
+    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_TRUNC
+    # Fresh functions with no globals and no builtins: a name they did not get in ``state``
+    # fails (closed) instead of reading what the program rebound.
+    bare: dict[str, Any] = {"__builtins__": {}}
+    hook = types.FunctionType(_hook.__code__, bare, "hook")
+    inside = types.FunctionType(_inside.__code__, bare, "inside")
+    native = types.FunctionType(_native.__code__, bare, "native", (_NATIVE_MODULES, str))
+    ours = frozenset((_hook.__code__, _inside.__code__, _native.__code__))
+    state = (
+        where, inside, native, network, fork, signals, writing_flags, _PATH_EVENTS,
+        _TWO_PATH_EVENTS, _PROGRAM_EVENTS, _NET_EVENTS, _HIDDEN_EVENTS, _SIGNAL_EVENTS, ours,
+        types.FunctionType, os.getpid, isinstance, type, int, str, PermissionError, ImportError,
+    )  # fmt: skip
+    hook.__defaults__ = (state,)
     return hook
+
+
+def _inside(path: object, where: tuple[Any, ...]) -> bool:
+    """Whether ``path`` names a place in the sandbox's directory (``where``: its root and the
+    functions to judge by, bound when the hook was made)."""
+    (root, sep, realpath, join, getcwd, fsdecode, path_types, isinstance_, type_, int_, str_,
+     bytes_, os_error, value_error) = where  # fmt: skip
+    if isinstance_(path, int_):
+        return True  # an open descriptor: it was judged when opened
+    if type_(path) in path_types:
+        path = str_(path)  # pathlib's own classes only: their method is known
+    if not (type_(path) is str_ or type_(path) is bytes_):
+        return False
+    try:
+        full = realpath(join(getcwd(), fsdecode(path)))
+    except (os_error, value_error):
+        return False
+    return full == root or full.startswith(root + sep) or full == "/dev/null"  # type: ignore[no-any-return]
+
+
+def _hook(event: str, args: tuple[Any, ...], state: tuple[Any, ...] = ()) -> None:
+    """The audit hook's code: every name it uses is a local from ``state`` (no globals, no
+    builtins, no cells), so rebinding a module's or the builtins' names changes nothing."""
+    (where, inside, native, network, fork, signals, writing_flags, path_events,
+     two_path_events, program_events, net_events, hidden_events, signal_events, ours,
+     function_type, getpid, isinstance_, type_, int_, str_, denied, refused) = state  # fmt: skip
+    if event == "open":
+        path, mode, flags = args
+        writing = (
+            type_(mode) is str_ and ("w" in mode or "a" in mode or "x" in mode or "+" in mode)
+        ) or (type_(flags) is int_ and flags > 0 and flags & writing_flags != 0)
+        if writing and path is not None and not inside(path, where):
+            raise denied(f"sandbox: no writing outside its directory: {path!r}")
+    elif event in path_events:
+        if not inside(args[0], where):
+            raise denied(f"sandbox: no changes outside its directory: {args[0]!r}")
+    elif event in two_path_events:
+        if not (inside(args[0], where) or event == "os.symlink") or not inside(args[1], where):
+            raise denied(f"sandbox: no changes outside its directory: {args[1]!r}")
+    elif event == "socket.__new__":
+        if not network and args[1] != 1:  # only AF_UNIX
+            raise denied("sandbox: network access is disabled")
+    elif event in net_events:
+        if not network and not (event == "socket.bind" and isinstance_(args[1], str_)):
+            raise denied("sandbox: network access is disabled")
+    elif event == "os.fork" and not fork:
+        raise denied("sandbox: starting processes is disabled on this host")
+    elif event in program_events:
+        raise denied("sandbox: starting programs is disabled")
+    elif event.startswith("ctypes.") or event in hidden_events:
+        raise denied(f"sandbox: {event} is disabled")
+    elif event == "import" and native(args):
+        raise refused(f"sandbox: importing {args[0]} is disabled")
+    elif event in signal_events and not signals:
+        if args[0] != getpid():
+            raise denied("sandbox: signalling other processes is disabled")
+    elif (
+        event in ("object.__setattr__", "object.__delattr__")  # None deletes
+        and type_(args[0]) is function_type
+        and args[0].__code__ in ours  # the hook's functions: their defaults hold its state
+    ):
+        raise denied("sandbox: the audit hook cannot be changed")
 
 
 def _native(
@@ -272,7 +301,7 @@ def _native(
 ) -> bool:
     """Whether an import event loads a foreign-function module, by name or by file (an
     extension loader names a module as it likes, but the file keeps its name)."""
-    name, filename = args[0], args[1] if len(args) > 1 else None
+    name, filename = args[0], args[1] if args[1:] else None  # no builtins: none is bound
     if str_(name).rpartition(".")[2] in modules:
         return True
     base = str_(filename).rpartition("/")[2] if filename else ""

@@ -16,12 +16,14 @@ path, where h11 cost about 60 µs per request.
 from __future__ import annotations
 
 import http
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Final
 from urllib.parse import unquote
 
 from envwire import jsonio
+from envwire.errors import clip
 
 __all__ = [
     "NEED_DATA",
@@ -46,6 +48,17 @@ NEED_DATA: Final = _NeedData()
 
 _REASONS = {s.value: s.phrase for s in http.HTTPStatus}
 _TOKEN = frozenset(b"!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+#: A request target's bytes: visible ASCII (RFC 9112 3.2; no spaces, controls or obs-text).
+_TARGET = frozenset(range(0x21, 0x7F))
+#: Bytes a field value may not hold (RFC 9110 5.5): controls other than HTAB, and DEL. CR
+#: and LF inside a value would be a header line the peer and a proxy read differently.
+_NOT_VALUE = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+#: A Content-Length value: ASCII digits only (``str.isdigit`` takes '\xb2' and other
+#: digits int() refuses); 20 digits are more than any body.
+_LENGTH = re.compile(rb"[0-9]{1,20}")
+#: A chunk-size line (RFC 9112 7.1): hex digits only (no '0x', '_', sign or space inside),
+#: then an optional extension (ignored), then optional trailing whitespace.
+_CHUNK_SIZE = re.compile(rb"([0-9A-Fa-f]{1,16})(?:;[^\x00-\x08\x0a-\x1f\x7f]*)?[ \t]*")
 
 
 class HttpError(Exception):
@@ -270,17 +283,20 @@ class RequestParser:
             raise HttpError(505, "only HTTP/1.1 and HTTP/1.0 are supported")
         if not target.startswith(b"/") and target != b"*":
             raise HttpError(400, "the request target must be a path")
+        if not set(target) <= _TARGET:
+            raise HttpError(400, "malformed request target")
         headers: dict[str, str] = {}
         cookies: list[str] = []
+        hosts = 0
         for line in lines[1:]:
-            name, sep, value = line.partition(b":")
-            if not sep or not name or not set(name) <= _TOKEN:
-                raise HttpError(400, "malformed header line")
-            key = name.decode("ascii").lower()
-            text = value.strip(b" \t").decode("latin-1")
+            key, text = _field(line)
+            hosts += key == "host"
             if key == "cookie":
                 cookies.append(text)
             headers[key] = f"{headers[key]}, {text}" if key in headers else text
+        # RFC 9112 3.2: an HTTP/1.1 request names exactly one Host; two could name two servers.
+        if hosts > 1 or (hosts == 0 and version == b"HTTP/1.1"):
+            raise HttpError(400, "an HTTP/1.1 request needs exactly one Host header")
         path, _, query = target.decode("latin-1").partition("?")
         request = Request(
             method.decode("ascii"),
@@ -305,8 +321,8 @@ class RequestParser:
         self._limit = self.max_body if chosen is None else min(chosen, self.max_body)
         if not self._chunked and "content-length" in headers:
             raw = headers["content-length"]
-            if not raw.isdigit():
-                raise HttpError(400, f"bad Content-Length {raw!r}")
+            if not _LENGTH.fullmatch(raw.encode("latin-1")):  # one value, ASCII digits only
+                raise HttpError(400, f"bad Content-Length {clip(raw, 40)}")
             self._length = int(raw)
             if self._length > self._limit:
                 raise HttpError(
@@ -326,26 +342,24 @@ class RequestParser:
             end = buffer.find(b"\r\n", at)
             if end < 0:
                 return None
-            size_text = bytes(buffer[at:end]).split(b";")[0].strip()
-            try:
-                size = int(size_text, 16)
-            except ValueError:
-                raise HttpError(400, "malformed chunk size") from None
-            if size < 0:
+            match = _CHUNK_SIZE.fullmatch(buffer, at, end)
+            if match is None:
                 raise HttpError(400, "malformed chunk size")
+            size = int(match[1], 16)
             if len(body) + size > self._limit:  # refuse before the chunk arrives
                 raise HttpError(
                     413, f"request body is over the {self._limit}-byte limit", self._pending
                 )
             at = end + 2
             if size == 0:
-                while True:  # skip trailers up to the empty line
+                while True:  # trailers, checked as header lines and dropped
                     end = buffer.find(b"\r\n", at)
                     if end < 0:
                         return None
                     if end == at:
                         del buffer[: end + 2]
                         return bytes(body)
+                    _field(bytes(buffer[at:end]))
                     at = end + 2
             if len(buffer) < at + size + 2:
                 return None
@@ -353,6 +367,22 @@ class RequestParser:
             if buffer[at + size : at + size + 2] != b"\r\n":
                 raise HttpError(400, "malformed chunk")
             at += size + 2
+
+
+def _field(line: bytes) -> tuple[str, str]:
+    """A header (or trailer) line's lower-case name and its value without surrounding
+    whitespace.
+
+    Raises:
+        HttpError: 400: no colon, a name that is not a token (whitespace before the colon,
+            obs-fold), or a value holding control characters.
+    """
+    name, sep, value = line.partition(b":")
+    if not sep or not name or not set(name) <= _TOKEN:
+        raise HttpError(400, "malformed header line")
+    if _NOT_VALUE.search(value):
+        raise HttpError(400, f"control characters in the value of {clip(name.decode(), 40)}")
+    return name.decode("ascii").lower(), value.strip(b" \t").decode("latin-1")
 
 
 def response_bytes(response: Response, *, keep_alive: bool = True, head: bool = False) -> bytes:

@@ -10,6 +10,7 @@ connected to one cluster is a Ray driver of its own; the actors of its sessions 
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import socket
 import threading
@@ -91,12 +92,20 @@ class RayRuntime:
         with _CONNECT_LOCK:
             if not ray.is_initialized():
                 _check_reachable(self.target)
+                json_logs = _logs_as_json()
+                if json_logs:
+                    _adopt_ray_logs()
                 try:
-                    ray.init(address=self.target, namespace="envwire")
+                    # JSON logs: actors' stdout and stderr stay in Ray's session log files
+                    # rather than being printed here as "(pid=...) ..." lines of plain text.
+                    options = {"log_to_driver": False} if json_logs else {}
+                    ray.init(address=self.target, namespace="envwire", **options)
                 except Exception as exc:  # Ray raises ConnectionError, ValueError, RuntimeError
                     raise ConfigError(
                         f"cannot connect to the Ray cluster at {self.target}: {exc}"
                     ) from exc
+                if json_logs:  # ray.init may give its loggers handlers again
+                    _adopt_ray_logs()
             return str(ray.get_runtime_context().gcs_address)
 
     def max_workers(self) -> int:
@@ -145,6 +154,28 @@ class RayRuntime:
             release(started, graceful=False)
             unreserve(group)
             raise
+
+
+def _logs_as_json() -> bool:
+    """Whether this process logs JSON lines (``--log-format json``): a root handler's formatter
+    says so with a true ``json_lines`` attribute (the runtime does not import the observe
+    layer that defines it)."""
+    return any(getattr(h.formatter, "json_lines", False) for h in logging.getLogger().handlers)
+
+
+def _adopt_ray_logs() -> None:
+    """Send the records of Ray's loggers to the root's handlers (JSON lines).
+
+    Ray gives its ``ray`` logger (and some of its children) a stderr handler of its own with a
+    plain-text format, and stops them from propagating; those handlers are removed and the
+    records propagate, so every line on stderr stays one JSON object.
+    """
+    names = [n for n in logging.root.manager.loggerDict if n == "ray" or n.startswith("ray.")]
+    for name in ["ray", *names]:
+        logger = logging.getLogger(name)
+        for handler in list(logger.handlers):
+            logger.removeHandler(handler)
+        logger.propagate = True
 
 
 def _check_reachable(target: str) -> None:
