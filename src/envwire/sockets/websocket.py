@@ -119,6 +119,8 @@ def handshake(sock: Stream, timeout: float, *, max_size: int = DEFAULT_MAX_HANDS
     try:
         if isinstance(request, Response):
             http.send(request)
+            if request.status == 408:  # a partial request at the deadline: told, then closed
+                raise HandshakeError(f"no complete WebSocket handshake within {timeout:g} s")
             raise HandshakeError(http.close_reason)
         trailing = upgrade(http, request)
     except OSError as exc:
