@@ -70,7 +70,7 @@ def test_later_sources_win() -> None:
         ({"capacity": 2.5}, "capacity must be an integer"),
         ({"capacity": "3"}, "capacity must be an integer"),  # TOML has numbers: no strings
         ({"idle_timeout": -1}, "idle_timeout must be a number of seconds > 0"),
-        ({"handshake_timeout": 0}, "handshake_timeout must be a number of seconds > 0"),
+        ({"handshake_timeout": 0}, "handshake_timeout must be a number of seconds > 0, or auto"),
         ({"step_timeout": float("inf")}, "step_timeout must be a number of seconds > 0"),
         ({"isolation": "proces"}, "isolation must be one of 'auto', 'inline', 'process', 'pool'"),
         ({"isolation": "proces"}, "(did you mean 'process'?)"),

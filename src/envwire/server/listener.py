@@ -36,9 +36,10 @@ __all__ = ["BACKLOG", "HOT_WINDOW", "PARK_CHECK", "Served", "ThreadedListener"]
 
 log = logging.getLogger("envwire.listener")
 
-#: Connections the kernel queues before they are accepted (it caps this at its somaxconn): a
-#: burst of thousands of connects waits there, and in the admission's queue, not refused.
-BACKLOG = 4096
+#: Connections the kernel queues before they are accepted (it caps this at net.core.somaxconn,
+#: 4096 on recent Linux; raise that for bursts larger still): a burst of thousands of connects
+#: waits there, and in the admission's queue, not refused.
+BACKLOG = 65535
 
 #: Seconds a connection that has just been answered keeps its thread, waiting for its client's
 #: next request, before it parks: a client that steps as fast as it can never parks.

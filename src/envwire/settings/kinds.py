@@ -103,14 +103,16 @@ class Kind:
 
 @dataclass(frozen=True, slots=True)
 class Seconds(Kind):
-    """A positive, finite number of seconds; ``optional`` ones take ``none`` (no bound)."""
+    """A positive, finite number of seconds; ``optional`` ones take ``none`` (no bound);
+    ``auto`` ones take ``auto`` (a value the server derives, described by the setting)."""
 
     optional: bool = False
+    auto: bool = False
 
     @property
     def expects(self) -> str:
-        base = "a number of seconds > 0"
-        return f"{base}, or none" if self.optional else base
+        words = ["a number of seconds > 0"] + ["none"] * self.optional + ["auto"] * self.auto
+        return ", or ".join(words) if len(words) < 3 else f"{words[0]}, none or auto"
 
     @property
     def metavar(self) -> str | None:
@@ -119,6 +121,8 @@ class Seconds(Kind):
     def check(self, value: object) -> Value:
         if self.optional and (value is None or _is_off(value)):
             return None
+        if self.auto and isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
         seconds = _number(value)
         if not (seconds > 0 and math.isfinite(seconds)):
             raise ValueError

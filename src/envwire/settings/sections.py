@@ -239,8 +239,12 @@ class SecuritySettings(Section):
         Count(1, optional=True, auto=True),
         "of those, from one client address (auto: no cap on a loopback bind, 16 otherwise)",
     )
-    handshake_timeout: float = setting(
-        10.0, Seconds(), "seconds for a connection's whole handshake (TLS included)"
+    handshake_timeout: float | str = setting(
+        "auto",
+        Seconds(auto=True),
+        "seconds for a connection's whole handshake (TLS included), from when the server starts "
+        "reading it (auto: 60 on a loopback bind without tokens, where a burst of thousands of "
+        "local clients may be slow to send, 10 otherwise)",
     )
 
 

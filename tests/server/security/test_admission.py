@@ -160,3 +160,7 @@ def test_loopback_binds_lift_per_address_caps() -> None:
         "127.0.0.1",
     )
     assert fixed.per_address == 7 and fixed.per_token == 9
+    assert local.handshake_timeout == 60 and public.handshake_timeout == 10
+    tokens = connection_limits(SecuritySettings(token_file="tokens.txt"), 1000, "127.0.0.1")
+    assert tokens.handshake_timeout == 10  # tokens: strangers are expected, the short deadline
+    assert connection_limits(SecuritySettings(handshake_timeout=3), 9, "::1").handshake_timeout == 3

@@ -34,6 +34,9 @@ def connection_limits(
     (every client is on this machine: one trainer may hold the whole front end), and is half of
     the front end's connections (pending ones: 16) on any other. A client that shows a token
     counts against ``max_connections_per_token`` instead (``auto``: the front end's total).
+    The handshake deadline's ``auto`` is 60 s on a loopback bind without tokens (a burst of
+    thousands of clients on this machine, starved of CPU, may be slow to send their first
+    bytes) and 10 s otherwise.
     """
     local = is_loopback(host)
     per_address = settings.max_connections_per_address
@@ -46,13 +49,16 @@ def connection_limits(
     if per_token == "auto":
         per_token = None
     assert not isinstance(per_address, str) and not isinstance(pending_per_address, str)
-    assert not isinstance(per_token, str)
+    handshake_timeout = settings.handshake_timeout
+    if handshake_timeout == "auto":
+        handshake_timeout = 60.0 if local and settings.token_file is None else 10.0
+    assert not isinstance(per_token, str) and not isinstance(handshake_timeout, str)
     return ConnectionLimits(
         max_connections=max_connections,
         per_address=per_address,
         max_pending=settings.max_pending,
         pending_per_address=pending_per_address,
-        handshake_timeout=settings.handshake_timeout,
+        handshake_timeout=handshake_timeout,
         per_token=per_token,
     )
 
