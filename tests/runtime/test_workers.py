@@ -63,8 +63,10 @@ def test_env_exceptions_become_env_errors(isolation: str) -> None:
     worker = make_worker(spec)
     try:
         worker.call("reset", 0, None, timeout=5)
-        with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails"):
+        with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails") as err:
             worker.call("step", (0, [0, 1]), timeout=5)
+        # The exception's own text crosses the pipe too (OpenEnv's strict mode reports it).
+        assert err.value.env_message == "RaiseEnv fails"
     finally:
         worker.close()
 

@@ -197,7 +197,7 @@ class RayWorker:
             cause = exc.cause
             if isinstance(cause, EnvwireError):
                 raise cause from None
-            raise EnvError(f"{self.spec.id}: {method} raised {cause!r}") from None
+            raise EnvError.wrapping(f"{self.spec.id}: {method} raised {cause!r}", cause) from None
         except RuntimeEnvSetupError as exc:
             self.close(graceful=False)
             raise ConfigError(
