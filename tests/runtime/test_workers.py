@@ -66,7 +66,7 @@ def test_env_exceptions_become_env_errors(isolation: str) -> None:
         with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails") as err:
             worker.call("step", (0, [0, 1]), timeout=5)
         # The exception's own text crosses the pipe too (OpenEnv's strict mode reports it).
-        assert err.value.env_message == "RaiseEnv fails"
+        assert err.value.env_message == "RaiseEnv fails on purpose at step 1"
     finally:
         worker.close()
 
