@@ -62,3 +62,12 @@ def test_lookup_takes_the_nearest_row() -> None:
 def test_lookup_without_a_row_names_the_class() -> None:
     with pytest.raises(KeyError, match="EnvCrashedError"):
         errors.lookup({errors.UsageError: 1}, errors.EnvCrashedError("x"))
+
+
+def test_an_env_error_keeps_the_envs_own_text_and_clients_can_rebuild_it() -> None:
+    wrapped = errors.EnvError.wrapping("e: step raised ValueError: bad", ValueError("bad"))
+    assert (str(wrapped), wrapped.env_message) == ("e: step raised ValueError: bad", "bad")
+    assert errors.EnvTimeoutError("late").env_message == "late"
+    # Clients rebuild errors from code and message: the env errors stay constructible so.
+    for cls in (errors.EnvError, errors.EnvTimeoutError, errors.EnvCrashedError):
+        assert errors.error_class_for_code(cls.code) is cls

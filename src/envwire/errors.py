@@ -199,9 +199,32 @@ class UnsupportedError(UsageError):
 
 
 class EnvError(EnvwireError):
-    """The environment's own code raised an exception."""
+    """The environment's own code raised an exception.
+
+    Construct it from a message alone (clients rebuild errors from their code and message:
+    :func:`error_class_for_code`); :meth:`wrapping` also keeps the env's exception's own text.
+    """
 
     code = "env_error"
+    #: The env's exception's own text, when this error wraps one (see :attr:`env_message`).
+    own_text: str | None = None
+
+    @classmethod
+    def wrapping(cls, message: str, exc: BaseException) -> EnvError:
+        """The error for ``exc``, raised by the env: ``message`` names the env and the call,
+        and :attr:`env_message` is ``str(exc)``."""
+        error = cls(message)
+        # An attribute, not an argument: pickling (the worker process's pipe) rebuilds the
+        # error from its message and then restores its attributes.
+        error.own_text = str(exc)
+        return error
+
+    @property
+    def env_message(self) -> str:
+        """The text of the env's own exception, without envwire's naming of the env and the
+        call (for front ends that answer as a server reporting only that text would). The whole
+        message when there is no such exception (a crash, a timeout)."""
+        return self.message if self.own_text is None else self.own_text
 
 
 class EnvCrashedError(EnvError):

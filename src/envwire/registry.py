@@ -32,6 +32,7 @@ from envwire.kinds.typed.gymenv import as_gymnasium, is_typed_env
 
 __all__ = [
     "DEFAULT_IDS",
+    "DEFAULT_STEP_TIMEOUT",
     "MAX_ENV_ID",
     "Catalog",
     "EnvSpec",
@@ -67,6 +68,11 @@ BUILTIN_IDS = (
 
 DEFAULT_IDS = CLASSIC_CONTROL + BUILTIN_IDS
 
+#: Seconds one env call may take when the operator set no ``step_timeout``, for every env but
+#: OpenEnv's own, which get no deadline: openenv-core waits for a step however long it takes
+#: (OpenEnv's julia env allows its code 120 s), and its envs are written for that.
+DEFAULT_STEP_TIMEOUT = 30.0
+
 #: The longest env id a client may name: longer ids are unknown without a did-you-mean search.
 MAX_ENV_ID = 256
 
@@ -97,7 +103,9 @@ class EnvSpec:
             or ``auto`` (inline for Gymnasium's and envwire's envs, else process).
         max_episode_steps: wrap the env in a time limit (``module:attr`` envs only; Gymnasium
             ids carry their own).
-        step_timeout: seconds one reset/step/render may take before the env is abandoned.
+        step_timeout: seconds one reset/step/render may take before the env is abandoned, or
+            ``auto`` (:attr:`resolved_step_timeout`): :data:`DEFAULT_STEP_TIMEOUT`, and no
+            deadline for OpenEnv's own envs.
         make_timeout: seconds making the env may take.
         client_kwargs: constructor arguments clients may set when they open a session (e.g.
             dm_env_rpc's CreateWorld settings); any other name is refused. Empty by default:
@@ -124,7 +132,7 @@ class EnvSpec:
     kwargs: Mapping[str, Any] = field(default_factory=dict)
     isolation: Isolation = "auto"
     max_episode_steps: int | None = None
-    step_timeout: float = 30.0
+    step_timeout: float | Literal["auto"] = "auto"
     make_timeout: float = 120.0
     client_kwargs: tuple[str, ...] = ()
     ray: Mapping[str, Any] = field(default_factory=dict)
@@ -137,7 +145,9 @@ class EnvSpec:
         # Every wait has a bound: a zero or negative timeout would fail every call at once.
         for name in ("step_timeout", "make_timeout", "session_timeout"):
             value = getattr(self, name)
-            if value is None and name == "session_timeout":
+            if (value is None and name == "session_timeout") or (
+                value == "auto" and name == "step_timeout"
+            ):
                 continue
             if not (isinstance(value, int | float) and 0 < value < float("inf")):
                 raise ConfigError(
@@ -171,6 +181,14 @@ class EnvSpec:
             # importing openenv-core there (seconds): they run inline unless asked otherwise.
             return "inline"
         return "inline" if self._target_module().startswith(_TRUSTED_PREFIXES) else "process"
+
+    @property
+    def resolved_step_timeout(self) -> float | None:
+        """``step_timeout`` with ``auto`` decided: None (no deadline) for OpenEnv's own envs,
+        as openenv-core has none, else :data:`DEFAULT_STEP_TIMEOUT`."""
+        if self.step_timeout != "auto":
+            return self.step_timeout
+        return None if self.openenv is not None else DEFAULT_STEP_TIMEOUT
 
     def _target_module(self) -> str:
         if self.entry_point.startswith("gym:"):

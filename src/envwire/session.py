@@ -56,8 +56,11 @@ class Worker(Protocol):
     #: Called (from another thread) when an env call hangs past its timeout.
     on_hang: Callable[[EnvTimeoutError], None] | None
 
-    def call(self, method: str, *args: object, timeout: float) -> Any:
+    def call(self, method: str, *args: object, timeout: float | None) -> Any:
         """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error.
+
+        ``timeout`` is the seconds the call may take; None waits as long as the env takes
+        (OpenEnv's own envs, which openenv-core never cuts off).
 
         Returns:
             What the host method returned (:class:`~envwire.runtime.EnvHost` has their
@@ -303,7 +306,7 @@ class Session:
     def _call(self, method: str, *args: object) -> Any:
         assert self.spec is not None and self.worker is not None
         try:
-            return self.worker.call(method, *args, timeout=self.spec.step_timeout)
+            return self.worker.call(method, *args, timeout=self.spec.resolved_step_timeout)
         except (EnvCrashedError, EnvTimeoutError):
             self.state = State.BROKEN
             raise

@@ -1,7 +1,10 @@
 """The reverse bridge, driven by a GymGodot-style Python side written here from the seed.
 
 The test server does what GymGodot's Python side does: it listens, launches the "game" with the
-command-line contract, sends the seed's JSON commands and reads the replies.
+command-line contract, sends the seed's JSON commands and reads the replies. The frames marked
+``SERVER_ENV`` are the exact text GymGodot's ``ServerEnv`` sends (``json.dumps`` of its
+messages), and :func:`read_as_server_env` reads a reply with the keys ``ServerEnv`` indexes and
+nothing more: a reply it cannot read fails there as it would fail in ``ServerEnv``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 from gymnasium import spaces
+from gymnasium.wrappers import OrderEnforcing
 from PIL import Image
 from websockets.sync.server import Server, ServerConnection, serve
 
@@ -119,7 +123,9 @@ def test_cartpole_as_a_game_executable(gymgodot: GymGodotServer, tmp_path: Path)
         assert set(gymgodot.ask({"cmd": "render"})) == {"render_error"}
         assert "unknown cmd" in gymgodot.ask({"cmd": "jump"})["error"]
         assert "malformed JSON" in gymgodot.ask("{oops")["error"]
-        assert "not in Discrete(2)" in gymgodot.ask({"cmd": "step", "action": [5]})["error"]
+        refused = gymgodot.ask({"cmd": "step", "action": [5]})
+        assert "not in Discrete(2)" in refused["error"]
+        assert refused["done"] is True  # the stand-in a GymGodot Python side reads
         gymgodot.tell({"cmd": "close"})
         assert game.wait(timeout=30) == EXIT_CLOSED
     finally:
@@ -182,8 +188,13 @@ def test_render_seed_truncation_and_env_errors(gymgodot: GymGodotServer, tmp_pat
     assert gymgodot.ask({"cmd": "render"}) == {"render_error": "0"}
     with Image.open(tmp_path / "0.png") as image:
         assert np.asarray(image)[0, 0].tolist() == [7, 0, 0]
-    error = gymgodot.ask({"cmd": "step", "action": [2]})["error"]
-    assert error == "the env raised RuntimeError: the paint ran out"
+    failed = gymgodot.ask({"cmd": "step", "action": [2]})
+    assert failed == {
+        "observation": [7] * 4,  # the last observation sent: nothing is known since
+        "reward": 0.0,
+        "done": True,
+        "error": "the env raised RuntimeError: the paint ran out",
+    }
     replies = [gymgodot.ask({"cmd": "step", "action": [1.0]}) for _ in range(3)]
     assert [r["done"] for r in replies] == [False, False, True]  # truncation counts as done
     assert replies[-1] == {"observation": [10] * 4, "reward": 0.5, "done": True}
@@ -240,3 +251,109 @@ def test_godot_env_drives_the_bridge() -> None:
         assert env.game_exit_code == EXIT_CLOSED
     finally:
         env.close()
+
+
+# --- what GymGodot's ServerEnv sends and reads ----------------------------------------------
+
+SERVER_ENV_RESET = '{"cmd": "reset"}'
+SERVER_ENV_RENDER = '{"cmd": "render"}'
+SERVER_ENV_CLOSE = '{"cmd": "close"}'
+
+
+def server_env_step(action: list[Any]) -> str:
+    """``ServerEnv.step``'s frame: ``json.dumps({'cmd': 'step', 'action': action.tolist()})``."""
+    return json.dumps({"cmd": "step", "action": action})
+
+
+def read_as_server_env(frame: str, reply: dict[str, Any]) -> Any:
+    """Read ``reply`` to ``frame`` with exactly the keys GymGodot's ServerEnv indexes."""
+    cmd = json.loads(frame)["cmd"]
+    if cmd == "reset":
+        return np.array(reply["init_observation"]).astype(np.float32)
+    if cmd == "step":
+        return np.array(reply["observation"]).astype(np.float32), reply["reward"], reply["done"]
+    assert cmd == "render"
+    return reply["render_error"] != "0"
+
+
+def exchange(server: GymGodotServer, frame: str) -> Any:
+    assert server.ws is not None
+    server.ws.send(frame)
+    return read_as_server_env(frame, json.loads(server.ws.recv(timeout=30)))
+
+
+def test_pendulum_actions_outside_the_box_reach_the_env(gymgodot: GymGodotServer) -> None:
+    """Pendulum clips its torque to [-2, 2]; the bridge hands it 50.0 as the env would get it."""
+    thread, codes = bridge_thread(lambda: gym.make("Pendulum-v1"), gymgodot, Path("unused"))
+    gymgodot.accept()
+    local = gym.make("Pendulum-v1")
+    first = gymgodot.ask({"cmd": "reset", "seed": 4})["init_observation"]
+    np.testing.assert_array_equal(first, local.reset(seed=4)[0])
+    for torque in (50.0, -50.0, 1.5):
+        observation, reward, done = exchange(gymgodot, server_env_step([torque]))
+        expected, expected_reward, _, _, _ = local.step(np.array([torque], np.float32))
+        np.testing.assert_array_equal(observation, expected)
+        assert reward == pytest.approx(expected_reward)
+        assert done is False
+    # The clip is the env's: 50.0 and 2.0 from the same state lead to the same state.
+    clipped = gym.make("Pendulum-v1")
+    clipped.reset(seed=4)
+    pushed = gym.make("Pendulum-v1")
+    pushed.reset(seed=4)
+    np.testing.assert_array_equal(
+        clipped.step(np.array([2.0], np.float32))[0], pushed.step(np.array([50.0], np.float32))[0]
+    )
+    for env in (local, clipped, pushed):
+        env.close()
+    gymgodot.tell({"cmd": "close"})
+    thread.join(30)
+    assert codes == [EXIT_CLOSED]
+
+
+class Fragile(Painter):
+    """Painter whose reset fails when asked with seed 13, and which cannot render."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        if seed == 13:
+            raise ValueError("unlucky seed")
+        return super().reset(seed=seed, options=options)
+
+    def render(self) -> np.ndarray:
+        raise RuntimeError("no canvas")
+
+
+def test_every_reply_reads_as_server_env_reads_it(gymgodot: GymGodotServer, tmp_path: Path) -> None:
+    """Each reply the bridge can send to ServerEnv's frames, failures included, has its keys."""
+    thread, codes = bridge_thread(lambda: OrderEnforcing(Fragile()), gymgodot, tmp_path)
+    gymgodot.accept()
+    # A step before any reset: the env refuses; the stand-in is the neutral observation.
+    observation, reward, done = exchange(gymgodot, server_env_step([1]))
+    assert (observation.tolist(), reward, done) == ([0.0] * 4, 0.0, True)
+    # A reset that raises: the neutral observation stands in for the first one.
+    assert gymgodot.ask({"cmd": "reset", "seed": 13}) == {
+        "init_observation": [0] * 4,
+        "error": "the env raised ValueError: unlucky seed",
+    }
+    assert exchange(gymgodot, SERVER_ENV_RESET).tolist() == [0.0] * 4
+    assert exchange(gymgodot, server_env_step([1]))[0].tolist() == [1.0] * 4
+    # Actions the bridge cannot hand over: not in Discrete(3), two values, not numbers.
+    for action in ([7], [[0, 1]], ["left"], [1.5]):
+        observation, reward, done = exchange(gymgodot, server_env_step(action))
+        assert (observation.tolist(), reward, done) == ([1.0] * 4, 0.0, True)
+    # A render the env cannot do.
+    assert exchange(gymgodot, SERVER_ENV_RENDER) is True  # ServerEnv prints the code
+    assert gymgodot.ask({"cmd": "render"}) == {"render_error": "1"}
+    # A step frame whose action is no list: the codec refuses it, the stand-in still comes.
+    assert gymgodot.ask({"cmd": "step", "action": "left"}) == {
+        "observation": [1] * 4,
+        "reward": 0.0,
+        "done": True,
+        "error": "a step action must be a JSON list, got 'left'",
+    }
+    assert exchange(gymgodot, server_env_step([1]))[0].tolist() == [2.0] * 4
+    assert gymgodot.ws is not None
+    gymgodot.ws.send(SERVER_ENV_CLOSE)
+    thread.join(30)
+    assert codes == [EXIT_CLOSED]

@@ -192,6 +192,24 @@ def test_a_call_queued_behind_others_is_not_late() -> None:
         pool.close()
 
 
+def test_a_call_without_a_timeout_is_never_late() -> None:
+    """timeout=None (OpenEnv's own envs): the watchdog leaves the running call alone."""
+    pool = WorkerPool(1)
+    spec = EnvSpec("s", "envwire.testing.envs:BurnEnv", {"work": 1, "sleep": 1.0}, isolation="pool")
+    try:
+        worker = pool.worker(spec)
+        worker.call("reset", 0, None, timeout=5)
+        process = pool._processes[0]
+        join = in_thread(lambda: worker.call("step", 1, timeout=None))
+        time.sleep(0.5)  # the step runs: with any timeout, an hour from now would be late
+        assert not process.overdue(time.monotonic() + 3600)
+        obs, *_ = join()
+        assert obs[0] == 1
+        assert process.lost is None
+    finally:
+        pool.close()
+
+
 def test_close_frees_the_env_in_its_process(pool: WorkerPool) -> None:
     kept, closed = pool.worker(TUPLE), pool.worker(TUPLE)
     assert pool.counts() == {kept.pid: 1, closed.pid: 1}

@@ -16,8 +16,19 @@ from envwire.errors import (
 )
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, PooledWorker, ProcessWorker, make_worker
+from envwire.testing.envs import TupleEnv
 
 TUPLE = "envwire.testing.envs:TupleEnv"
+
+#: Opens the steps of :class:`GateEnv`.
+GATE = threading.Event()
+
+
+class GateEnv(TupleEnv):
+    """Steps wait until :data:`GATE` opens (30 s at most)."""
+
+    def on_step(self) -> None:
+        GATE.wait(30)
 
 
 def test_make_worker_follows_isolation() -> None:
@@ -52,8 +63,10 @@ def test_env_exceptions_become_env_errors(isolation: str) -> None:
     worker = make_worker(spec)
     try:
         worker.call("reset", 0, None, timeout=5)
-        with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails"):
+        with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails") as err:
             worker.call("step", (0, [0, 1]), timeout=5)
+        # The exception's own text crosses the pipe too (OpenEnv's strict mode reports it).
+        assert err.value.env_message == "RaiseEnv fails on purpose at step 1"
     finally:
         worker.close()
 
@@ -116,3 +129,27 @@ def test_inline_hang_is_reported_by_the_watchdog() -> None:
     with pytest.raises(EnvTimeoutError, match="hung earlier"):
         worker.call("reset", 0, None, timeout=1)
     worker.close()  # does not wait for the stuck thread
+
+
+def test_a_call_without_a_timeout_is_never_cut_off() -> None:
+    """timeout=None (OpenEnv's own envs): the watchdog leaves the call to take its time."""
+    worker = InlineWorker(EnvSpec("g", "tests.runtime.test_workers:GateEnv"))
+    hung: list[EnvTimeoutError] = []
+    worker.on_hang = hung.append
+    worker.call("reset", 0, None, timeout=5)
+    results: list[object] = []
+    stepping = threading.Thread(
+        target=lambda: results.append(worker.call("step", (0, [0, 1]), timeout=None))
+    )
+    GATE.clear()
+    stepping.start()
+    try:
+        time.sleep(1.0)  # ten sweeps of the watchdog
+        assert worker.deadline is None
+        assert not worker.overdue(time.monotonic() + 1e9)
+        assert hung == []
+    finally:
+        GATE.set()
+        stepping.join(10)
+    assert len(results) == 1
+    worker.close()

@@ -10,9 +10,29 @@ an original GymGodot Python side can launch it as its game executable::
 
 ``--fixed-fps`` and ``--disable-render-loop`` are accepted and ignored (the env sets its own
 pace). Frames are saved as ``<renderPath><n>.png``, n counting from 0 after each reset, like
-GymGodot's games do. A command the bridge cannot carry out gets envwire's ``{"error": "..."}``
-reply, and the bridge keeps serving; render failures are reported as a Godot error code in
-``render_error``, which is what a GymGodot Python side reads.
+GymGodot's games do.
+
+Actions: a Box action goes to the env as it came, bounds unchecked, as a game's
+``apply_action`` gets it: the env decides what a value outside the bounds means (Gymnasium's
+Pendulum and GymGodot's pendulum game clip it). Discrete, MultiDiscrete and MultiBinary actions
+are checked against the space, since an index outside it has no meaning an env could give it.
+
+Every reply has a shape that GymGodot's ``ServerEnv`` reads (it indexes ``init_observation``,
+``observation``/``reward``/``done`` and ``render_error``, and nothing else):
+
+- ``{"init_observation": [...]}`` after a reset;
+- ``{"observation": [...], "reward": r, "done": b}`` after a step (``done`` = terminated or
+  truncated);
+- ``{"render_error": "<code>"}`` after a render: ``"0"``, or a Godot error code when the env
+  could not render or the frame could not be written;
+- a command the bridge could not carry out (an action it cannot decode or that is not in a
+  discrete space, an env that raised) gets envwire's ``"error"`` key *beside* a stand-in of
+  the awaited reply: after a reset, the observation space's neutral member (zeros, clipped into
+  the bounds; a Discrete's ``start``); after a step, the last observation sent with reward
+  ``0.0`` and ``done: true`` (the episode cannot be trusted to go on: the agent resets); after
+  a render, ``"1"``. The bridge logs the error and keeps serving;
+- ``{"error": "..."}`` alone only for a frame that names no known command (malformed JSON, an
+  unknown ``cmd``), which no GymGodot Python side sends.
 
 Exit codes (the same as envwire's Godot addon): 0 after close, 2 when the env cannot be made
 or served (unknown id, unsupported spaces), 3 when no server could be reached, 4 when the
@@ -31,11 +51,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium import spaces
 from PIL import Image
 from websockets.exceptions import ConnectionClosed, InvalidHandshake
 from websockets.sync.client import ClientConnection, connect
 
 from envwire.errors import EnvwireError, ProtocolError
+from envwire.jsonio import JsonValue
 from envwire.protocols.godot.messages import (
     CloseCommand,
     Command,
@@ -47,6 +69,7 @@ from envwire.protocols.godot.messages import (
     RenderResult,
     Reply,
     ResetCommand,
+    StandIn,
     StepCommand,
     StepResult,
 )
@@ -80,35 +103,58 @@ class _Bridge:
         self.env = env
         self.render_path = render_path
         self.frame = 0
+        # Computed once: it is the stand-in observation of every failed reset.
+        self.neutral = to_wire(env.observation_space, _neutral(env.observation_space))
+        self.last_observation: list[JsonValue] | None = None
 
     def answer(self, command: Command) -> Reply:
-        """The reply to ``command``; env failures become an :class:`ErrorReply`."""
+        """The reply to ``command``; failures become an :class:`ErrorReply` with a stand-in."""
         try:
             match command:
                 case ResetCommand(seed=seed):
                     observation, _ = self.env.reset(seed=seed)
                     self.frame = 0
-                    return InitObservation(to_wire(self.env.observation_space, observation))
+                    wire = to_wire(self.env.observation_space, observation)
+                    self.last_observation = wire
+                    return InitObservation(wire)
                 case StepCommand(action=wire_action):
                     return self._step(wire_action)
                 case RenderCommand():
                     return RenderResult(self._render())
         except EnvwireError as exc:
-            return ErrorReply(str(exc))
+            return self.failure(type(command), str(exc))
         except Exception as exc:  # the env's own code failed: tell the server, keep serving
             _log.exception("the env failed on %s", command)
-            return ErrorReply(f"the env raised {type(exc).__name__}: {exc}")
+            return self.failure(type(command), f"the env raised {type(exc).__name__}: {exc}")
         raise AssertionError(f"unhandled command {command!r}")  # pragma: no cover
 
-    def _step(self, wire_action: list[Any]) -> Reply:
-        action = from_wire(self.env.action_space, wire_action, "action")
-        check(self.env.action_space, action)  # InvalidActionError: answered with an error reply
+    def failure(self, command: type[Command] | None, message: str) -> ErrorReply:
+        """The error reply to ``command`` (None: a frame that named no command).
+
+        The stand-in keeps the reply readable by Python sides that do not know the ``error``
+        key: GymGodot's ``ServerEnv`` would fail with a ``KeyError`` on a bare error.
+        """
+        _log.error("cannot carry out %s: %s", _COMMAND_NAMES.get(command, "the frame"), message)
+        stand_in: StandIn | None = None
+        if command is ResetCommand:
+            stand_in = InitObservation(self.neutral)
+        elif command is StepCommand:
+            last = self.neutral if self.last_observation is None else self.last_observation
+            stand_in = StepResult(last, 0.0, True)
+        elif command is RenderCommand:
+            stand_in = RenderResult(GodotError.FAILED)
+        return ErrorReply(message, stand_in)
+
+    def _step(self, wire_action: list[JsonValue]) -> Reply:
+        space = self.env.action_space
+        action = from_wire(space, wire_action, "action")
+        if not isinstance(space, spaces.Box):
+            check(space, action)  # InvalidActionError: answered with an error reply
         observation, reward, terminated, truncated, _ = self.env.step(action)
-        return StepResult(
-            to_wire(self.env.observation_space, observation),
-            float(reward),
-            bool(terminated or truncated),
-        )
+        wire = to_wire(self.env.observation_space, observation)
+        result = StepResult(wire, float(reward), bool(terminated or truncated))
+        self.last_observation = wire
+        return result
 
     def _render(self) -> int:
         try:
@@ -128,6 +174,29 @@ class _Bridge:
             _log.exception("cannot save frame %s", path)
             return GodotError.ERR_FILE_CANT_WRITE
         return GodotError.OK
+
+
+_COMMAND_NAMES: dict[type[Command] | None, str] = {
+    ResetCommand: "reset",
+    StepCommand: "step",
+    RenderCommand: "render",
+}
+_COMMAND_OF: dict[type[StandIn], type[Command]] = {
+    InitObservation: ResetCommand,
+    StepResult: StepCommand,
+    RenderResult: RenderCommand,
+}
+
+
+def _neutral(space: spaces.Space[Any]) -> object:
+    """A fixed member of ``space``: zeros where they are inside it, else the nearest bound."""
+    if isinstance(space, spaces.Discrete | spaces.MultiDiscrete):
+        return space.start
+    assert space.shape is not None  # a Box or MultiBinary, which check_space let through
+    zeros = np.zeros(space.shape, np.float64 if space.dtype is None else space.dtype)
+    if isinstance(space, spaces.Box):
+        return np.clip(zeros, space.low, space.high)
+    return zeros  # MultiBinary
 
 
 def _connect(uri: str, timeout: float) -> ClientConnection | None:
@@ -199,7 +268,11 @@ def _serve(bridge: _Bridge, connection: ClientConnection, idle_timeout: float | 
         try:
             command = codec.receive(text)
         except ProtocolError as exc:
-            reply: Reply = ErrorReply(str(exc))
+            # A frame that named its command still owes that command's reply (codec.awaited).
+            awaited = codec.awaited
+            reply: Reply = bridge.failure(
+                None if awaited is None else _COMMAND_OF[awaited], str(exc)
+            )
         else:
             if isinstance(command, CloseCommand):
                 return EXIT_CLOSED

@@ -82,6 +82,7 @@ __all__ = [
     "rpc_result",
     "sanitized",
     "step_result",
+    "undeclared_body",
     "validation_detail",
 ]
 
@@ -264,13 +265,15 @@ class WsInvalid:
     """A message that cannot be carried out; the reply is an error with ``code``.
 
     ``not_object`` marks JSON that is not an object, which openenv-core answers by ending the
-    session (``SESSION_ERROR``).
+    session (``SESSION_ERROR``) with ``ending``: its server looks the message's ``type`` up
+    with ``.get`` and reports the ``AttributeError`` that raises.
     """
 
     code: ErrorCode
     message: str
     errors: list[dict[str, Any]] | None = None
     not_object: bool = False
+    ending: str = ""
 
 
 WsEvent = WsReset | WsStep | WsState | WsClose | WsMcp | WsSpaces | WsSample | WsInvalid
@@ -320,6 +323,7 @@ def parse_client_message(text: str | bytes) -> WsEvent:
             f"a message must be a JSON object, got {type(obj).__name__}",
             [{"type": "model_type", "loc": [], "msg": "Input should be an object", "input": obj}],
             not_object=True,
+            ending=f"{type(obj).__name__!r} object has no attribute 'get'",
         )
     kind = obj.get("type", "")
     if not isinstance(kind, str):  # a list or an object cannot even be looked up
@@ -467,20 +471,34 @@ def _body(raw: bytes, model: type[_Model], default: JsonObject | None) -> _Model
     except UnicodeDecodeError:
         raise BodyError("There was an error parsing the body", 400) from None
     if not isinstance(obj, dict):
-        raise BodyError(
-            [
-                {
-                    "type": "model_attributes_type",
-                    "loc": ["body"],
-                    "msg": "Input should be a valid dictionary or object to extract fields from",
-                    "input": obj,
-                }
-            ]
-        )
+        raise _not_an_object(obj)
     try:
         return model.model_validate(obj)
     except ValidationError as exc:
         raise BodyError(validation_detail(exc, ("body",), include_url=False)) from None
+
+
+def _not_an_object(value: object) -> BodyError:
+    return BodyError(
+        [
+            {
+                "type": "model_attributes_type",
+                "loc": ["body"],
+                "msg": "Input should be a valid dictionary or object to extract fields from",
+                "input": value,
+            }
+        ]
+    )
+
+
+def undeclared_body(raw: bytes) -> BodyError:
+    """FastAPI's answer to a ``/reset`` or ``/step`` body declared as anything but JSON (a
+    form, ``text/plain``): it validates the body's text, which is no object (422). A body that
+    is not UTF-8 cannot be shown: 400, as for such a JSON body (FastAPI fails with a 500)."""
+    try:
+        return _not_an_object(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        return BodyError("There was an error parsing the body", 400)
 
 
 def parse_reset_body(raw: bytes) -> ResetRequest:

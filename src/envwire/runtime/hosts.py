@@ -53,7 +53,8 @@ def dispatch(
     except EnvwireError:
         raise
     except Exception as exc:
-        raise EnvError(f"{env_id}: {method} raised {type(exc).__name__}: {exc}") from exc
+        message = f"{env_id}: {method} raised {type(exc).__name__}: {exc}"
+        raise EnvError.wrapping(message, exc) from exc
 
 
 class EnvHost:

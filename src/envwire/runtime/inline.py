@@ -33,14 +33,15 @@ class InlineWorker:
         self.hung = False
         self.deadline: float | None = None
         self._method = ""
-        self._timeout = 0.0
+        self._timeout: float | None = None
         WATCHDOG.watch(self)
 
-    def call(self, method: str, *args: object, timeout: float) -> object:
+    def call(self, method: str, *args: object, timeout: float | None) -> object:
         if self.hung:
             raise EnvTimeoutError(f"{self.spec.id}: the env hung earlier and was abandoned")
         self._method, self._timeout = method, timeout
-        self.deadline = time.monotonic() + timeout
+        # No timeout, no deadline: the watchdog never finds the call overdue.
+        self.deadline = None if timeout is None else time.monotonic() + timeout
         try:
             return self.host.call(method, args)
         finally:

@@ -71,7 +71,7 @@ class PooledWorker:
         """The worker process hosting the env."""
         return self._process.pid
 
-    def call(self, method: str, *args: object, timeout: float) -> Any:
+    def call(self, method: str, *args: object, timeout: float | None) -> Any:
         if method not in HOST_METHODS:
             raise InvalidArgumentError(f"unknown host method {method!r}")
         if self._closed:
@@ -81,7 +81,7 @@ class PooledWorker:
     def close(self) -> None:
         if not self._closed:
             self._closed = True
-            self._process.free(self.slot, self.spec.step_timeout)
+            self._process.free(self.slot, self.spec.resolved_step_timeout)
 
 
 class WorkerPool:
@@ -117,7 +117,7 @@ class WorkerPool:
         try:
             process.call(slot, spec.id, "make", (spec, num_envs, mode), spec.make_timeout)
         except BaseException:
-            process.free(slot, spec.step_timeout)
+            process.free(slot, spec.resolved_step_timeout)
             raise
         return PooledWorker(spec, process, slot)
 

@@ -121,7 +121,7 @@ class _Call:
 
     __slots__ = ("done", "env_id", "method", "ok", "started", "timeout", "value")
 
-    def __init__(self, env_id: str, method: str, timeout: float) -> None:
+    def __init__(self, env_id: str, method: str, timeout: float | None) -> None:
         self.env_id, self.method, self.timeout = env_id, method, timeout
         self.started: float | None = None  # when the process began it (None: still queued)
         self.ok = False
@@ -175,9 +175,9 @@ class PoolProcess:
         return len(self.slots)
 
     def call(
-        self, slot: int, env_id: str, method: str, args: tuple[object, ...], timeout: float
+        self, slot: int, env_id: str, method: str, args: tuple[object, ...], timeout: float | None
     ) -> Any:
-        """Send a request and wait for its reply.
+        """Send a request and wait for its reply (``timeout`` None: as long as it takes).
 
         Raises:
             EnvwireError: what the call raised in the process; EnvCrashedError when the process
@@ -191,7 +191,7 @@ class PoolProcess:
         raise call.value
 
     def _send(
-        self, slot: int, env_id: str, method: str, args: tuple[object, ...], timeout: float
+        self, slot: int, env_id: str, method: str, args: tuple[object, ...], timeout: float | None
     ) -> _Call:
         try:
             payload = dumps((method, args))
@@ -238,7 +238,7 @@ class PoolProcess:
         with self._lock:
             self.slots[slot] = env_id
 
-    def free(self, slot: int, timeout: float) -> None:
+    def free(self, slot: int, timeout: float | None) -> None:
         """Close the env in ``slot`` without waiting; its session no longer counts. Never raises."""
         with self._lock:
             env_id = self.slots.pop(slot, None)
@@ -315,7 +315,9 @@ class PoolProcess:
         if self.lost is not None or not self._calls:
             return False
         head = next(iter(self._calls.values()))
-        return head.started is not None and now - head.started > head.timeout
+        # A call without a timeout (OpenEnv's own envs) is never overdue.
+        timeout = head.timeout
+        return head.started is not None and timeout is not None and now - head.started > timeout
 
     def expire(self) -> None:
         """The running call hung: kill the process; settle that call as timed out and the others

@@ -97,7 +97,7 @@ class ProcessWorker:
             self._kill()
             raise
 
-    def call(self, method: str, *args: object, timeout: float) -> object:
+    def call(self, method: str, *args: object, timeout: float | None) -> object:
         with self._lock:
             self.send(method, *args)
             return self._receive(method, timeout)
@@ -111,12 +111,12 @@ class ProcessWorker:
         except (OSError, ValueError):
             raise self._crashed(method) from None
 
-    def finish(self, method: str, timeout: float) -> object:
-        """The result of the call :meth:`send` started."""
+    def finish(self, method: str, timeout: float | None) -> object:
+        """The result of the call :meth:`send` started (None: wait as long as it takes)."""
         return self._receive(method, timeout)
 
-    def _receive(self, method: str, timeout: float) -> object:
-        if not self._conn.poll(timeout):
+    def _receive(self, method: str, timeout: float | None) -> object:
+        if not self._conn.poll(timeout):  # poll(None) waits as long as the call takes
             self._kill()
             raise EnvTimeoutError(
                 f"{self.spec.id}: {method} did not return within {timeout:g} s; "

@@ -27,7 +27,7 @@ class Slice(Protocol):
         """Start ``host.method(*args)`` without waiting."""
         ...
 
-    def finish(self, method: str, timeout: float) -> Any:
+    def finish(self, method: str, timeout: float | None) -> Any:
         """The result of the call :meth:`send` started: the host method's own, whose type
         depends on ``method`` (a pair of spaces, a reset pair, a step's five batches)."""
         ...
@@ -136,7 +136,7 @@ class VectorGroup(Generic[S]):
     ``i`` of the whole group gets ``seed + i``, so a group equals one ``SyncVectorEnv``.
     """
 
-    def __init__(self, workers: list[S], sizes: list[int], timeout: float = 120.0) -> None:
+    def __init__(self, workers: list[S], sizes: list[int], timeout: float | None = 120.0) -> None:
         self.workers = workers
         self.sizes = sizes
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
@@ -147,7 +147,7 @@ class VectorGroup(Generic[S]):
         self.observation_space: gymnasium.Space[Any]
         self.action_space, self.observation_space = workers[0].finish("spaces", timeout)
 
-    def call(self, method: str, *args: object, timeout: float) -> object:
+    def call(self, method: str, *args: object, timeout: float | None) -> object:
         try:
             return self._call(method, args, timeout)
         except EnvwireError:
@@ -155,7 +155,7 @@ class VectorGroup(Generic[S]):
         except Exception as exc:  # joining or splitting batches of a malformed shape
             raise EnvError(f"vector {method} failed: {type(exc).__name__}: {exc}") from exc
 
-    def _call(self, method: str, args: tuple[object, ...], timeout: float) -> object:
+    def _call(self, method: str, args: tuple[object, ...], timeout: float | None) -> object:
         obs_space, sizes = self.observation_space, self.sizes
         match method, args:
             case "spaces", _:

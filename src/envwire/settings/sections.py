@@ -133,7 +133,7 @@ class ServerSettings(Section):
         None,
         Seconds(optional=True),
         "seconds a reset or step may take, for every env, over each env's own",
-        shown="each env's (30)",
+        shown="each env's (30; OpenEnv's own envs: none)",
     )
     capacity: int | None = setting(
         None, Count(1, optional=True), "most sessions at once, across every front end"

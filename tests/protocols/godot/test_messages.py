@@ -114,6 +114,17 @@ REPLIES: list[tuple[Reply, dict[str, Any]]] = [
     (RenderResult(0), {"render_error": "0"}),
     (RenderResult(13), {"render_error": "13"}),
     (ErrorReply("unknown cmd"), {"error": "unknown cmd"}),
+    # Error replies with a stand-in: the awaited reply's keys, which a reader that does not
+    # know the extension (GymGodot's ServerEnv) indexes, with "error" beside them.
+    (
+        ErrorReply("the env raised", StepResult([0.5], 0.0, True)),
+        {"observation": [0.5], "reward": 0.0, "done": True, "error": "the env raised"},
+    ),
+    (
+        ErrorReply("no reset", InitObservation([0.0])),
+        {"init_observation": [0.0], "error": "no reset"},
+    ),
+    (ErrorReply("no frame", RenderResult(1)), {"render_error": "1", "error": "no frame"}),
 ]
 
 
@@ -159,6 +170,8 @@ def test_reply_nan_is_written_for_python_peers() -> None:
         ('{"observation":[1],"reward":1,"done":2}', "done flag must be a boolean"),
         ('{"render_error":"OK"}', "render_error must be an integer"),
         ('{"render_error":0.5}', "render_error must be an integer"),
+        ('{"error":"x","observation":[1],"init_observation":[1]}', "exactly one of"),
+        ('{"error":"x","observation":[1],"done":false}', "missing 'reward'"),
     ],
 )
 def test_bad_replies(text: str, message: str) -> None:
@@ -236,7 +249,36 @@ def test_game_side_answers_malformed_commands_with_an_error() -> None:
     with pytest.raises(ProtocolError):
         game.receive("{nope")
     assert game.phase is Phase.IDLE
+    assert game.awaited is None
+    with pytest.raises(StateError, match="ErrorReply with a StepResult stand-in"):
+        game.send(ErrorReply("malformed", StepResult([0], 0.0, True)))
     assert json.loads(game.send(ErrorReply("malformed"))) == {"error": "malformed"}
+
+
+def test_a_malformed_command_still_owes_its_reply() -> None:
+    game = GameSide()
+    with pytest.raises(ProtocolError, match="action must be a JSON list"):
+        game.receive('{"cmd": "step", "action": "left"}')
+    assert game.phase is Phase.STEPPING
+    assert game.awaited is StepResult
+    with pytest.raises(
+        StateError, match=r"InitObservation stand-in.*waiting for the reply to step"
+    ):
+        game.send(ErrorReply("bad", InitObservation([0])))
+    wire = json.loads(game.send(ErrorReply("bad", StepResult([0], 0.0, True))))
+    assert wire == {"observation": [0], "reward": 0.0, "done": True, "error": "bad"}
+    assert game.phase is Phase.IDLE
+
+
+def test_gym_side_checks_the_stand_in_kind() -> None:
+    gym = GymSide()
+    gym.send(ResetCommand())
+    with pytest.raises(ProtocolError, match=r"expected InitObservation.*got StepResult"):
+        gym.receive('{"error": "x", "observation": [0], "reward": 0, "done": true}')
+    gym = GymSide()
+    gym.send(ResetCommand())
+    reply = gym.receive('{"error": "x", "init_observation": [0]}')
+    assert reply == ErrorReply("x", InitObservation([0]))
 
 
 def test_game_side_checks_its_replies() -> None:

@@ -71,11 +71,24 @@ def test_box_travels_flat_and_comes_back_shaped() -> None:
         (spaces.Box(-1, 1, shape=(2,)), {"x": 1}, "list of numbers"),
         (spaces.Box(0, 9, shape=(2,), dtype=np.int64), [1.0, 2.5], "non-integral"),
         (spaces.MultiBinary(2), [1.0, float("nan")], "non-integral"),
+        (
+            spaces.Box(0, 255, shape=(1,), dtype=np.uint8),
+            [300],
+            r"outside uint8's range \[0, 255\]",
+        ),
+        (spaces.MultiDiscrete([3, 3]), [0, -1e20], "outside int64's range"),
     ],
 )
 def test_bad_wire_values(space: spaces.Space[Any], value: Any, message: str) -> None:
     with pytest.raises(ProtocolError, match=message):
         from_wire(space, value)
+
+
+def test_box_bounds_are_not_the_codec_s_to_judge() -> None:
+    # Pendulum's action 50.0 lies outside Box(-2, 2) and reaches the env, which clips it.
+    box = spaces.Box(-2.0, 2.0, shape=(1,), dtype=np.float32)
+    assert from_wire(box, [50.0], "action").tolist() == [50.0]
+    assert from_wire(spaces.Box(0, 9, shape=(1,), dtype=np.int64), [12.0]).tolist() == [12]
 
 
 def test_messages_name_what_was_decoded() -> None:

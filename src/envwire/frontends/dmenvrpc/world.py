@@ -105,7 +105,9 @@ class World:
         self._busy: Connection | None = None
         self._lock = threading.Lock()  # held while the env is called
         self._seats_lock = threading.Lock()  # seats only: never waits on the env
-        self._timeout = self.spec.step_timeout + 5.0
+        step_timeout = self.spec.resolved_step_timeout
+        # -1: no deadline (OpenEnv's own envs), so the next call waits as long as this one takes.
+        self._timeout = -1.0 if step_timeout is None else step_timeout + 5.0
         session.set_on_hang(self._hung)
 
     def _lay_out(self) -> None:

@@ -29,7 +29,8 @@ class Compat:
         check_ws_seed: a negative seed on the WebSocket is a ``VALIDATION_ERROR`` (strict:
             passed to the env, as openenv-core does; HTTP checks it in both modes).
         malformed_continues: a WebSocket message that is JSON but not an object is a
-            ``VALIDATION_ERROR`` and the session goes on (strict: ``SESSION_ERROR``, closed).
+            ``VALIDATION_ERROR`` and the session goes on (strict: ``SESSION_ERROR`` in
+            openenv-core's words, ``'list' object has no attribute 'get'``, and it ends).
         refusal_waits: a refused WebSocket session answers the client's first message before
             closing (strict: the error is sent at once).
         empty_tools: ``tools/list`` of an env without tools is an empty list (strict: the
@@ -37,6 +38,14 @@ class Compat:
         many_sessions: envwire's own envs and Gymnasium envs take any number of sessions
             (strict: one per env, openenv-core's default). OpenEnv envs get the
             ``max_concurrent_envs`` their app module chose in both modes.
+        named_env_errors: an env's exception is reported naming the env and the call
+            (``oe/X-v0: step raised ValueError: ...``), over HTTP as a JSON 500 with
+            envwire's codes (strict: the exception's own text on the WebSocket, and over HTTP
+            the plain-text ``Internal Server Error`` 500 of openenv-core's server).
+        json_bodies_only: a ``/reset`` or ``/step`` body declared as anything but JSON
+            (a form, ``text/plain``) is a 415 naming the content type to send (strict:
+            FastAPI's 422, which takes such a body for a string, not an object). ``/mcp``
+            refuses such bodies in both modes (a cross-site form must not call tools).
     """
 
     stateful_http: bool = True
@@ -46,6 +55,8 @@ class Compat:
     refusal_waits: bool = True
     empty_tools: bool = True
     many_sessions: bool = True
+    named_env_errors: bool = True
+    json_bodies_only: bool = True
 
     @property
     def strict(self) -> bool:

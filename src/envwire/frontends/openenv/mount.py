@@ -22,7 +22,13 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from envwire.errors import CapacityError, EnvCapacityError, EnvTimeoutError, EnvwireError
+from envwire.errors import (
+    CapacityError,
+    EnvCapacityError,
+    EnvError,
+    EnvTimeoutError,
+    EnvwireError,
+)
 from envwire.frontends.openenv import mcp
 from envwire.frontends.openenv.bindings import ActionRejected
 from envwire.frontends.openenv.routes import Router, split_path
@@ -270,7 +276,7 @@ class _Session:
             return False
         event = parse_client_message(text)
         if isinstance(event, WsInvalid) and event.not_object and not compat.malformed_continues:
-            self._ending(event.message)
+            self._ending(event.ending)
             return False
         if isinstance(event, WsSpaces | WsSample) and not compat.extensions:
             event = WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {_kind(text)}")
@@ -303,7 +309,10 @@ class _Session:
         except EnvwireError as exc:
             if not exc.remote:
                 log.warning("session %s (%s): %s", record.session.id[:8], record.env_id, exc)
-            reply = self._error(code_of(exc), str(exc), exc.code)
+            text_ = str(exc)
+            if isinstance(exc, EnvError) and not compat.named_env_errors:
+                text_ = exc.env_message  # openenv-core reports the exception's own text
+            reply = self._error(code_of(exc), text_, exc.code)
         return channel.send_text(reply)
 
     def _mcp_message(self, text: str | bytes) -> bool:

@@ -29,7 +29,13 @@ from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
 
-from envwire.errors import CapacityError, EnvTimeoutError, EnvwireError, InvalidArgumentError
+from envwire.errors import (
+    CapacityError,
+    EnvError,
+    EnvTimeoutError,
+    EnvwireError,
+    InvalidArgumentError,
+)
 from envwire.frontends.openenv import mcp, openapi
 from envwire.frontends.openenv.bindings import ActionRejected
 from envwire.frontends.openenv.service import FRONT_END, OpenEnvService, Record
@@ -46,6 +52,7 @@ from envwire.protocols.openenv import (
     parse_reset_body,
     parse_rpc,
     parse_step_body,
+    undeclared_body,
 )
 
 __all__ = ["ENDPOINTS", "HEADER", "COOKIE", "Router", "error_response", "split_path"]
@@ -139,7 +146,9 @@ class Router:
             return _detail(404, "Not Found")
         if request.method not in allowed and not (request.method == "HEAD" and "GET" in allowed):
             return _not_allowed(allowed)
-        if endpoint in _JSON_BODIES and request.body and not _is_json(request):
+        compat = service.compat
+        undeclared = endpoint in _JSON_BODIES and bool(request.body) and not _is_json(request)
+        if undeclared and (compat.json_bodies_only or endpoint not in _MODEL_BODIES):
             # A cross-site form or text/plain fetch needs no CORS preflight: refuse it here.
             return _detail(
                 415,
@@ -150,6 +159,8 @@ class Router:
             service.lookup(env_id)
             if endpoint in _SIMULATION and service.binding(env_id).production:
                 return _detail(404, "Not Found")
+            if undeclared:  # strict: FastAPI's 422; the body never reaches an env either
+                raise undeclared_body(request.body)
             if endpoint in _SIMULATION and not service.compat.stateful_http:
                 return self._stateless(request, env_id, endpoint, on_hang)
             return self._dispatch(request, env_id, endpoint, prefix, on_hang)
@@ -158,6 +169,9 @@ class Router:
             return json_response(exc.status, dumps({"detail": exc.detail}))
         except EnvwireError as exc:
             self.observe.error(FRONT_END, exc, env_id)
+            if isinstance(exc, EnvError) and status_of(exc) == 500 and not compat.named_env_errors:
+                # openenv-core lets the env's exception reach Starlette's last-resort handler.
+                return Response(500, b"Internal Server Error", "text/plain; charset=utf-8")
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
 
     def _dispatch(
@@ -372,6 +386,9 @@ def _cookie_path(prefix: str) -> str:
 
 #: Endpoints whose bodies are JSON: a body under any other content type is refused (415).
 _JSON_BODIES = frozenset({"reset", "step", "mcp", "session", "sample"})
+#: Of those, the ones whose bodies openenv-core validates as a model (strict mode answers a
+#: body of another type there as FastAPI does: 422); its ``/mcp`` reads any body as JSON.
+_MODEL_BODIES = frozenset({"reset", "step"})
 
 
 def _is_json(request: Request) -> bool:

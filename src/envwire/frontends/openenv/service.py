@@ -271,7 +271,10 @@ class OpenEnvService:
 
     def _call(self, record: Record, work: Callable[[], T], on_hang: Hang = None) -> T:
         assert record.session.spec is not None
-        if not record.lock.acquire(timeout=record.session.spec.step_timeout + _BUSY_GRACE):
+        step_timeout = record.session.spec.resolved_step_timeout
+        # -1: no deadline (OpenEnv's own envs), so the next call waits as long as this one takes.
+        busy = -1.0 if step_timeout is None else step_timeout + _BUSY_GRACE
+        if not record.lock.acquire(timeout=busy):
             raise StateError(
                 f"session of {record.env_id} is busy with another request (or its env hung)"
             )

@@ -15,7 +15,11 @@ Messages, one JSON object per text frame::
 
 envwire's extensions, both ignored by GymGodot-style games: ``{"cmd": "reset", "seed": n}``
 seeds the game before the reset, and ``{"error": "..."}`` is a reply to any command the game
-could not carry out (unknown cmd, malformed JSON, a failing env) instead of silence.
+could not carry out (unknown cmd, malformed JSON, a failing env) instead of silence. An error
+reply may carry a *stand-in* beside ``error``: the keys of the reply the command awaits
+(``{"observation": [...], "reward": 0.0, "done": true, "error": "..."}``), because a Python
+side that does not know the extension (GymGodot's ``ServerEnv``) reads those keys and nothing
+else, and fails on a reply without them.
 
 Samples travel as JSON lists (see :mod:`envwire.protocols.godot.spaces`). Nothing here does I/O.
 """
@@ -45,6 +49,7 @@ __all__ = [
     "RenderResult",
     "Reply",
     "ResetCommand",
+    "StandIn",
     "StepCommand",
     "StepResult",
     "decode_command",
@@ -141,11 +146,21 @@ class RenderResult:
         return self.error_code == GodotError.OK
 
 
+StandIn = InitObservation | StepResult | RenderResult
+
+
 @dataclass(frozen=True, slots=True)
 class ErrorReply:
-    """envwire's extension: the game could not carry out the last command."""
+    """envwire's extension: the game could not carry out the last command.
+
+    ``stand_in``, when given, is written beside ``error``: the reply the command awaits, for
+    Python sides that read only the original keys (GymGodot's ``ServerEnv`` indexes
+    ``answer["observation"]`` and would fail on a bare ``{"error": ...}``). Readers that know
+    the extension take the reply as this error whatever else it carries.
+    """
 
     message: str
+    stand_in: StandIn | None = None
 
 
 Reply = InitObservation | StepResult | RenderResult | ErrorReply
@@ -156,7 +171,8 @@ _CMD_NAMES: Final[dict[type[Command], str]] = {
     RenderCommand: "render",
     CloseCommand: "close",
 }
-_REPLY_TAGS: Final = ("init_observation", "observation", "render_error", "error")
+# The key that tells each reply apart; "error" is not among them since it may stand beside one.
+_REPLY_TAGS: Final = ("init_observation", "observation", "render_error")
 _SNIPPET = 200
 
 
@@ -246,8 +262,19 @@ def decode_command(text: str | bytes) -> Command:
             or a reset seed that is not an integer.
     """
     message = _load_object(text, "a command")
+    return _command_from(message, _command_type(message))
+
+
+def _command_type(message: JsonObject) -> type[Command]:
     cmd = _field(message, "cmd", "a command")
-    match cmd:
+    for command_type, name in _CMD_NAMES.items():
+        if cmd == name:
+            return command_type
+    raise ProtocolError(f"unknown cmd {cmd!r}; expected one of reset, step, render, close")
+
+
+def _command_from(message: JsonObject, command_type: type[Command]) -> Command:
+    match _CMD_NAMES[command_type]:
         case "reset":
             seed = message.get("seed")
             return ResetCommand(None if seed is None else _as_int(seed, "the reset seed"))
@@ -260,42 +287,63 @@ def decode_command(text: str | bytes) -> Command:
             return StepCommand(action)
         case "render":
             return RenderCommand()
-        case "close":
-            return CloseCommand()
-    raise ProtocolError(f"unknown cmd {cmd!r}; expected one of reset, step, render, close")
+    return CloseCommand()
 
 
 # --- replies --------------------------------------------------------------------------------
 
 
 def encode_reply(reply: Reply) -> str:
-    """The JSON text of ``reply`` (NaN and infinities are written as Python's json writes them)."""
+    """The JSON text of ``reply`` (NaN and infinities are written as Python's json writes them).
+
+    An :class:`ErrorReply` with a stand-in is the stand-in's object with ``"error"`` added.
+    """
+    if not isinstance(reply, ErrorReply):
+        return _dump(_reply_object(reply), allow_nan=True)
+    message = {} if reply.stand_in is None else _reply_object(reply.stand_in)
+    message["error"] = reply.message
+    return _dump(message, allow_nan=True)
+
+
+def _reply_object(reply: StandIn) -> JsonObject:
     match reply:
         case InitObservation(observation=observation):
-            message: JsonObject = {"init_observation": observation}
+            return {"init_observation": observation}
         case StepResult(observation=observation, reward=reward, done=done):
-            message = {"observation": observation, "reward": reward, "done": done}
+            return {"observation": observation, "reward": reward, "done": done}
         case RenderResult(error_code=code):
-            message = {"render_error": str(int(code))}
-        case ErrorReply(message=text):
-            message = {"error": text}
-    return _dump(message, allow_nan=True)
+            return {"render_error": str(int(code))}
 
 
 def decode_reply(text: str | bytes) -> Reply:
     """Parse one reply frame (the Python side's view).
 
+    A frame with ``"error"`` is an :class:`ErrorReply`, whose stand-in is read from the other
+    keys when one reply's keys are there too.
+
     Raises:
-        ProtocolError: malformed JSON, not exactly one reply tag, a missing field, a reward
-            that is not a number, a done flag that is not a boolean, a bad render code.
+        ProtocolError: malformed JSON, neither ``error`` nor exactly one reply tag, a missing
+            field, a reward that is not a number, a done flag that is not a boolean, a bad
+            render code.
     """
     message = _load_object(text, "a reply")
     tags = [tag for tag in _REPLY_TAGS if tag in message]
+    if "error" in message and len(tags) <= 1:
+        error = message["error"]
+        return ErrorReply(
+            error if isinstance(error, str) else json.dumps(error),
+            _tagged_reply(message, tags[0]) if tags else None,
+        )
     if len(tags) != 1:
         raise ProtocolError(
-            f"a reply needs exactly one of {sorted(_REPLY_TAGS)}, got keys {sorted(message)}"
+            f"a reply needs exactly one of {list(_REPLY_TAGS)} (an error reply may add "
+            f"'error' beside it, or have 'error' alone), got keys {sorted(message)}"
         )
-    match tags[0]:
+    return _tagged_reply(message, tags[0])
+
+
+def _tagged_reply(message: JsonObject, tag: str) -> StandIn:
+    match tag:
         case "init_observation":
             return InitObservation(message["init_observation"])
         case "observation":
@@ -309,10 +357,7 @@ def decode_reply(text: str | bytes) -> Reply:
                     raise ProtocolError(f"the step done flag must be a boolean, got {done!r}")
                 done = bool(done)
             return StepResult(message["observation"], float(reward), done)
-        case "render_error":
-            return RenderResult(_as_int(message["render_error"], "render_error"))
-    error = message["error"]
-    return ErrorReply(error if isinstance(error, str) else json.dumps(error))
+    return RenderResult(_as_int(message["render_error"], "render_error"))
 
 
 # --- state machines -------------------------------------------------------------------------
@@ -335,7 +380,7 @@ _AFTER: Final[dict[type[Command], Phase]] = {
     RenderCommand: Phase.RENDERING,
     CloseCommand: Phase.CLOSED,
 }
-_AWAITS: Final[dict[Phase, type[Reply]]] = {
+_AWAITS: Final[dict[Phase, type[StandIn]]] = {
     Phase.RESETTING: InitObservation,
     Phase.STEPPING: StepResult,
     Phase.RENDERING: RenderResult,
@@ -367,7 +412,7 @@ class GymSide:
 
         Raises:
             ProtocolError: no reply was pending, the frame is malformed, or it answers another
-                command than the one sent.
+                command than the one sent (an error reply's stand-in included).
         """
         expected = _AWAITS.get(self.phase)
         if expected is None:
@@ -375,10 +420,11 @@ class GymSide:
                 f"the game sent {_snippet(text)!r} while the connection is {self.phase.value}"
             )
         reply = decode_reply(text)
-        if not isinstance(reply, expected | ErrorReply):
+        answered = reply.stand_in if isinstance(reply, ErrorReply) else reply
+        if answered is not None and not isinstance(answered, expected):
             raise ProtocolError(
                 f"expected {expected.__name__} while {self.phase.value}, "
-                f"got {type(reply).__name__}: {_snippet(text)!r}"
+                f"got {type(answered).__name__}: {_snippet(text)!r}"
             )
         self.phase = Phase.IDLE
         return reply
@@ -390,8 +436,17 @@ class GameSide:
     def __init__(self) -> None:
         self.phase = Phase.IDLE
 
+    @property
+    def awaited(self) -> type[StandIn] | None:
+        """The kind of reply the pending command awaits; None when none is owed."""
+        return _AWAITS.get(self.phase)
+
     def receive(self, text: str | bytes) -> Command:
         """Decode the next command and move to the phase that owes its reply.
+
+        A command whose ``cmd`` is known but whose other fields are malformed still moves to
+        its phase before the error is raised, so that :attr:`awaited` names the reply its
+        sender waits for (an error reply then carries a stand-in of that kind).
 
         Raises:
             ProtocolError: the frame is malformed (answer it with an :class:`ErrorReply`), a
@@ -401,24 +456,33 @@ class GameSide:
             raise ProtocolError(
                 f"the server sent {_snippet(text)!r} while the connection is {self.phase.value}"
             )
-        command = decode_command(text)
-        self.phase = _AFTER[type(command)]
-        return command
+        message = _load_object(text, "a command")
+        command_type = _command_type(message)
+        self.phase = _AFTER[command_type]
+        return _command_from(message, command_type)
 
     def send(self, reply: Reply) -> str:
-        """Encode ``reply`` to the pending command (an :class:`ErrorReply` is always allowed,
-        except after close).
+        """Encode ``reply`` to the pending command.
+
+        An :class:`ErrorReply` may answer any command, and a frame that was no command at
+        all, but not close; its stand-in, if any, must be the reply the command awaits.
 
         Raises:
             StateError: ``reply`` does not answer the pending command.
         """
-        expected = _AWAITS.get(self.phase)
+        expected = self.awaited
+        answered = reply.stand_in if isinstance(reply, ErrorReply) else reply
         if self.phase is Phase.CLOSED or (
-            not isinstance(reply, ErrorReply) and (expected is None or type(reply) is not expected)
+            answered is not None and (expected is None or type(answered) is not expected)
         ):
             raise StateError(
-                f"cannot send {type(reply).__name__} to the server: "
-                f"connection is {self.phase.value}"
+                f"cannot send {_reply_name(reply)} to the server: connection is {self.phase.value}"
             )
         self.phase = Phase.IDLE
         return encode_reply(reply)
+
+
+def _reply_name(reply: Reply) -> str:
+    if isinstance(reply, ErrorReply) and reply.stand_in is not None:
+        return f"ErrorReply with a {type(reply.stand_in).__name__} stand-in"
+    return type(reply).__name__

@@ -93,7 +93,8 @@ def from_wire(
 
     Raises:
         ProtocolError: not a list of numbers, the wrong number of values, or a non-integral
-            value for an integer space.
+            value (or one its dtype cannot hold) for an integer space. Values are not checked
+            against a Box's bounds: that is the space's membership, for the caller to judge.
         UnsupportedError: the space is not supported.
     """
     check_space(space, what)
@@ -120,6 +121,14 @@ def _array_from_wire(
     flat = _numbers(value, math.prod(space.shape), space, what)
     if space.dtype.kind in "biu" and not np.all(np.isfinite(flat) & (flat == np.round(flat))):
         raise ProtocolError(f"{what} {value!r} has non-integral values for {space}")
+    if space.dtype.kind in "iu":
+        # The cast below would wrap such a value round (300 -> 44 in uint8) without a word.
+        limits = np.iinfo(space.dtype)
+        if flat.size and (flat.min() < limits.min or flat.max() > limits.max):
+            raise ProtocolError(
+                f"{what} {value!r} has values outside {space.dtype}'s range "
+                f"[{limits.min}, {limits.max}] for {space}"
+            )
     with np.errstate(over="ignore", invalid="ignore"):
         return flat.astype(space.dtype).reshape(space.shape)
 

@@ -156,7 +156,7 @@ class RayWorker:
         """The actor's node, as error messages name it: IP and short node id."""
         return f"{self.node_ip} ({self.node_id[:8]})"
 
-    def call(self, method: str, *args: object, timeout: float) -> object:
+    def call(self, method: str, *args: object, timeout: float | None) -> object:
         """Run ``host.method(*args)`` in the actor.
 
         Raises:
@@ -173,7 +173,7 @@ class RayWorker:
             raise EnvCrashedError(f"{self.spec.id}: the env's Ray actor is gone")
         self._pending = self._actor.call.remote(method, args)
 
-    def finish(self, method: str, timeout: float) -> object:
+    def finish(self, method: str, timeout: float | None) -> object:
         """The result of the call :meth:`send` started."""
         pending, self._pending = self._pending, None
         return self._get(pending, timeout, method)
@@ -181,7 +181,7 @@ class RayWorker:
     def _get(
         self,
         ref: Any,
-        timeout: float,
+        timeout: float | None,
         method: str,
         late: _Late | None = None,
     ) -> Any:
@@ -190,13 +190,14 @@ class RayWorker:
         try:
             return ray.get(ref, timeout=timeout)
         except GetTimeoutError:
+            assert timeout is not None  # ray.get without a timeout waits
             self.close(graceful=False)
             raise (late or self._late)(timeout, method) from None
         except RayTaskError as exc:  # the host raised: its own error, without Ray's wrapping
             cause = exc.cause
             if isinstance(cause, EnvwireError):
                 raise cause from None
-            raise EnvError(f"{self.spec.id}: {method} raised {cause!r}") from None
+            raise EnvError.wrapping(f"{self.spec.id}: {method} raised {cause!r}", cause) from None
         except RuntimeEnvSetupError as exc:
             self.close(graceful=False)
             raise ConfigError(
@@ -304,7 +305,7 @@ class RayGroup(VectorGroup[RayWorker]):
         self, workers: list[RayWorker], sizes: list[int], group: PlacementGroup | None
     ) -> None:
         self.group = group
-        super().__init__(workers, sizes, timeout=workers[0].spec.step_timeout)
+        super().__init__(workers, sizes, timeout=workers[0].spec.resolved_step_timeout)
 
     @property
     def nodes(self) -> list[str]:
