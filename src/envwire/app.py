@@ -61,6 +61,11 @@ class FrontEnd(Protocol):
         """Stop accepting and drop every connection."""
         ...
 
+    def revoke(self, still_valid: Callable[[str], bool]) -> int:
+        """Close the connections (or streams) of clients whose token ``still_valid`` no
+        longer accepts (it is given each one's principal); how many."""
+        ...
+
 
 class Server:
     """Runs the front ends the settings turn on, over one session table, until stopped.
@@ -209,6 +214,19 @@ class Server:
             extra["unavailable"] = self.unavailable
         return extra
 
+    def reload_tokens(self) -> int:
+        """Re-read the token file (SIGHUP); when the new tokens are in force, close every
+        connection, WebSocket session and gRPC stream opened with a token no longer in it
+        (HTTP sessions need the token on every request: theirs are refused from now on).
+        Returns how many were closed."""
+        tokens = self.security.tokens
+        if tokens is None or not tokens.reload():
+            return 0
+        closed = sum(front.revoke(tokens.holds) for front in self.front_ends)
+        if closed:
+            log.warning("%d connections of revoked tokens closed", closed)
+        return closed
+
     def start(self, announce: Callable[[str], None] | None = None) -> None:
         """Start every front end the settings turn on; announce each listening address.
 
@@ -225,7 +243,7 @@ class Server:
                 signal.signal(sig, lambda *_: self._stopped.set())
             tokens = self.security.tokens
             if tokens is not None:
-                signal.signal(signal.SIGHUP, lambda *_: tokens.reload())
+                signal.signal(signal.SIGHUP, lambda *_: self.reload_tokens())
         if self.ray is not None:
             self.ray.connect()
         _raise_file_limit()

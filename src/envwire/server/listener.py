@@ -311,6 +311,17 @@ class ThreadedListener(Generic[C]):
         self.forget(victim.conn)
         return True
 
+    def revoke(self, still_valid: Callable[[str], bool]) -> int:
+        """Close every connection whose client showed a token no longer accepted
+        (``still_valid(principal)`` is False); how many were closed."""
+        with self._lock:
+            gone = [c for c in self._connections if not still_valid(c.ticket.principal)]
+        for conn in gone:
+            log.info("%s: its token was revoked; connection closed", conn.ticket.peer)
+            conn.abort()
+            self.forget(conn)
+        return len(gone)
+
     def track(self, conn: C) -> None:
         """Count ``conn`` among the open connections (until :meth:`forget`)."""
         with self._lock:

@@ -87,3 +87,35 @@ def test_the_launcher_serves_with_a_token() -> None:
         url = env.url  # type: ignore[union-attr]
         with pytest.raises(UnauthenticatedError):
             envwire.make(url)
+
+
+def test_a_reload_closes_what_a_revoked_token_opened(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(f"{TOKEN}\n{OTHER_TOKEN}\n")
+    tokens.chmod(0o600)
+    front_ends = ["gym-socket", "http", "grpc"]
+    with serve(tmp_path, front_ends, token_file=tokens) as server:
+        urls = [
+            server.url("gym-socket", "CartPole-v1"),
+            server.url("ws", "envs/CartPole-v1", "http"),
+            server.url("grpc", "CartPole-v1"),
+        ]
+        revoked = [envwire.make(url, token=TOKEN) for url in urls]
+        kept = [envwire.make(url, token=OTHER_TOKEN) for url in urls]
+        for env in revoked + kept:
+            env.reset(seed=0)
+        tokens.write_text(OTHER_TOKEN + "\n")
+        assert server.process is not None
+        os.kill(server.process.pid, signal.SIGHUP)
+        assert server.wait_for(
+            lambda: any("connections of revoked tokens closed" in x for x in server.output),
+            timeout=10,
+        )
+        assert any("3 connections of revoked tokens closed" in x for x in server.output)
+        for env in revoked:
+            with pytest.raises(envwire.EnvwireError):
+                env.step(0)
+            env.close()
+        for env in kept:  # the others' sessions go on
+            env.step(0)
+            env.close()

@@ -275,6 +275,15 @@ class GrpcFrontEnd:
         finally:
             stream.end()
 
+    def revoke(self, still_valid: Callable[[str], bool]) -> int:
+        """Cancel every stream opened with a token no longer accepted; how many."""
+        with self._lock:
+            gone = [s for s in self._streams if not still_valid(s.address)]
+        for stream in gone:
+            log.info("a gRPC stream's token was revoked; stream cancelled")
+            stream.context.cancel()
+        return len(gone)
+
     def forget(self, stream: _Stream) -> None:
         with self._lock:
             self._streams.discard(stream)

@@ -35,6 +35,10 @@ MIN_TOKEN = 8
 MAX_TOKEN = 1024
 
 
+#: How a token's principal starts (a short digest of it follows).
+_PRINCIPAL = "token "
+
+
 def _digest(token: str | bytes) -> bytes:
     data = token.encode("utf-8", "surrogateescape") if isinstance(token, str) else token
     return hashlib.sha256(data).digest()
@@ -160,10 +164,18 @@ class TokenSet:
         """Whether an ``Authorization`` header value carries an accepted token."""
         return self.check(presented_token(header))
 
+    def holds(self, principal: str) -> bool:
+        """Whether the token :meth:`principal` named ``principal`` is still accepted (after a
+        reload took it out, the connections it opened are closed)."""
+        if not principal.startswith(_PRINCIPAL):
+            return True  # not a token's: an address, which a reload does not concern
+        prefix = principal[len(_PRINCIPAL) :]
+        return any(stored.hex().startswith(prefix) for stored in self._digests)
+
     def principal(self, token: str | bytes | None) -> str | None:
         """Who presents ``token``: a short name of it (never the token), or None when it is not
         accepted. A token is a principal: limits per client count by it once it is shown."""
         if not self.check(token):
             return None
         assert token is not None
-        return "token " + _digest(token).hex()[:12]
+        return _PRINCIPAL + _digest(token).hex()[:12]
