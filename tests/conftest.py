@@ -34,6 +34,29 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
+#: Test files that take minutes: they start first, so that with ``-n`` (pyproject's addopts)
+#: no worker is left running one of them alone at the end.
+LONG_FILES = (
+    "tests/docs/test_examples.py",
+    "tests/frontends/openenv/test_strict_answers.py",
+    "tests/frontends/openenv/test_native_envs.py",
+    "tests/frontends/openenv/test_openenv_clients.py",
+    "tests/client/test_openenv.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Run the files that take longest first (a stable sort: the order within and among the
+    rest stays as collected, the same in every worker)."""
+
+    def long(item: pytest.Item) -> bool:
+        path = item.nodeid.partition("::")[0]
+        return path in LONG_FILES or item.get_closest_marker("slow") is not None
+
+    first = {item.nodeid.partition("::")[0] for item in items if long(item)}
+    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in first)
+
+
 @pytest.fixture(scope="session")
 def gym_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """A server on a free gym-socket port, shared by the end-to-end tests."""

@@ -151,7 +151,7 @@ framed = st.builds(
 )
 
 
-@settings(max_examples=600, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(
     request=st.sampled_from(REQUESTS),
     flags=st.sampled_from(FLAG_SETS),

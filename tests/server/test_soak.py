@@ -1,4 +1,4 @@
-"""A bounded soak: 10,000 connect/step/disconnect cycles over the four front ends of one server.
+"""A bounded soak: 5,000 connect/step/disconnect cycles over the four front ends of one server.
 
 Every cycle opens a connection, opens a session, steps, and goes away. Afterwards the server
 holds no session but the arena agent's unfinished run, and its file descriptors, threads and
@@ -32,7 +32,7 @@ from tests.rawsock import exact
 
 pytestmark = pytest.mark.slow
 
-CYCLES = 10_000
+CYCLES = 5_000
 WARMUP = 1_000
 #: Resident memory the server may gain between the warm-up and the end (allocator slack).
 RSS_SLACK_KIB = 16 * 1024
@@ -218,7 +218,7 @@ def _sessions(port: int) -> int:
 
 
 @pytest.mark.timeout(600)
-def test_ten_thousand_cycles_leave_nothing_behind(tmp_path: Path) -> None:
+def test_five_thousand_cycles_leave_nothing_behind(tmp_path: Path) -> None:
     db = tmp_path / "arena.sqlite3"
     admin = ArenaAdmin(Store(db))
     admin.create_env("nim", "envwire/Nim-v0", {})

@@ -109,6 +109,20 @@ def test_empty_close() -> None:
         (raw(0x88, struct.pack("!H", 999)), 1002),
         (bytes([0x81, 0xFF]) + struct.pack("!Q", 1 << 63) + b"\0" * 4, 1002),
     ],
+    # names of their own: the masks are random, and every test process must collect the same
+    ids=[
+        "unmasked",
+        "rsv1",
+        "unknown-opcode",
+        "fragmented-ping",
+        "long-ping",
+        "lone-continuation",
+        "unfinished-text",
+        "bad-utf8",
+        "short-close",
+        "bad-close-code",
+        "huge-length",
+    ],
 )
 def test_protocol_errors(data: bytes, code: int) -> None:
     with pytest.raises(FrameError) as caught:
