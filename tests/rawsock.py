@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import socket
 
-__all__ = ["exact"]
+__all__ = ["closed_by_server", "exact"]
 
 
 def exact(sock: socket.socket, size: int) -> bytes:
@@ -20,3 +20,16 @@ def exact(sock: socket.socket, size: int) -> bytes:
             raise ConnectionError(f"closed after {len(data)} of {size} bytes")
         data += chunk
     return data
+
+
+def closed_by_server(sock: socket.socket, within: float) -> bool:
+    """Whether the server ends the connection within ``within`` seconds (reading what comes)."""
+    sock.settimeout(within)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return False
+    except OSError:
+        return True
+    return True

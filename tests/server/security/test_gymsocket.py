@@ -12,7 +12,7 @@ import pytest
 import envwire
 from envwire.errors import TransportError, UnauthenticatedError
 from envwire.testing import ServerProcess
-from tests.rawsock import exact
+from tests.rawsock import closed_by_server, exact
 from tests.server.security.conftest import (
     OTHER_TOKEN,
     TOKEN,
@@ -40,17 +40,6 @@ def read_string(sock: socket.socket) -> str:
     (size,) = struct.unpack("<I", exact(sock, 4))
     return exact(sock, size).decode()
 
-
-def closed_by_server(sock: socket.socket, within: float) -> bool:
-    """Whether the server ends the connection within ``within`` seconds."""
-    sock.settimeout(within)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
     return True
 
 

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from envwire.testing import ServerProcess
+from tests.rawsock import closed_by_server
 from tests.server.security.conftest import TOKEN, Secrets, secured, serve
 
 ENVS = ("envwire/Echo-v0",)
@@ -43,17 +44,6 @@ def read_reply(sock: socket.socket) -> bytes:
         pass
     return data
 
-
-def closed(sock: socket.socket, within: float) -> bool:
-    """Whether the server closes ``sock`` within ``within`` seconds (reading what comes)."""
-    sock.settimeout(within)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return False
-    except OSError:
-        return True
     return True
 
 
@@ -108,7 +98,7 @@ def test_a_stranger_keep_alive_connection_is_closed_soon(token_server: ServerPro
         assert get_health(stranger).startswith(b"HTTP/1.1 200")
         assert get_health(friend, token=True).startswith(b"HTTP/1.1 200")
         started = time.monotonic()
-        assert closed(stranger, within=12), "a token-less idle connection was kept"
+        assert closed_by_server(stranger, within=12), "a token-less idle connection was kept"
         assert time.monotonic() - started < 10
         # the token holder's connection outlives the stranger's limit
         assert get_health(friend, token=True).startswith(b"HTTP/1.1 200")
@@ -132,7 +122,7 @@ def test_strangers_are_evicted_to_make_room(secrets: Secrets, tmp_path: Path) ->
                 timeout=10,
             )
             assert response.status_code == 200, response.text
-            assert sum(closed(sock, within=0.5) for sock in strangers) >= 1
+            assert sum(closed_by_server(sock, within=0.5) for sock in strangers) >= 1
         finally:
             for sock in strangers:
                 sock.close()
