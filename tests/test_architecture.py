@@ -178,6 +178,7 @@ SHARED_NAMES = {
     "cli.py": "command-line commands",
     "admin.py": "administration commands",
     "env.py": "an env class",
+    "connection.py": "a client's one connection to its server (arena, OpenEnv)",
     "pool.py": "a bounded set of things many users share (run slots; worker processes)",
 }
 

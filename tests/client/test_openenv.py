@@ -14,7 +14,7 @@ import httpx
 import pytest
 
 import envwire
-from envwire.client.openenv import TypedClient, _rpc_result, base_url
+from envwire.client.openenv import TypedClient, base_url, rpc_result
 from envwire.envs.echo import EchoObservation
 from envwire.errors import (
     InvalidActionError,
@@ -34,12 +34,12 @@ FORK_BOMB = (
 
 
 def test_rpc_errors_become_remote_errors_whatever_their_shape() -> None:
-    assert _rpc_result({"jsonrpc": "2.0", "result": {"data": 3}, "id": 1}, "m") == {"data": 3}
+    assert rpc_result({"jsonrpc": "2.0", "result": {"data": 3}, "id": 1}, "m") == {"data": 3}
     with pytest.raises(RemoteError, match="tools/call: no such tool") as caught:
-        _rpc_result({"error": {"code": -32601, "message": "no such tool"}}, "tools/call")
+        rpc_result({"error": {"code": -32601, "message": "no such tool"}}, "tools/call")
     assert caught.value.remote_code == "-32601"
     with pytest.raises(RemoteError, match="tools/list: broken"):  # a peer's bare string
-        _rpc_result({"error": "broken"}, "tools/list")
+        rpc_result({"error": "broken"}, "tools/list")
 
 
 class _Tools:
