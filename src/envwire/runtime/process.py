@@ -4,12 +4,19 @@ A call that overruns its timeout kills the child (:class:`~envwire.errors.EnvTim
 child that dies (segfault, ``os._exit``) is reported as
 :class:`~envwire.errors.EnvCrashedError`. The server goes on either way, and a Reset makes a
 fresh worker.
+
+Calls and replies cross the pipe as :func:`envwire.runtime.pipe.dumps` pickles (arrays as their
+bytes), one ``send_bytes`` each: ``Connection.send`` builds a ``ForkingPickler`` per message,
+copying copyreg's dispatch table, and NumPy's own reduction costs microseconds an array; a
+vector session split over workers pays both several times a batch.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import pickle
+import select
 import signal
 import threading
 from collections.abc import Callable
@@ -19,6 +26,7 @@ from multiprocessing.process import BaseProcess
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import make_host
+from envwire.runtime.pipe import dumps
 
 __all__ = ["ProcessWorker", "portable_error", "worker_context"]
 
@@ -29,21 +37,23 @@ def _child_main(
     """The worker process: make the host, then answer calls until told to stop or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
     try:
-        host = make_host(spec, num_envs, mode)
+        # every result is pickled before the next call: no copy of each batch is needed
+        host = make_host(spec, num_envs, mode, copy=False)
     except BaseException as exc:
-        conn.send(("err", portable_error(exc)))
+        conn.send_bytes(dumps(("err", portable_error(exc))))
         return
-    conn.send(("ok", None))
+    conn.send_bytes(dumps(("ok", None)))
     while True:
         try:
-            method, args = conn.recv()
+            method, args = pickle.loads(conn.recv_bytes())
         except (EOFError, OSError):
             host.close()
             return
         try:
-            conn.send(("ok", host.call(method, args)))
-        except BaseException as exc:
-            conn.send(("err", portable_error(exc)))
+            reply = dumps(("ok", host.call(method, args)))
+        except BaseException as exc:  # the call failed, or its result does not pickle
+            reply = dumps(("err", portable_error(exc)))
+        conn.send_bytes(reply)
         if method == "close":
             return
 
@@ -91,6 +101,9 @@ class ProcessWorker:
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
+        # One poll object for the worker's life: Connection.poll builds a selector per call.
+        self._poller = select.poll()
+        self._poller.register(self._conn.fileno(), select.POLLIN)
         try:
             self._receive("make", spec.make_timeout)
         except BaseException:
@@ -106,8 +119,9 @@ class ProcessWorker:
         """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
         if self._conn.closed:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        message = dumps((method, args))  # an argument that does not pickle raises here
         try:
-            self._conn.send((method, args))
+            self._conn.send_bytes(message)
         except (OSError, ValueError):
             raise self._crashed(method) from None
 
@@ -116,14 +130,18 @@ class ProcessWorker:
         return self._receive(method, timeout)
 
     def _receive(self, method: str, timeout: float | None) -> object:
-        if not self._conn.poll(timeout):  # poll(None) waits as long as the call takes
+        if self._conn.closed:
+            raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        # None waits as long as the call takes; POLLHUP and POLLERR also end the wait (a dead
+        # child), and the read below then reports the crash.
+        if not self._poller.poll(None if timeout is None else max(0, timeout * 1000)):
             self._kill()
             raise EnvTimeoutError(
                 f"{self.spec.id}: {method} did not return within {timeout:g} s; "
                 "its worker process was killed"
             )
         try:
-            status, value = self._conn.recv()
+            status, value = pickle.loads(self._conn.recv_bytes())
         except (EOFError, OSError):
             raise self._crashed(method) from None
         if status == "err":
@@ -154,7 +172,7 @@ class ProcessWorker:
             return
         try:
             with self._lock:
-                self._conn.send(("close", ()))
+                self._conn.send_bytes(dumps(("close", ())))
                 self._conn.poll(2.0)
         except (OSError, ValueError):
             pass
