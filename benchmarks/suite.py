@@ -76,7 +76,12 @@ from harness import (
 __all__ = [
     "bench_batched",
     "bench_frames",
-    "bench_parallel", "bench_gym_socket", "bench_idle", "main", "run"]
+    "bench_gym_socket",
+    "bench_idle",
+    "bench_parallel",
+    "main",
+    "run",
+]
 
 #: The ratio to SyncVectorEnv each batch size should reach: training libraries run 4-16 envs
 #: a process, where a batch's fixed cost (the round trip, both codecs) weighs most.

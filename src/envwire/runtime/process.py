@@ -5,10 +5,12 @@ child that dies (segfault, ``os._exit``) is reported as
 :class:`~envwire.errors.EnvCrashedError`. The server goes on either way, and a Reset makes a
 fresh worker.
 
-Calls and replies cross the pipe as :func:`envwire.runtime.pipe.dumps` pickles (arrays as their
-bytes), one ``send_bytes`` each: ``Connection.send`` builds a ``ForkingPickler`` per message,
-copying copyreg's dispatch table, and NumPy's own reduction costs microseconds an array; a
-vector session split over workers pays both several times a batch.
+Calls and replies cross the pipe as the pool's frames (:mod:`envwire.runtime.pipe`): a
+:func:`~envwire.runtime.pipe.dumps` pickle (arrays as their bytes) behind its length, one
+``write`` each way and one ``read`` for a whole reply. ``Connection.send`` built a
+``ForkingPickler`` per message (copying copyreg's dispatch table), NumPy's own reduction costs
+microseconds an array, and ``Connection.recv`` reads a message in two system calls: a vector
+session split over workers paid all of it several times a batch.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from multiprocessing.process import BaseProcess
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import make_host
-from envwire.runtime.pipe import dumps
+from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
 
 __all__ = ["ProcessWorker", "portable_error", "worker_context"]
 
@@ -36,26 +38,36 @@ def _child_main(
 ) -> None:
     """The worker process: make the host, then answer calls until told to stop or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
+    fd = conn.fileno()
     try:
         # every result is pickled before the next call: no copy of each batch is needed
         host = make_host(spec, num_envs, mode, copy=False)
     except BaseException as exc:
-        conn.send_bytes(dumps(("err", portable_error(exc))))
+        write_all(fd, frame(b"", dumps(("err", portable_error(exc)))))
         return
-    conn.send_bytes(dumps(("ok", None)))
+    write_all(fd, frame(b"", dumps(("ok", None))))
+    reader = FrameReader(fd)
     while True:
         try:
-            method, args = pickle.loads(conn.recv_bytes())
-        except (EOFError, OSError):
+            calls = reader.read()
+        except OSError:
+            calls = []
+        if not calls:  # EOF: the server is gone
             host.close()
             return
-        try:
-            reply = dumps(("ok", host.call(method, args)))
-        except BaseException as exc:  # the call failed, or its result does not pickle
-            reply = dumps(("err", portable_error(exc)))
-        conn.send_bytes(reply)
-        if method == "close":
-            return
+        for call in calls:  # one at a time: the server waits for each reply
+            method, args = pickle.loads(call)
+            try:
+                reply = dumps(("ok", host.call(method, args)))
+            except BaseException as exc:  # the call failed, or its result does not pickle
+                reply = dumps(("err", portable_error(exc)))
+            try:
+                write_all(fd, frame(b"", reply))
+            except OSError:  # the server is gone
+                host.close()
+                return
+            if method == "close":
+                return
 
 
 def portable_error(exc: BaseException) -> EnvwireError:
@@ -101,9 +113,11 @@ class ProcessWorker:
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
+        self._fd = self._conn.fileno()
+        self._reader = FrameReader(self._fd)
         # One poll object for the worker's life: Connection.poll builds a selector per call.
         self._poller = select.poll()
-        self._poller.register(self._conn.fileno(), select.POLLIN)
+        self._poller.register(self._fd, select.POLLIN)
         try:
             self._receive("make", spec.make_timeout)
         except BaseException:
@@ -119,9 +133,9 @@ class ProcessWorker:
         """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
         if self._conn.closed:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
-        message = dumps((method, args))  # an argument that does not pickle raises here
+        message = frame(b"", dumps((method, args)))  # an argument that does not pickle raises
         try:
-            self._conn.send_bytes(message)
+            write_all(self._fd, message)
         except (OSError, ValueError):
             raise self._crashed(method) from None
 
@@ -141,9 +155,12 @@ class ProcessWorker:
                 "its worker process was killed"
             )
         try:
-            status, value = pickle.loads(self._conn.recv_bytes())
-        except (EOFError, OSError):
+            replies = self._reader.read()
+        except OSError:
+            replies = []
+        if not replies:  # EOF: the child died
             raise self._crashed(method) from None
+        status, value = pickle.loads(replies[0])  # one call in flight: one reply
         if status == "err":
             raise value
         return value
@@ -172,7 +189,7 @@ class ProcessWorker:
             return
         try:
             with self._lock:
-                self._conn.send_bytes(dumps(("close", ())))
+                write_all(self._fd, frame(b"", dumps(("close", ()))))
                 self._conn.poll(2.0)
         except (OSError, ValueError):
             pass
