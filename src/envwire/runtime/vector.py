@@ -11,6 +11,7 @@ from typing import Any, Generic, Protocol, TypeVar
 
 import gymnasium
 import numpy as np
+from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envwire.errors import EnvError, EnvTimeoutError, EnvwireError, InvalidArgumentError
@@ -79,10 +80,29 @@ def _batch(space: gymnasium.Space[Any], items: list[object], size: int) -> objec
 
 
 def _join(space: gymnasium.Space[Any], parts: list[object], sizes: list[int]) -> object:
-    """The inverse of :func:`_slices`."""
-    arrays = [p for p in parts if isinstance(p, np.ndarray)]
-    if len(arrays) == len(parts):
-        return np.concatenate(arrays)
+    """The inverse of :func:`_slices`.
+
+    Arrays are concatenated; the batches of ``Dict`` and ``Tuple`` spaces (dicts and tuples of
+    their subspaces' batches: dm_control's observations) key by key, so that only leaves that
+    are not arrays (texts, graphs, sequences) take Gymnasium's item-by-item way, which costs
+    about a millisecond a batch for a two-key ``Dict`` of 8 copies.
+    """
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)  # type: ignore[arg-type]
+    if isinstance(space, spaces.Dict) and all(
+        isinstance(p, dict) and p.keys() == space.spaces.keys() for p in parts
+    ):
+        return {
+            key: _join(sub, [p[key] for p in parts], sizes)  # type: ignore[index]
+            for key, sub in space.spaces.items()
+        }
+    if isinstance(space, spaces.Tuple) and all(
+        isinstance(p, tuple) and len(p) == len(space.spaces) for p in parts
+    ):
+        return tuple(
+            _join(sub, [p[i] for p in parts], sizes)  # type: ignore[index]
+            for i, sub in enumerate(space.spaces)
+        )
     items = [
         item
         for part, size in zip(parts, sizes, strict=True)
