@@ -16,6 +16,10 @@ Cases (each a rate in steps/s, env steps for batched cases):
   beside the echo stepping CartPole), and in a worker process;
 - ``batched``: ``make_vec`` CartPole at N = 1, 8, 16, 64, 256, 1024, beside Gymnasium's
   in-process ``SyncVectorEnv`` with the same N;
+- ``parallel``: ``make_vec(url, N, workers=2)`` of a CPU-bound env (``BurnEnv``, a step of
+  200 µs of CPU) at N = 8 and 2, beside in-process ``SyncVectorEnv`` and Gymnasium's
+  ``AsyncVectorEnv``; the same with an agent computing during the step (``step_async``); and
+  dm_control's cartpole-swingup at N = 8 (with the ``dm-control`` extra, skipped without);
 - ``sb3``: SB3's ``VecEnv.step()`` over gym-socket (``envwire.adapters.training.sb3``) at
   N = 8, beside SB3's local ``DummyVecEnv`` (``bench_sb3.sb3_cases``; needs the ``sb3`` extra,
   skipped without);
@@ -29,6 +33,8 @@ Cases (each a rate in steps/s, env steps for batched cases):
 from __future__ import annotations
 
 import argparse
+import functools
+import importlib.util
 import json
 import subprocess
 import sys
@@ -45,11 +51,13 @@ import numpy as np
 import envwire
 from bench_dmenvrpc import bench_grpc_cases
 from bench_openenv import bench_openenv_cases
+from bench_pool import calibrate
 from bench_sb3 import sb3_cases
 from envwire.client.gymsocket import DEFAULT_FLAGS
 from envwire.protocols.gymsocket import Flags
+from envwire.registry import parse_env_arg
 from envwire.testing import ServerProcess
-from envwire.testing.envs import FramesEnv
+from envwire.testing.envs import BurnEnv, FramesEnv
 from harness import (
     EchoServer,
     Progress,
@@ -65,7 +73,15 @@ from harness import (
     step_loop,
 )
 
-__all__ = ["bench_batched", "bench_frames", "bench_gym_socket", "bench_idle", "main", "run"]
+__all__ = [
+    "bench_batched",
+    "bench_frames",
+    "bench_gym_socket",
+    "bench_idle",
+    "bench_parallel",
+    "main",
+    "run",
+]
 
 #: The ratio to SyncVectorEnv each batch size should reach: training libraries run 4-16 envs
 #: a process, where a batch's fixed cost (the round trip, both codecs) weighs most.
@@ -173,6 +189,144 @@ def bench_batched(settings: Settings, server: Any, progress: Progress) -> list[R
     return results
 
 
+# --- parallel stepping: copies split over worker processes ----------------------------------
+
+#: The step of the CPU-bound env (``BurnEnv``), in µs of CPU.
+BURN_STEP_US = 200.0
+
+#: What ``make_vec(url, 8, workers=2)`` of that env should reach, of each baseline.
+PARALLEL_TARGETS = {"SyncVectorEnv": 1.5, "AsyncVectorEnv": 1.2}
+
+#: dm_control's cartpole-swingup, served when the ``dm-control`` extra is installed.
+DM_CARTPOLE = "dm_control/cartpole-swingup"
+
+
+def _agent_stepper(
+    env: Any, actions: Any, think: Callable[[], object], seconds: float, n: int
+) -> Callable[[], float]:
+    """Env steps/s of an agent that computes (``think``) once per batch: while the copies step
+    where the vector env can (``step_async``, think, ``step_wait``), else after each step."""
+    if hasattr(env, "step_async"):
+
+        def once() -> None:
+            env.step_async(actions)
+            think()
+            env.step_wait()
+
+    else:
+
+        def once() -> None:
+            env.step(actions)
+            think()
+
+    return lambda: n * rate(once, seconds, warmup=10)
+
+
+def _vector_rounds(
+    settings: Settings,
+    make: Callable[[], Any],
+    remote: dict[str, Any],
+    n: int,
+    think: Callable[[], object] | None = None,
+) -> dict[str, list[float]]:
+    """Alternating rounds of ``remote``'s vector envs (keyed by name) beside in-process
+    ``SyncVectorEnv`` (``sync``) and Gymnasium's ``AsyncVectorEnv`` (``async``, a process per
+    copy) of N copies of ``make``'s env; with ``think``, an agent's compute per batch. Closes
+    every env."""
+    envs = {"sync": gymnasium.vector.SyncVectorEnv([make] * n)}
+    try:
+        envs["async"] = gymnasium.vector.AsyncVectorEnv([make] * n)
+        envs |= remote
+        actions = envs["sync"].action_space.sample()
+        for env in envs.values():
+            env.reset(seed=0)
+        s = settings.seconds
+        if think is None:
+            cases = {name: _stepper(env, actions, s, n) for name, env in envs.items()}
+        else:
+            cases = {name: _agent_stepper(env, actions, think, s, n) for name, env in envs.items()}
+        return alternate(cases, settings.runs)
+    finally:
+        for env in {**remote, **envs}.values():
+            env.close()
+
+
+def _parallel_results(
+    values: dict[str, list[float]], label: str, n: int, targets: bool = False
+) -> list[Result]:
+    """Every case of :func:`_vector_rounds` beside ``SyncVectorEnv``, and ``workers=2`` beside
+    ``AsyncVectorEnv`` too (with :data:`PARALLEL_TARGETS` when ``targets``)."""
+    names = {
+        "sync": f"{label}: in-process SyncVectorEnv",
+        "async": f"{label}: Gymnasium AsyncVectorEnv ({n} processes)",
+        "workers=1": f"{label}: make_vec workers=1",
+        "workers=2": f"{label}: make_vec workers=2",
+    }
+    named = {names[key]: rounds for key, rounds in values.items()}
+    results = [compare(named, names["sync"])]
+    for key in ("async", "workers=1", "workers=2"):
+        if names[key] in named:
+            target = PARALLEL_TARGETS["SyncVectorEnv"] if targets and key == "workers=2" else None
+            results.append(compare(named, names[key], names["sync"], target=target))
+    results.append(
+        compare(
+            named,
+            names["workers=2"],
+            names["async"],
+            target=PARALLEL_TARGETS["AsyncVectorEnv"] if targets else None,
+            label="  the same, of AsyncVectorEnv",
+        )
+    )
+    return results
+
+
+def _burn(work: int, seconds: float) -> Callable[[], object]:
+    """An agent's compute: ``seconds`` of CPU, as BurnEnv's arithmetic (``work`` rounds take
+    :data:`BURN_STEP_US` µs)."""
+    rounds = max(1, round(work * seconds * 1e6 / BURN_STEP_US))
+
+    def think() -> int:
+        x = 1
+        for _ in range(rounds):
+            x = (x * 1103515245 + 12345) & 0x7FFFFFFF
+        return x
+
+    return think
+
+
+def bench_parallel(settings: Settings, server: Any, work: int) -> list[Result]:
+    """Copies split over worker processes (``make_vec(url, N, workers=2)``) of a CPU-bound env
+    (``BurnEnv`` of ``work`` rounds: a step of :data:`BURN_STEP_US` µs of CPU), beside
+    in-process ``SyncVectorEnv`` and Gymnasium's ``AsyncVectorEnv``, in alternating rounds:
+
+    - N = 8 (AsyncVectorEnv: 8 processes), with ``workers=1`` too;
+    - N = 2: both sides two processes, one copy in each;
+    - N = 8 with an agent that computes for as long as 4 copies' steps per batch, while the
+      copies step where the vector env allows it (``step_async``/``step_wait``), else after;
+    - dm_control's cartpole-swingup at N = 8, when the server has it (the ``dm-control``
+      extra); else a printed reason.
+    """
+    url = server.url("gym-socket", "bench/Burn")
+    burn = functools.partial(BurnEnv, work=work, horizon=2**62)
+    results: list[Result] = []
+    for n, workers in ((8, (1, 2)), (2, (2,))):
+        remote = {f"workers={w}": envwire.make_vec(url, n, workers=w) for w in workers}
+        label = f"Burn {BURN_STEP_US:g} us N={n}"
+        values = _vector_rounds(settings, burn, remote, n)
+        results += _parallel_results(values, label, n, targets=n == 8)
+    think = _burn(work, 4 * BURN_STEP_US * 1e-6)
+    remote = {"workers=2": envwire.make_vec(url, 8, workers=2)}
+    values = _vector_rounds(settings, burn, remote, 8, think=think)
+    results += _parallel_results(values, "Burn N=8, agent computing 4 steps' worth (async)", 8)
+    if DM_CARTPOLE not in server.env_ids:
+        print(f"skipped {DM_CARTPOLE}: dm_control is not installed (the dm-control extra)")
+        return results
+    dm_url = server.url("gym-socket", DM_CARTPOLE)
+    remote = {f"workers={w}": envwire.make_vec(dm_url, 8, workers=w) for w in (1, 2)}
+    values = _vector_rounds(settings, parse_env_arg(DM_CARTPOLE).make, remote, 8)
+    return results + _parallel_results(values, "dm_control cartpole-swingup N=8", 8)
+
+
 def bench_frames(settings: Settings, server: Any, echo: EchoServer) -> list[Result]:
     """84x84x4 uint8 observations beside an echo of the same bytes, in alternating rounds."""
     sizes = gym_socket_step_bytes(FramesEnv())
@@ -264,7 +418,10 @@ def run(settings: Settings, *, progress_bar: bool = True) -> dict[str, Any]:
         "process/CartPole-v1=CartPole-v1@process",
         "bench/Frames-v0=envwire.testing.envs:FramesEnv@inline",
     ]
-    progress = Progress(5 + len(settings.sizes) + len(EXTRA_CASES), progress_bar)
+    work = calibrate(BURN_STEP_US)
+    if importlib.util.find_spec("dm_control") is not None:
+        envs.append(DM_CARTPOLE)
+    progress = Progress(6 + len(settings.sizes) + len(EXTRA_CASES), progress_bar)
     results: list[Result] = []
     limit = max(settings.idle_sessions + 100, 1024)
     # every idle session comes from this one address: lift the per-address share with the rest
@@ -272,6 +429,9 @@ def run(settings: Settings, *, progress_bar: bool = True) -> dict[str, Any]:
         config = Path(tmp) / "bench.toml"
         config.write_text(
             f"[server]\nmax_connections = {limit}\nmax_connections_per_address = {limit}\n"
+            # BurnEnv calibrated to this machine: the env of the parallel cases
+            '\n[[env]]\nid = "bench/Burn"\nentry_point = "envwire.testing.envs:BurnEnv"\n'
+            f"kwargs = {{ work = {work}, horizon = {2**62} }}\n"
         )
         args = ["--capacity", str(limit), "--config", str(config)]
         with EchoServer() as echo, ServerProcess(envs, args) as server:
@@ -281,6 +441,8 @@ def run(settings: Settings, *, progress_bar: bool = True) -> dict[str, Any]:
             results += bench_batched(settings, server, progress)
             results += sb3_cases(settings, server, sizes=(8,), schemes=("gym-socket",))
             progress.step("SB3 VecEnv N=8")
+            results += bench_parallel(settings, server, work)
+            progress.step("parallel stepping")
             results += bench_frames(settings, server, echo)
             progress.step("84x84x4 frames")
             results += bench_idle(settings, server)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
+from typing import Any
 
+import gymnasium
+import numpy as np
 import pytest
 
 from envwire.errors import (
@@ -16,6 +20,7 @@ from envwire.errors import (
 )
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, PooledWorker, ProcessWorker, make_worker
+from envwire.runtime.vector import VectorGroup
 from envwire.testing.envs import TupleEnv
 
 TUPLE = "envwire.testing.envs:TupleEnv"
@@ -29,6 +34,14 @@ class GateEnv(TupleEnv):
 
     def on_step(self) -> None:
         GATE.wait(30)
+
+
+class UnpicklableInfoEnv(TupleEnv):
+    """Steps return an info holding a lambda, which cannot cross a pipe."""
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, reward, terminated, truncated, {**info, "f": lambda: 0}
 
 
 def test_make_worker_follows_isolation() -> None:
@@ -153,3 +166,44 @@ def test_a_call_without_a_timeout_is_never_cut_off() -> None:
         stepping.join(10)
     assert len(results) == 1
     worker.close()
+
+
+def test_a_split_group_gives_sync_vector_env_batches_each_its_own() -> None:
+    """Copies split over process workers step as one SyncVectorEnv: the same batches, each
+    a fresh writable array (the workers skip SyncVectorEnv's copy: the pipe copies)."""
+    n = 5
+    spec = EnvSpec("c", "gym:CartPole-v1", isolation="process")
+    group = make_worker(spec, n, "NextStep", workers=2)
+    local = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+    rng = np.random.default_rng(0)
+    try:
+        if len(group.workers if isinstance(group, VectorGroup) else []) < 2:
+            pytest.skip("one core: the copies are not split")
+        obs, _ = group.call("reset", 7, None, timeout=10)
+        expected, _ = local.reset(seed=7)
+        np.testing.assert_array_equal(obs, expected)
+        earlier: list[np.ndarray[Any, Any]] = []
+        for _ in range(40):  # CartPole's episodes end within these: autoresets included
+            actions = rng.integers(0, 2, n)
+            got = group.call("step", actions, timeout=10)
+            want = local.step(actions)
+            for mine, theirs in zip(got[:4], want[:4], strict=True):
+                np.testing.assert_array_equal(mine, theirs)
+            assert got[0].flags.writeable
+            earlier.append(got[0])
+        assert not any(np.shares_memory(a, b) for a, b in itertools.pairwise(earlier))
+    finally:
+        group.close()
+        local.close()
+
+
+def test_a_result_that_cannot_cross_the_pipe_is_an_env_error() -> None:
+    worker = ProcessWorker(EnvSpec("u", "tests.runtime.test_workers:UnpicklableInfoEnv"))
+    try:
+        worker.call("reset", 0, None, timeout=5)
+        with pytest.raises(EnvError, match="Can't pickle"):
+            worker.call("step", (0, [0, 1]), timeout=5)
+        obs, _ = worker.call("reset", 1, None, timeout=5)  # the worker goes on
+        assert obs[0] == 0
+    finally:
+        worker.close()

@@ -165,17 +165,26 @@ def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:
 
 
 class VectorHost:
-    """``num_envs`` copies in one ``SyncVectorEnv``; driven through :meth:`call` like EnvHost."""
+    """``num_envs`` copies in one ``SyncVectorEnv``; driven through :meth:`call` like EnvHost.
+
+    With ``copy`` False, a step's or a reset's observations are the vector env's own buffer,
+    which the next call overwrites: for a host whose every result is serialized before the
+    next call (a worker process's), where Gymnasium's deep copy of each batch is wasted.
+    """
 
     METHODS = frozenset({"spaces", "reset", "step", "close"})
 
-    def __init__(self, spec: EnvSpec, num_envs: int, mode: str | AutoresetMode) -> None:
+    def __init__(
+        self, spec: EnvSpec, num_envs: int, mode: str | AutoresetMode, *, copy: bool = True
+    ) -> None:
         if num_envs < 1:
             raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
         self.spec = spec
         try:
             self.vector = SyncVectorEnv(
-                [spec.make for _ in range(num_envs)], autoreset_mode=autoreset_mode(mode)
+                [spec.make for _ in range(num_envs)],
+                copy=copy,
+                autoreset_mode=autoreset_mode(mode),
             )
         except EnvwireError:
             raise
@@ -208,8 +217,11 @@ class VectorHost:
         self.vector.close()
 
 
-def make_host(spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> EnvHost | VectorHost:
-    """An :class:`EnvHost` (one env) or, with an autoreset ``mode``, a :class:`VectorHost`."""
+def make_host(
+    spec: EnvSpec, num_envs: int = 1, mode: str | None = None, *, copy: bool = True
+) -> EnvHost | VectorHost:
+    """An :class:`EnvHost` (one env) or, with an autoreset ``mode``, a :class:`VectorHost`
+    (``copy``: as :class:`VectorHost` takes it)."""
     if mode is None:
         return EnvHost(spec, num_envs)
-    return VectorHost(spec, num_envs, mode)
+    return VectorHost(spec, num_envs, mode, copy=copy)

@@ -4,12 +4,21 @@ A call that overruns its timeout kills the child (:class:`~envwire.errors.EnvTim
 child that dies (segfault, ``os._exit``) is reported as
 :class:`~envwire.errors.EnvCrashedError`. The server goes on either way, and a Reset makes a
 fresh worker.
+
+Calls and replies cross the pipe as the pool's frames (:mod:`envwire.runtime.pipe`): a
+:func:`~envwire.runtime.pipe.dumps` pickle (arrays as their bytes) behind its length, one
+``write`` each way and one ``read`` for a whole reply. ``Connection.send`` built a
+``ForkingPickler`` per message (copying copyreg's dispatch table), NumPy's own reduction costs
+microseconds an array, and ``Connection.recv`` reads a message in two system calls: a vector
+session split over workers paid all of it several times a batch.
 """
 
 from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import pickle
+import select
 import signal
 import threading
 from collections.abc import Callable
@@ -19,6 +28,7 @@ from multiprocessing.process import BaseProcess
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import make_host
+from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
 
 __all__ = ["ProcessWorker", "portable_error", "worker_context"]
 
@@ -28,24 +38,36 @@ def _child_main(
 ) -> None:
     """The worker process: make the host, then answer calls until told to stop or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
+    fd = conn.fileno()
     try:
-        host = make_host(spec, num_envs, mode)
+        # every result is pickled before the next call: no copy of each batch is needed
+        host = make_host(spec, num_envs, mode, copy=False)
     except BaseException as exc:
-        conn.send(("err", portable_error(exc)))
+        write_all(fd, frame(b"", dumps(("err", portable_error(exc)))))
         return
-    conn.send(("ok", None))
+    write_all(fd, frame(b"", dumps(("ok", None))))
+    reader = FrameReader(fd)
     while True:
         try:
-            method, args = conn.recv()
-        except (EOFError, OSError):
+            calls = reader.read()
+        except OSError:
+            calls = []
+        if not calls:  # EOF: the server is gone
             host.close()
             return
-        try:
-            conn.send(("ok", host.call(method, args)))
-        except BaseException as exc:
-            conn.send(("err", portable_error(exc)))
-        if method == "close":
-            return
+        for call in calls:  # one at a time: the server waits for each reply
+            method, args = pickle.loads(call)
+            try:
+                reply = dumps(("ok", host.call(method, args)))
+            except BaseException as exc:  # the call failed, or its result does not pickle
+                reply = dumps(("err", portable_error(exc)))
+            try:
+                write_all(fd, frame(b"", reply))
+            except OSError:  # the server is gone
+                host.close()
+                return
+            if method == "close":
+                return
 
 
 def portable_error(exc: BaseException) -> EnvwireError:
@@ -91,6 +113,11 @@ class ProcessWorker:
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
+        self._fd = self._conn.fileno()
+        self._reader = FrameReader(self._fd)
+        # One poll object for the worker's life: Connection.poll builds a selector per call.
+        self._poller = select.poll()
+        self._poller.register(self._fd, select.POLLIN)
         try:
             self._receive("make", spec.make_timeout)
         except BaseException:
@@ -106,8 +133,9 @@ class ProcessWorker:
         """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
         if self._conn.closed:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        message = frame(b"", dumps((method, args)))  # an argument that does not pickle raises
         try:
-            self._conn.send((method, args))
+            write_all(self._fd, message)
         except (OSError, ValueError):
             raise self._crashed(method) from None
 
@@ -116,16 +144,23 @@ class ProcessWorker:
         return self._receive(method, timeout)
 
     def _receive(self, method: str, timeout: float | None) -> object:
-        if not self._conn.poll(timeout):  # poll(None) waits as long as the call takes
+        if self._conn.closed:
+            raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        # None waits as long as the call takes; POLLHUP and POLLERR also end the wait (a dead
+        # child), and the read below then reports the crash.
+        if not self._poller.poll(None if timeout is None else max(0, timeout * 1000)):
             self._kill()
             raise EnvTimeoutError(
                 f"{self.spec.id}: {method} did not return within {timeout:g} s; "
                 "its worker process was killed"
             )
         try:
-            status, value = self._conn.recv()
-        except (EOFError, OSError):
+            replies = self._reader.read()
+        except OSError:
+            replies = []
+        if not replies:  # EOF: the child died
             raise self._crashed(method) from None
+        status, value = pickle.loads(replies[0])  # one call in flight: one reply
         if status == "err":
             raise value
         return value
@@ -154,7 +189,7 @@ class ProcessWorker:
             return
         try:
             with self._lock:
-                self._conn.send(("close", ()))
+                write_all(self._fd, frame(b"", dumps(("close", ()))))
                 self._conn.poll(2.0)
         except (OSError, ValueError):
             pass
