@@ -143,3 +143,52 @@ def test_borrowed_views_split_and_joined_replies(flags: Flags) -> None:
     a[:] = bytes(len(a))
     assert (client.next_event().observation == 3).all()  # type: ignore[union-attr]
     assert (client.next_event().observation == 4).all()  # type: ignore[union-attr]
+
+
+@pytest.mark.parametrize("info", [{}, {"lives": 3}])
+@pytest.mark.parametrize("order", ["C", "F"])
+def test_large_frames_are_gathered_from_the_arrays_own_memory(info: Any, order: str) -> None:
+    """send_reply_buffers writes what send_reply writes, with the frame's memory uncopied."""
+    space = spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    frame = np.asarray(np.arange(84 * 84 * 4).reshape(84, 84, 4) % 251, np.uint8, order=order)
+    step = m.StepReply(frame, 0.5, False, True, info)
+    expected = []
+    for gather in (False, True):
+        client, server = _pair(_EXTENDED, space)
+        server.receive_data(client.send_request(m.Step(1)))
+        server.next_event()
+        expected.append(server.send_reply_buffers(step) if gather else server.send_reply(step))
+    plain, buffers = expected
+    assert isinstance(buffers, list)
+    assert b"".join(buffers) == plain
+    views = [b for b in buffers if isinstance(b, memoryview)]
+    assert len(views) == 1
+    # A C-ordered frame is sent from where it lies; a Fortran-ordered one is made contiguous.
+    assert np.shares_memory(np.asarray(views[0]), frame) is (order == "C")
+    client.receive_data(plain)
+    event = client.next_event()
+    assert isinstance(event, m.StepReply)
+    np.testing.assert_array_equal(event.observation, frame)
+    assert event.info == info
+
+
+@pytest.mark.parametrize(
+    ("flags", "obs"),
+    [
+        (_EXTENDED, np.zeros((8, 8), np.uint8)),  # under GATHER_MIN: one join is cheaper
+        (_EXTENDED, np.zeros((128, 128), np.float32)),  # a tensor, not a byte list
+        (Flags(0), np.zeros((84, 84, 4), np.uint8)),  # the seed's STEP packet
+    ],
+    ids=["small", "float32", "seed-step"],
+)
+def test_other_replies_come_as_the_bytes_send_reply_writes(flags: Flags, obs: Any) -> None:
+    space = spaces.Box(0, 255, obs.shape, obs.dtype)
+    replies = []
+    for gather in (False, True):
+        client, server = _pair(flags, space)
+        server.receive_data(client.send_request(m.Step(1)))
+        server.next_event()
+        step = m.StepReply(obs, 0.0, False, False, {})
+        replies.append(server.send_reply_buffers(step) if gather else server.send_reply(step))
+    assert isinstance(replies[1], bytes)
+    assert replies[1] == replies[0]

@@ -46,7 +46,7 @@ from envwire.server.sessions import SessionTable
 from envwire.server.threads import ThreadPool
 from envwire.session import Session
 from envwire.settings import GymSocketSettings
-from envwire.sockets import Stream, busy_poll, configure_stream, receive_timeout
+from envwire.sockets import Stream, busy_poll, configure_stream, receive_timeout, send_buffers
 from envwire.sockets.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
 
 __all__ = ["GymSocketFrontEnd"]
@@ -298,7 +298,7 @@ class _Connection:
                         "bytes across all connections); try again later"
                     )
             parse = False
-            out: list[bytes] = []
+            out: list[bytes | memoryview] = []
             while True:
                 event = codec.next_event()
                 if isinstance(event, NeedData):
@@ -307,7 +307,11 @@ class _Connection:
                 if reply is None:
                     self._flush(out)
                     return None
-                out.append(reply)
+                if isinstance(reply, list):  # the env's own array in it: sent before it may change
+                    out += reply
+                    self._flush(out)
+                else:
+                    out.append(reply)
                 if not codec.buffered:
                     break
             self._flush(out)
@@ -327,14 +331,18 @@ class _Connection:
     def _receive(self, flags: int) -> bytes:
         return self.sock.recv(_RECV, flags)
 
-    def _flush(self, out: list[bytes]) -> None:
+    def _flush(self, out: list[bytes | memoryview]) -> None:
         if out and not self._dead:
             with self._send_lock:
-                self.sock.sendall(b"".join(out))
+                send_buffers(self.sock, out)
             out.clear()
 
-    def _handle(self, event: Handshake | m.Request | Invalid) -> bytes | None:
-        """The bytes answering one event; None means: close the connection now."""
+    def _handle(
+        self, event: Handshake | m.Request | Invalid
+    ) -> bytes | list[bytes | memoryview] | None:
+        """The bytes answering one event (a list: buffers to send before the next event is
+        handled, see ``ServerConnection.send_reply_buffers``); None means: close the connection
+        now."""
         codec = self.codec
         if isinstance(event, Handshake):
             return self._handshake(event)
@@ -342,7 +350,7 @@ class _Connection:
         try:
             if isinstance(event, Invalid):
                 raise event.error
-            return codec.send_reply(self.session.handle(event))
+            return codec.send_reply_buffers(self.session.handle(event))
         except EnvwireError as exc:
             self.front.observe.error(self.front.name, exc, self.session.env_id)
             if self._dead:

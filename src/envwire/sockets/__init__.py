@@ -21,12 +21,16 @@ __all__ = [
     "close_stream",
     "configure_stream",
     "receive_timeout",
+    "send_buffers",
 ]
 
 _T = TypeVar("_T")
 
 #: The longest busy-poll window (microseconds) a client or server may ask for.
 MAX_BUSY_POLL_US = 10_000
+#: The most buffers one gathered write takes (Linux's IOV_MAX is 1024): longer lists, a burst
+#: of small pipelined replies, are joined instead.
+_MAX_GATHER = 64
 
 
 class Stream(Protocol):
@@ -91,6 +95,42 @@ def receive_timeout(sock: Stream, timeout: float | None) -> None:
     seconds = 0.0 if timeout is None else max(timeout, 0.001)
     value = struct.pack("ll", int(seconds), int((seconds % 1) * 1_000_000))
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
+
+
+def send_buffers(sock: Stream, buffers: list[bytes | memoryview]) -> None:
+    """Send ``buffers`` in order, as ``sendall`` of their concatenation would.
+
+    On a plain socket a list of several is written by ``sendmsg``, gathered by the kernel
+    from where each buffer lies, so that a large observation (an array's own memory) is not
+    copied into a joined message first; the buffers are read only until this returns. TLS
+    streams (no ``sendmsg``) and lists longer than one gather takes are joined and sent with
+    ``sendall``.
+
+    Raises:
+        OSError: as ``sendall`` (``BlockingIOError`` when the send timeout passes).
+    """
+    if len(buffers) == 1:
+        sock.sendall(buffers[0])
+        return
+    if not isinstance(sock, socket.socket) or len(buffers) > _MAX_GATHER:
+        sock.sendall(b"".join(buffers))
+        return
+    sent = sock.sendmsg(buffers)
+    size = 0
+    for buffer in buffers:
+        size += buffer.nbytes if isinstance(buffer, memoryview) else len(buffer)
+    if sent == size:
+        return
+    views = [memoryview(b).cast("B") for b in buffers]
+    # A partial write (the send buffer filled up): drop what went, resume from the first
+    # byte that did not.
+    while views:
+        while views and sent >= len(views[0]):
+            sent -= len(views.pop(0))
+        if not views:
+            return
+        views[0] = views[0][sent:]
+        sent = sock.sendmsg(views)
 
 
 def close_stream(sock: Stream) -> None:

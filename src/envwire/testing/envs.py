@@ -22,6 +22,7 @@ __all__ = [
     "DictEnv",
     "FramesEnv",
     "HangEnv",
+    "InPlaceFramesEnv",
     "NoRendererEnv",
     "RaiseEnv",
     "TupleEnv",
@@ -176,6 +177,30 @@ class FramesEnv(gymnasium.Env[npt.NDArray[np.uint8], np.int64]):
     ) -> tuple[npt.NDArray[np.uint8], float, bool, bool, dict[str, Any]]:
         self.t += 1
         return self._frames[self.t % 4], 0.0, False, self.t >= 1000, {}
+
+
+class InPlaceFramesEnv(FramesEnv):
+    """:class:`FramesEnv` that, like many Atari frame stacks, returns one array from every call,
+    overwritten in place: after step ``t`` (and after a reset, ``t`` = 0) every byte of it is
+    ``t % 256``. A server must have sent a frame before the env's next step changes it."""
+
+    def __init__(self, shape: tuple[int, ...] = (84, 84, 4)) -> None:
+        super().__init__(shape)
+        self._frame = np.zeros(shape, np.uint8)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[npt.NDArray[np.uint8], dict[str, Any]]:
+        super().reset(seed=seed, options=options)
+        self._frame.fill(0)
+        return self._frame, {}
+
+    def step(
+        self, action: np.int64
+    ) -> tuple[npt.NDArray[np.uint8], float, bool, bool, dict[str, Any]]:
+        _, reward, terminated, truncated, info = super().step(action)
+        self._frame.fill(self.t % 256)
+        return self._frame, reward, terminated, truncated, info
 
 
 class BurnEnv(gymnasium.Env[npt.NDArray[np.int64], np.int64]):

@@ -58,6 +58,7 @@ from envwire.protocols.gymsocket.packets import (
 
 __all__ = [
     "DEFAULT_MAX_ACTION",
+    "GATHER_MIN",
     "MAX_ENV_NAME",
     "MAX_RESET_OPTIONS",
     "MAX_UPLOAD_FIELD",
@@ -69,6 +70,10 @@ __all__ = [
 DEFAULT_MAX_ACTION: Final = 16 * 1024 * 1024
 #: The largest env name in a handshake.
 MAX_ENV_NAME: Final = 4096
+#: The size from which a step's byte observation is handed out uncopied by
+#: :meth:`ServerConnection.send_reply_buffers`: below it one join costs less than a gathered
+#: write's list and ``sendmsg`` setup (an 84x84x4 frame is 28,224 bytes).
+GATHER_MIN: Final = 16 * 1024
 #: The largest VECTOR handshake options (JSON).
 MAX_VECTOR_OPTIONS: Final = 64 * 1024
 #: The largest Reset options (packets 7 and 9, JSON).
@@ -382,6 +387,35 @@ class ServerConnection(Side):
         if self._errors:
             return b"\x00" + body if body is not None else b"\x00"
         return body or b""
+
+    def send_reply_buffers(self, reply: m.Reply) -> bytes | list[bytes | memoryview]:
+        """:meth:`send_reply`, for a writer that can gather buffers (``socket.sendmsg``).
+
+        An extended step reply whose observation is a uint8 array of at least
+        :data:`GATHER_MIN` bytes comes as a list of buffers to write in order, one of them the
+        array's own memory, not copied: the caller must write them before the env may change
+        that array again, that is before the next request is handled (an env may return the
+        same array, updated in place, from every step). Any other reply comes as the bytes
+        :meth:`send_reply` returns.
+        """
+        obs = getattr(reply, "observation", None)
+        if (
+            type(obs) is not np.ndarray
+            or obs.dtype != np.uint8
+            or obs.nbytes < GATHER_MIN
+            or type(reply) is not m.StepReply
+            or self._pending[0] is not Packet.STEP_EX
+        ):
+            return self.send_reply(reply)
+        info = reply.info
+        buffers = [
+            b"\x00" if self._errors else b"",
+            *self._observation_parts(obs),
+            STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated),
+            info_field(info, self._extended) if info else EMPTY_INFO,
+        ]
+        self._pending.popleft()
+        return buffers
 
     def send_error(self, error: EnvwireError) -> bytes | None:
         """Encode an error for the oldest waiting request.
