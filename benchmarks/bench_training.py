@@ -9,7 +9,8 @@ process, in alternating rounds (:func:`harness.alternate`). A figure is training
 second of wall time; a ratio is the median of the rounds' own ratios of the run over the wire
 to the local one, so ``1 / ratio`` is the wall time ratio (target: at most 1.1, a ratio of at
 least 0.91). Both runs of a round use the same seed, one torch thread and deterministic
-algorithms, so they train the same policy: the script says so when the parameters differ.
+algorithms, so they train the same policy: the script says so when the parameters differ. A
+local warm-up run of each example (up to 2,048 steps) comes first and is not counted.
 ``--quick``: 512 steps, 1 round (a smoke run). Needs torch, and the ``sb3`` extra for the SB3
 example: a missing part skips its cases with a printed reason.
 """
@@ -94,6 +95,9 @@ def training_cases(steps: int, rounds: int, url: str) -> list[Result]:
     for label, example in _examples().items():
         local, remote = f"{label}, local, 8 envs", f"{label} over gym-socket, 8 envs"
         runs: dict[str, Any] = {}
+        # a run not counted first: the first training in a process pays torch's one-time
+        # start-up costs, which would otherwise fall on the first round's first case
+        _runner(example, "warm-up", None, min(steps, 2_048), runs)()
         values = alternate(
             {
                 local: _runner(example, local, None, steps, runs),
