@@ -129,19 +129,32 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         self._waiting = False
         observations, rewards, terminated, truncated, infos = self.vector.step_wait()
         dones = np.logical_or(terminated, truncated)
-        per_copy = unbatch_infos(infos, self.num_envs)
-        step_infos: list[dict[str, Any]] = []
-        for i, info in enumerate(per_copy):
-            if dones[i]:
-                final_obs = info.pop(_FINAL_OBS)
-                step_info = dict(info.pop(_FINAL_INFO, {}))
-                self.reset_infos[i] = info
-                step_info["terminal_observation"] = final_obs
-            else:
-                step_info = info
-            step_info["TimeLimit.truncated"] = bool(truncated[i] and not terminated[i])
-            step_infos.append(step_info)
+        # DummyVecEnv's flag, on every copy and every step: a time limit cut the episode short
+        limits: list[bool] = np.logical_and(truncated, np.logical_not(terminated)).tolist()
+        if not infos and not dones.any():
+            # the usual step of a training run: no copy ended and none has info, so there is
+            # nothing to split per copy (SameStep infos always carry an ended copy's final_obs)
+            step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
+        else:
+            step_infos = self._split_infos(infos, dones, limits)
         return observations, np.asarray(rewards, np.float32), dones, step_infos
+
+    def _split_infos(
+        self, infos: dict[str, Any], dones: np.ndarray, limits: list[bool]
+    ) -> list[dict[str, Any]]:
+        """The vector info as one dict per copy; an ended copy's own step info becomes its
+        step info (with ``terminal_observation``) and the rest its entry of ``reset_infos``."""
+        step_infos = unbatch_infos(infos, self.num_envs)
+        for i in np.flatnonzero(dones).tolist():
+            info = step_infos[i]
+            final_obs = info.pop(_FINAL_OBS)
+            step_info = dict(info.pop(_FINAL_INFO, {}))
+            self.reset_infos[i] = info
+            step_info["terminal_observation"] = final_obs
+            step_infos[i] = step_info
+        for info, limit in zip(step_infos, limits, strict=True):
+            info["TimeLimit.truncated"] = limit
+        return step_infos
 
     def close(self) -> None:
         """Close the session (the server frees the copies at once)."""
