@@ -11,6 +11,7 @@ table, then dispatches with ``match``. A request the state does not allow raises
 
 from __future__ import annotations
 
+import functools
 import posixpath
 import threading
 import time
@@ -72,6 +73,10 @@ class Worker(Protocol):
     def close(self) -> None:
         """Free the env (and the process, if any). Never raises."""
         ...
+
+    # A worker may also offer ``step(action, *, timeout)``: ``call("step", action,
+    # timeout=timeout)`` without the dispatch by name (the inline worker does); a one-env
+    # session then steps through it.
 
 
 class WorkerFactory(Protocol):
@@ -296,6 +301,12 @@ class Session:
             self.spec, self.num_envs, self.autoreset_mode, self.workers
         )
         self.worker.on_hang = self._hung
+        # Settled once per worker rather than on every call: the deadline each call may take,
+        # and the step path's call (the worker's own step where it has one).
+        self._timeout = self.spec.resolved_step_timeout
+        direct = getattr(self.worker, "step", None) if self.autoreset_mode is None else None
+        step = direct or functools.partial(self.worker.call, "step")
+        self._env_step: Callable[[object], Any] = functools.partial(step, timeout=self._timeout)
         self._spaces = self._call("spaces")
         if self.autoreset_mode is not None:
             self.batch_action_space = batch_space(self.action_space, self.num_envs)
@@ -306,7 +317,7 @@ class Session:
     def _call(self, method: str, *args: object) -> Any:
         assert self.spec is not None and self.worker is not None
         try:
-            return self.worker.call(method, *args, timeout=self.spec.resolved_step_timeout)
+            return self.worker.call(method, *args, timeout=self._timeout)
         except (EnvCrashedError, EnvTimeoutError):
             self.state = State.BROKEN
             raise
@@ -453,7 +464,10 @@ class Session:
             return self._step_vector(action)
         self._check_action(action)
         try:
-            obs, reward, terminated, truncated, info = self._call("step", action)
+            obs, reward, terminated, truncated, info = self._env_step(action)
+        except (EnvCrashedError, EnvTimeoutError):
+            self.state = State.BROKEN
+            raise
         except EnvError:
             if self.state is not State.BROKEN:
                 self.state = State.ENDED

@@ -14,6 +14,7 @@ from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
+from envwire.protocols.gymsocket.packets import json_array, json_bytes
 
 _EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 
@@ -192,3 +193,44 @@ def test_other_replies_come_as_the_bytes_send_reply_writes(flags: Flags, obs: An
         replies.append(server.send_reply_buffers(step) if gather else server.send_reply(step))
     assert isinstance(replies[1], bytes)
     assert replies[1] == replies[0]
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        np.array([0.1, -1.5, 1e-8, 2.0, -0.0, 1e300, 5e-324], np.float64),
+        np.array([[0.1, 2.5], [3.0, -4.25]], np.float32),
+        np.array([np.nan, 1.0, np.inf, -np.inf], np.float32),
+        np.array([1, -2, 2**62], np.int64),
+        np.array([0, 255, 65535], np.uint16),
+        np.array(3.5, np.float16),
+        np.zeros((0, 3), np.float32),
+    ],
+    ids=["f64", "f32-2d", "non-finite", "i64", "u16", "0-d", "empty"],
+)
+def test_json_array_writes_what_the_encoder_writes(array: Any) -> None:
+    """The seed path's JSON observations skip the encoder, byte for byte the same."""
+    assert json_array(array) == json_bytes(array.tolist())
+
+
+def test_seed_step_reply_is_the_seed_layout() -> None:
+    """The seed's step reply: the JSON observation, f64 reward, one done byte, the info."""
+    space = spaces.Box(-2, 2, (2,), np.float32)
+    client, server = _pair(Flags(0), space)
+    obs = np.array([0.5, -1.0], np.float32)
+    for terminated, truncated, done in ((False, False, 0), (True, False, 1), (False, True, 1)):
+        server.receive_data(client.send_request(m.Step(1)))
+        assert isinstance(server.next_event(), m.Step)
+        reply = server.send_reply(m.StepReply(obs, 0.25, terminated, truncated, {"k": 1}))
+        text = b"[0.5,-1.0]"
+        info = b'{"k":1}'
+        assert (
+            reply
+            == (b"\x00" + struct.pack("<I", len(text)) + text + struct.pack("<d?", 0.25, done))
+            + struct.pack("<I", len(info))
+            + info
+        )
+        client.receive_data(reply)
+        event = client.next_event()
+        assert isinstance(event, m.StepReply)
+        assert (event.terminated or event.truncated) is bool(done)

@@ -9,7 +9,7 @@ once uses a :class:`VectorHost` instead (:func:`make_host` picks).
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium
@@ -24,7 +24,7 @@ from envwire.messages import autoreset_mode
 from envwire.registry import EnvSpec
 from envwire.runtime.monitor import EpisodeMonitor
 
-__all__ = ["HOST_METHODS", "EnvHost", "dispatch"]
+__all__ = ["HOST_METHODS", "EnvHost", "dispatch", "guarded"]
 
 #: The methods a worker may forward to its host; anything else is refused.
 HOST_METHODS = frozenset(
@@ -48,8 +48,18 @@ def dispatch(
     """
     if method not in methods:
         raise InvalidArgumentError(f"unknown host method {method!r}")
+    return guarded(env_id, method, getattr(host, method), *args)
+
+
+def guarded(env_id: str, method: str, call: Callable[..., object], *args: object) -> object:
+    """``call(*args)``, its foreign exceptions turned into :class:`EnvError` naming the env
+    and ``method`` (what :func:`dispatch` does once it has found the method).
+
+    Raises:
+        EnvwireError: what the call raised.
+    """
     try:
-        return getattr(host, method)(*args)
+        return call(*args)
     except EnvwireError:
         raise
     except Exception as exc:

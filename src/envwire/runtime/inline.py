@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from envwire.errors import EnvTimeoutError
 from envwire.registry import EnvSpec
-from envwire.runtime.hosts import make_host
+from envwire.runtime.hosts import guarded, make_host
 from envwire.watchdog import Watchdog
 
 __all__ = ["WATCHDOG", "InlineWorker"]
@@ -44,6 +44,22 @@ class InlineWorker:
         self.deadline = None if timeout is None else time.monotonic() + timeout
         try:
             return self.host.call(method, args)
+        finally:
+            self.deadline = None
+
+    def step(self, action: object, *, timeout: float | None) -> object:
+        """``call("step", action, timeout=timeout)``, the host's step called directly rather
+        than found by name: the one call a session makes on every step.
+
+        Raises:
+            EnvwireError: as :meth:`call`.
+        """
+        if self.hung:
+            raise EnvTimeoutError(f"{self.spec.id}: the env hung earlier and was abandoned")
+        self._method, self._timeout = "step", timeout
+        self.deadline = None if timeout is None else time.monotonic() + timeout
+        try:
+            return guarded(self.spec.id, "step", self.host.step, action)
         finally:
             self.deadline = None
 

@@ -38,6 +38,7 @@ from envwire.protocols.gymsocket.packets import (
     MONITOR_LAYOUTS,
     OBS_BYTES,
     STEP_EX_TAIL,
+    STEP_TAIL,
     U32,
     Flags,
     Handshake,
@@ -48,6 +49,7 @@ from envwire.protocols.gymsocket.packets import (
     Side,
     decode_text,
     info_field,
+    json_array,
     json_bytes,
     monitor_has_video,
     pack_column,
@@ -378,6 +380,19 @@ class ServerConnection(Side):
             )
             self._pending.popleft()
             return joined
+        if packet is Packet.STEP and type(reply) is m.StepReply:
+            # The seed's step, the original JSON path: no match over the packets.
+            info = reply.info
+            joined = b"".join(
+                (
+                    b"\x00" if self._errors else b"",
+                    *self._observation_parts(reply.observation),
+                    STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated),
+                    info_field(info, self._extended) if info else EMPTY_INFO,
+                )
+            )
+            self._pending.popleft()
+            return joined
         if packet is Packet.VECTOR_STEP and type(reply) is m.VectorStepReply:
             joined = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(reply)))
             self._pending.popleft()
@@ -443,11 +458,6 @@ class ServerConnection(Side):
                 return self._observation(obs)
             case Packet.RESET_EX, m.ResetReply(observation=obs, info=info):
                 return self._observation(obs) + info_field(info, self._extended)
-            case Packet.STEP, m.StepReply() as r:
-                parts = self._observation_parts(r.observation)
-                parts += (F64.pack(r.reward), b"\x01" if r.done else b"\x00")
-                parts.append(info_field(r.info, self._extended))
-                return b"".join(parts)
             case Packet.STEP_EX, m.StepReply() as r:
                 return b"".join(
                     (
@@ -512,7 +522,7 @@ class ServerConnection(Side):
             if self._json_box is not None and obs.dtype == self._json_box:
                 # What spacecodec.to_json writes for a Box sample of its own dtype, without
                 # the dispatch on the space: the original JSON path runs this every step.
-                return [b"\x00" + pack_field(json_bytes(obs.tolist()))]
+                return [b"\x00" + pack_field(json_array(obs))]
         return [self._json_observation(obs)]
 
 
