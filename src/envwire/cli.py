@@ -140,6 +140,10 @@ def _serve(args: argparse.Namespace) -> int:
     )
     if any("coding" in f"{env_id} {spec.entry_point}".lower() for env_id, spec in catalog.items()):
         sandbox.probe()
+    # For this process alone (it is the server's): each thread waiting for the interpreter
+    # lock wakes once per interval to ask for it, which at a thousand connections' threads
+    # is most of the server's CPU (benchmarks/README.md, "Pooled isolation").
+    sys.setswitchinterval(chosen.server.switch_interval)
     server = Server(catalog, chosen, health=_sandbox_health, unavailable=unavailable)
     recorder = server.observe.recorder
     if recorder is not None:

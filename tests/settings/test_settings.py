@@ -158,6 +158,29 @@ def test_pool_isolation_and_its_size_are_accepted(tmp_path: Path) -> None:
         load([Source("flags", {"pool_workers": -1})])
 
 
+def test_the_switch_interval_is_seconds_above_zero() -> None:
+    assert load([]).server.switch_interval == 0.02
+    assert load([Source("flags", {"switch_interval": 0.005})]).server.switch_interval == 0.005
+    with pytest.raises(ConfigError, match="switch_interval must be"):
+        load([Source("flags", {"switch_interval": 0})])
+
+
+def test_serve_sets_the_switch_interval(tmp_path: Path) -> None:
+    """``envwire serve`` sets the interval for its own process (it is the server's)."""
+    code = (
+        "import sys, envwire.cli as cli\n"
+        "class Stop(Exception): pass\n"
+        "def fail(*a, **k): raise Stop(sys.getswitchinterval())\n"
+        "cli.Server = fail\n"
+        "try: cli.main(['serve', 'CartPole-v1', '--switch-interval', '0.03'])\n"
+        "except Stop as stop: print(stop)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert float(out.stdout.strip()) == pytest.approx(0.03)
+
+
 def test_an_env_table_without_entry_point_changes_a_known_env(tmp_path: Path) -> None:
     config = read(write(tmp_path, "[[env]]\nid = 'CartPole-v1'\nmax_episode_steps = 10\n"))
     (spec,) = config.envs

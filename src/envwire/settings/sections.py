@@ -180,6 +180,14 @@ class ServerSettings(Section):
     sandbox_runs: int | None = setting(
         None, Count(1, optional=True), "code runs at once in the code sandbox", shown="8"
     )
+    switch_interval: float = setting(
+        0.02,
+        Seconds(),
+        "seconds a thread of the server may hold Python's interpreter lock while others wait "
+        "for it (sys.setswitchinterval; Python's own default is 0.005): longer means fewer "
+        "wake-ups when many connections' threads have work, and a longer wait for the others "
+        "while an inline env computes",
+    )
 
 
 @dataclass(frozen=True, slots=True)
