@@ -74,7 +74,7 @@ class Worker(Protocol):
         """Free the env (and the process, if any). Never raises."""
         ...
 
-    # A worker may also offer ``step(action, *, timeout)``: ``call("step", action,
+    # A worker may also offer ``call_step(action, *, timeout)``: ``call("step", action,
     # timeout=timeout)`` without the dispatch by name (the inline worker does); a one-env
     # session then steps through it.
 
@@ -304,7 +304,7 @@ class Session:
         # Settled once per worker rather than on every call: the deadline each call may take,
         # and the step path's call (the worker's own step where it has one).
         self._timeout = self.spec.resolved_step_timeout
-        direct = getattr(self.worker, "step", None) if self.autoreset_mode is None else None
+        direct = getattr(self.worker, "call_step", None) if self.autoreset_mode is None else None
         step = direct or functools.partial(self.worker.call, "step")
         self._env_step: Callable[[object], Any] = functools.partial(step, timeout=self._timeout)
         self._spaces = self._call("spaces")

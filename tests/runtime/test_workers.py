@@ -11,6 +11,7 @@ import gymnasium
 import numpy as np
 import pytest
 
+from envwire import messages as m
 from envwire.errors import (
     ConfigError,
     EnvCrashedError,
@@ -21,6 +22,7 @@ from envwire.errors import (
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, PooledWorker, ProcessWorker, make_worker
 from envwire.runtime.vector import VectorGroup
+from envwire.session import Session, State
 from envwire.testing.envs import TupleEnv
 
 TUPLE = "envwire.testing.envs:TupleEnv"
@@ -82,6 +84,34 @@ def test_env_exceptions_become_env_errors(isolation: str) -> None:
         assert err.value.env_message == "RaiseEnv fails on purpose at step 1"
     finally:
         worker.close()
+
+
+def test_the_inline_step_path_is_call_step() -> None:
+    """``call_step`` (a one-env session's step) answers and fails as ``call("step")`` does,
+    and a session steps through it."""
+    spec = EnvSpec("r", "envwire.testing.envs:RaiseEnv", {"raise_at": 2}, "inline")  # type: ignore[arg-type]
+    worker = InlineWorker(spec)
+    try:
+        worker.call("reset", 0, None, timeout=5)
+        first = worker.call_step((0, [0, 1]), timeout=5)
+        assert isinstance(first, tuple) and len(first) == 5
+        assert worker.deadline is None  # disarmed after the call
+        with pytest.raises(EnvError, match=r"r: step raised RuntimeError: RaiseEnv fails") as err:
+            worker.call_step((0, [0, 1]), timeout=5)
+        assert err.value.env_message == "RaiseEnv fails on purpose at step 2"
+    finally:
+        worker.close()
+    session = Session(spec, worker_factory=make_worker)
+    try:
+        assert isinstance(session.worker, InlineWorker)
+        assert session._env_step.func == session.worker.call_step  # bound once, at start
+        session.handle(m.Reset(seed=0))
+        assert isinstance(session.handle(m.Step((0, [0, 1]))), m.StepReply)
+        with pytest.raises(EnvError, match=r"r: step raised RuntimeError"):
+            session.handle(m.Step((0, [0, 1])))
+        assert session.state is State.ENDED
+    finally:
+        session.close()
 
 
 def test_unknown_methods_are_refused() -> None:

@@ -47,7 +47,7 @@ class InlineWorker:
         finally:
             self.deadline = None
 
-    def step(self, action: object, *, timeout: float | None) -> object:
+    def call_step(self, action: object, *, timeout: float | None) -> object:
         """``call("step", action, timeout=timeout)``, the host's step called directly rather
         than found by name: the one call a session makes on every step.
 
