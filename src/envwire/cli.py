@@ -141,8 +141,8 @@ def _serve(args: argparse.Namespace) -> int:
     if any("coding" in f"{env_id} {spec.entry_point}".lower() for env_id, spec in catalog.items()):
         sandbox.probe()
     # For this process alone (it is the server's): each thread waiting for the interpreter
-    # lock wakes once per interval to ask for it, which at a thousand connections' threads
-    # is most of the server's CPU (benchmarks/README.md, "Pooled isolation").
+    # lock wakes once per interval to ask for it; with a thousand connections' threads those
+    # wake-ups are a large share of the server's CPU (benchmarks/README.md, "Pooled isolation").
     sys.setswitchinterval(chosen.server.switch_interval)
     server = Server(catalog, chosen, health=_sandbox_health, unavailable=unavailable)
     recorder = server.observe.recorder
