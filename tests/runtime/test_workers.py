@@ -10,6 +10,7 @@ from typing import Any
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire.errors import (
@@ -21,9 +22,10 @@ from envwire.errors import (
 )
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, PooledWorker, ProcessWorker, make_worker
+from envwire.runtime.inline import InlineSlice
 from envwire.runtime.vector import VectorGroup
 from envwire.session import Session, State
-from envwire.testing.envs import TupleEnv
+from envwire.testing.envs import RaiseEnv, TupleEnv
 
 TUPLE = "envwire.testing.envs:TupleEnv"
 
@@ -198,11 +200,13 @@ def test_a_call_without_a_timeout_is_never_cut_off() -> None:
     worker.close()
 
 
-def test_a_split_group_gives_sync_vector_env_batches_each_its_own() -> None:
-    """Copies split over process workers step as one SyncVectorEnv: the same batches, each
-    a fresh writable array (the workers skip SyncVectorEnv's copy: the pipe copies)."""
+@pytest.mark.parametrize("isolation", ["process", "inline"])
+def test_a_split_group_gives_sync_vector_env_batches_each_its_own(isolation: str) -> None:
+    """Copies split over process workers (for an inline env, the last slice in the caller's
+    thread) step as one SyncVectorEnv: the same batches, each a fresh writable array (the
+    workers skip SyncVectorEnv's copy: the pipe copies)."""
     n = 5
-    spec = EnvSpec("c", "gym:CartPole-v1", isolation="process")
+    spec = EnvSpec("c", "gym:CartPole-v1", isolation=isolation)
     group = make_worker(spec, n, "NextStep", workers=2)
     local = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
     rng = np.random.default_rng(0)
@@ -237,3 +241,35 @@ def test_a_result_that_cannot_cross_the_pipe_is_an_env_error() -> None:
         assert obs[0] == 0
     finally:
         worker.close()
+
+
+def test_an_inline_env_split_in_two_steps_one_slice_in_the_callers_thread() -> None:
+    group = make_worker(EnvSpec("c", "gym:CartPole-v1"), 6, "NextStep", workers=2)
+    try:
+        if not isinstance(group, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        kinds = [type(w) for w in group.workers]
+        assert kinds == [ProcessWorker, InlineSlice]
+        assert group.sizes == [3, 3]
+    finally:
+        group.close()
+
+
+def test_a_failing_slice_leaves_no_answer_unread() -> None:
+    """Every slice's call is finished even when one fails, so the next call's answers are its
+    own: the group raises the env's error, then resets and steps in step."""
+    group = make_worker(EnvSpec("r", "envwire.testing.envs:RaiseEnv"), 4, "NextStep", workers=2)
+    try:
+        if not isinstance(group, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        group.call("reset", 0, None, timeout=10)
+        actions = batch_space(RaiseEnv().action_space, 4).sample()
+        group.call("step", actions, timeout=10)
+        with pytest.raises(EnvError, match="on purpose"):  # its second step, in every copy
+            group.call("step", actions, timeout=10)
+        obs, _ = group.call("reset", 1, None, timeout=10)
+        first = group.call("step", actions, timeout=10)
+        assert len(first[1]) == 4
+        assert obs is not None
+    finally:
+        group.close()

@@ -16,7 +16,7 @@ from envwire.registry import EnvSpec
 from envwire.runtime.hosts import guarded, make_host
 from envwire.watchdog import Watchdog
 
-__all__ = ["WATCHDOG", "InlineWorker"]
+__all__ = ["WATCHDOG", "InlineSlice", "InlineWorker"]
 
 
 #: The watchdog of every inline worker in this process.
@@ -81,3 +81,36 @@ class InlineWorker:
     def close(self) -> None:
         if not self.hung:
             self.host.close()
+
+
+class InlineSlice:
+    """One slice of a :class:`~envwire.runtime.vector.VectorGroup` stepped in this process, in
+    the caller's thread, while the group's worker processes step the others.
+
+    :meth:`send` only keeps the call; :meth:`finish` makes it, with the caller's timeout watched
+    as an :class:`InlineWorker`'s is. The group finishes its slices last to first and puts this
+    one last, so the processes' calls are already under way while the caller's thread steps it:
+    a group of K slices uses K cores with K - 1 processes, and one hand-off to a process less.
+    """
+
+    def __init__(self, spec: EnvSpec, num_envs: int, mode: str) -> None:
+        self.worker = InlineWorker(spec, num_envs, mode)
+        self._pending: tuple[str, tuple[object, ...]] | None = None
+
+    def send(self, method: str, *args: object) -> None:
+        self._pending = (method, args)
+
+    def finish(self, method: str, timeout: float | None) -> object:
+        """The result of the call :meth:`send` kept, made now.
+
+        Raises:
+            EnvwireError: as :meth:`InlineWorker.call`.
+            RuntimeError: no call of ``method`` was sent (a bug of the group).
+        """
+        pending, self._pending = self._pending, None
+        if pending is None or pending[0] != method:
+            raise RuntimeError(f"finish({method!r}) without a send of it")
+        return self.worker.call(method, *pending[1], timeout=timeout)
+
+    def close(self) -> None:
+        self.worker.close()

@@ -193,14 +193,15 @@ class VectorGroup(Generic[S]):
                     worker.send("reset", _slice_seed(seed, offset, size), part)
                     sent.append(i)
                 infos: list[dict[str, Any]] = [{} for _ in self.workers]
-                for i in sent:
-                    self._last_obs[i], infos[i] = self.workers[i].finish("reset", timeout)
+                for i, (obs, info) in self._finish("reset", sent, timeout).items():
+                    self._last_obs[i], infos[i] = obs, info
                 return _join(obs_space, self._last_obs, sizes), _join_infos(infos, sizes)
             case "step", (actions,):
                 parts = _slices(self.action_space, actions, sizes, self._bounds)
                 for worker, batch in zip(self.workers, parts, strict=True):
                     worker.send("step", batch)
-                results = [w.finish("step", timeout) for w in self.workers]
+                done = self._finish("step", range(len(self.workers)), timeout)
+                results = [done[i] for i in range(len(self.workers))]
                 self._last_obs = [r[0] for r in results]
                 return (
                     _join(obs_space, [r[0] for r in results], sizes),
@@ -213,6 +214,30 @@ class VectorGroup(Generic[S]):
                 self.close()
                 return None
         raise InvalidArgumentError(f"unknown vector host method {method!r}")
+
+    def _finish(self, method: str, started: Sequence[int], timeout: float | None) -> dict[int, Any]:
+        """Finish the calls started on ``started`` slices, last to first (a slice stepped in
+        the caller's thread is last: it steps while the others' calls are under way), every
+        one even after one failed, so no slice is left with an answer unread.
+
+        Raises:
+            EnvwireError: the first slice's error, in slice order.
+        """
+        results: dict[int, Any] = {}
+        errors: dict[int, EnvwireError] = {}
+        for i in reversed(started):
+            try:
+                results[i] = self.workers[i].finish(method, timeout)
+            except EnvwireError as exc:
+                errors[i] = exc
+        if errors:
+            raise errors[min(errors)]
+        return results
+
+    def hung(self, error: EnvTimeoutError) -> None:
+        """A slice stepped in the caller's thread overran its timeout: tell the session."""
+        if self.on_hang is not None:
+            self.on_hang(error)
 
     def close(self) -> None:
         for worker in self.workers:

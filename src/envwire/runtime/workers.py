@@ -6,18 +6,20 @@
 - ``pool`` (:mod:`.pool`): a slot in one of a few worker processes shared by many sessions;
 - ``ray`` (:mod:`.ray`): a Ray actor per session, anywhere on a Ray cluster;
 - a vector session with ``workers`` > 1: its copies split over that many process workers
-  (:class:`~envwire.runtime.vector.VectorGroup`), or Ray actors. Pooled envs too: such a
-  session asks for cores of its own, so that its slices step at the same time, which slots
-  queued behind other sessions' calls in shared processes would not give it.
+  (:class:`~envwire.runtime.vector.VectorGroup`; for an ``inline`` env, one slice fewer in a
+  process and the last stepped by the caller's thread meanwhile), or Ray actors. Pooled envs
+  too: such a session asks for cores of its own, so that its slices step at the same time,
+  which slots queued behind other sessions' calls in shared processes would not give it.
 """
 
 from __future__ import annotations
 
 import functools
 import os
+from typing import cast
 
 from envwire.registry import EnvSpec
-from envwire.runtime.inline import InlineWorker
+from envwire.runtime.inline import InlineSlice, InlineWorker
 from envwire.runtime.pool import WorkerPool
 from envwire.runtime.process import ProcessWorker
 from envwire.runtime.ray.cluster import RayRuntime
@@ -50,15 +52,23 @@ def make_worker(
     workers = min(workers, os.cpu_count() or 1)
     if mode is not None and workers > 1 and num_envs > 1:
         sizes = split_sizes(num_envs, workers)
-        started: list[ProcessWorker] = []
+        # An inline env's last slice is stepped by the caller's own thread (it would be in
+        # this process anyway): one process and one hand-off fewer for the same cores.
+        here = spec.resolved_isolation == "inline"
+        started: list[ProcessWorker | InlineSlice] = []
         try:
-            for size in sizes:
+            for size in sizes[:-1] if here else sizes:
                 started.append(ProcessWorker(spec, size, mode))
+            if here:
+                started.append(InlineSlice(spec, sizes[-1], mode))
         except BaseException:
             for worker in started:
                 worker.close()
             raise
-        return VectorGroup(started, sizes)
+        group = VectorGroup(started, sizes)
+        if here:
+            cast(InlineSlice, started[-1]).worker.on_hang = group.hung
+        return group
     if spec.resolved_isolation == "process":
         return ProcessWorker(spec, num_envs, mode)
     if spec.resolved_isolation == "pool":
