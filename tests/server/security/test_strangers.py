@@ -11,6 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from envwire.server.listener import HOT_WINDOW
 from envwire.testing import ServerProcess
 from tests.rawsock import closed_by_server
 from tests.server.security.conftest import TOKEN, Secrets, secured, serve
@@ -115,6 +116,9 @@ def test_strangers_are_evicted_to_make_room(secrets: Secrets, tmp_path: Path) ->
             sock = open_conn(server, source=f"127.0.0.{1 + n % 2}")
             assert get_health(sock).startswith(b"HTTP/1.1 200")
             strangers.append(sock)
+        # idle, so evictable: past the moment an answered connection keeps its thread
+        # before it parks (a loaded machine may take longer than that moment to park them)
+        time.sleep(10 * HOT_WINDOW)
         try:
             response = httpx.get(
                 f"http://{server.host}:{server.ports['http']}/schema",
