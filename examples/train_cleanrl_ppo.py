@@ -25,7 +25,16 @@ from torch import nn
 
 import envwire
 
-__all__ = ["Agent", "Rollout", "advantages", "make_local", "make_remote", "train", "update"]
+__all__ = [
+    "BUSY_POLL_US",
+    "Agent",
+    "Rollout",
+    "advantages",
+    "make_local",
+    "make_remote",
+    "train",
+    "update",
+]
 
 
 def make_local(num_envs: int) -> gymnasium.vector.VectorEnv[Any, Any, Any]:
@@ -36,10 +45,20 @@ def make_local(num_envs: int) -> gymnasium.vector.VectorEnv[Any, Any, Any]:
     )
 
 
-def make_remote(url: str) -> Callable[[int], gymnasium.vector.VectorEnv[Any, Any, Any]]:
+#: µs the client spins for each reply before it sleeps: PPO waits for every step's reply (the
+#: next action needs it), and on a machine with a core to spare, spinning instead of sleeping
+#: saves a wake-up per step (benchmarks/README.md, "Training wall time"). 0: always sleep.
+BUSY_POLL_US = 1000.0
+
+
+def make_remote(
+    url: str, busy_poll_us: float = BUSY_POLL_US
+) -> Callable[[int], gymnasium.vector.VectorEnv[Any, Any, Any]]:
     """A factory of ``num_envs`` copies of ``url``'s env stepped by the server, one message
     each way per step, ``SameStep`` autoreset like :func:`make_local`."""
-    return lambda num_envs: envwire.make_vec(url, num_envs, autoreset_mode="SameStep")
+    return lambda num_envs: envwire.make_vec(
+        url, num_envs, autoreset_mode="SameStep", busy_poll_us=busy_poll_us
+    )
 
 
 def _layer(inputs: int, outputs: int, gain: float) -> nn.Linear:
@@ -220,10 +239,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    parser.add_argument(
+        "--busy-poll-us", type=float, default=BUSY_POLL_US, help="spin for replies (0: off)"
+    )
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     torch.use_deterministic_algorithms(True)
-    make_envs = make_local if args.local else make_remote(args.url)
+    make_envs = make_local if args.local else make_remote(args.url, args.busy_poll_us)
     run = train(make_envs, args.steps, args.seed)
     name = "local" if args.local else args.url
     recent = run["returns"][-20:]

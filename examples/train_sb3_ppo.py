@@ -93,6 +93,12 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workers", type=int, default=1, help="server worker processes")
+    parser.add_argument(
+        "--busy-poll-us",
+        type=float,
+        default=1000.0,
+        help="µs to spin for each reply before sleeping, saving a wake-up per step (0: off)",
+    )
     args = parser.parse_args()
     torch.set_num_threads(1)
     torch.use_deterministic_algorithms(True)
@@ -104,7 +110,9 @@ def main() -> None:
     runs = {
         "envwire": train(
             "envwire",
-            lambda n, seed: make_vec_env(args.url, n, seed=seed, workers=args.workers),
+            lambda n, seed: make_vec_env(
+                args.url, n, seed=seed, workers=args.workers, busy_poll_us=args.busy_poll_us
+            ),
             args.steps,
             args.seed,
         ),
