@@ -31,7 +31,6 @@ from envwire.protocols.gymsocket.packets import (
     ACT_TENSOR,
     CODE_BY_DTYPE,
     EMPTY_INFO,
-    F64,
     KNOWN_FLAGS,
     MAX_HANDSHAKE_TOKEN,
     MAX_MONITOR_DIR,
@@ -367,33 +366,13 @@ class ServerConnection(Side):
         :meth:`send_error`.
         """
         packet = self._pending[0]
-        if packet is Packet.STEP_EX and type(reply) is m.StepReply:
-            # The hot path: the observation's bytes are copied once, by this join.
-            info = reply.info
-            joined = b"".join(
-                (
-                    b"\x00" if self._errors else b"",
-                    *self._observation_parts(reply.observation),
-                    STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated),
-                    info_field(info, self._extended) if info else EMPTY_INFO,
-                )
-            )
+        # The hot paths first, without the match over the packets below: a step's
+        # observation's bytes are copied once, by this join.
+        if isinstance(reply, m.StepReply) and (packet is Packet.STEP_EX or packet is Packet.STEP):
+            joined = b"".join(self._step_parts(packet, reply))
             self._pending.popleft()
             return joined
-        if packet is Packet.STEP and type(reply) is m.StepReply:
-            # The seed's step, the original JSON path: no match over the packets.
-            info = reply.info
-            joined = b"".join(
-                (
-                    b"\x00" if self._errors else b"",
-                    *self._observation_parts(reply.observation),
-                    STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated),
-                    info_field(info, self._extended) if info else EMPTY_INFO,
-                )
-            )
-            self._pending.popleft()
-            return joined
-        if packet is Packet.VECTOR_STEP and type(reply) is m.VectorStepReply:
+        if packet is Packet.VECTOR_STEP and isinstance(reply, m.VectorStepReply):
             joined = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(reply)))
             self._pending.popleft()
             return joined
@@ -418,19 +397,28 @@ class ServerConnection(Side):
             type(obs) is not np.ndarray
             or obs.dtype != np.uint8
             or obs.nbytes < GATHER_MIN
-            or type(reply) is not m.StepReply
+            or not isinstance(reply, m.StepReply)
             or self._pending[0] is not Packet.STEP_EX
         ):
             return self.send_reply(reply)
-        info = reply.info
-        buffers = [
-            b"\x00" if self._errors else b"",
-            *self._observation_parts(obs),
-            STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated),
-            info_field(info, self._extended) if info else EMPTY_INFO,
-        ]
+        buffers = self._step_parts(Packet.STEP_EX, reply)
         self._pending.popleft()
         return buffers
+
+    def _step_parts(self, packet: Packet, reply: m.StepReply) -> list[bytes | memoryview]:
+        """A step reply's pieces in order (the extended step's, or the seed's for STEP); a
+        large byte observation among them is the array's own memory."""
+        if packet is Packet.STEP_EX:
+            tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+        else:  # the seed's step: one done flag
+            tail = STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated)
+        info = reply.info
+        return [
+            b"\x00" if self._errors else b"",
+            *self._observation_parts(reply.observation),
+            tail,
+            info_field(info, self._extended) if info else EMPTY_INFO,
+        ]
 
     def send_error(self, error: EnvwireError) -> bytes | None:
         """Encode an error for the oldest waiting request.
@@ -458,20 +446,8 @@ class ServerConnection(Side):
                 return self._observation(obs)
             case Packet.RESET_EX, m.ResetReply(observation=obs, info=info):
                 return self._observation(obs) + info_field(info, self._extended)
-            case Packet.STEP_EX, m.StepReply() as r:
-                return b"".join(
-                    (
-                        self._observation(r.observation),
-                        F64.pack(r.reward),
-                        b"\x01" if r.terminated else b"\x00",
-                        b"\x01" if r.truncated else b"\x00",
-                        info_field(r.info, self._extended),
-                    )
-                )
             case Packet.VECTOR_RESET, m.ResetReply(observation=obs, info=info):
                 return self._batch(obs) + info_field(info, self._extended)
-            case Packet.VECTOR_STEP, m.VectorStepReply() as v:
-                return b"".join(self._vector_step_parts(v))
             case Packet.GET_SPACE, m.SpaceReply(space=space):
                 style: spacecodec.Style = "envwire" if self._extended else "gym-socket"
                 return pack_field(json_bytes(spacecodec.describe(space, style=style)))
