@@ -101,6 +101,51 @@ def test_many_sessions_call_at_once(pool: WorkerPool) -> None:
     assert got == local  # replies reached their own callers, in order
 
 
+def test_sessions_come_and_go_while_others_call(pool: WorkerPool) -> None:
+    """Calls from many threads at once, while sessions open and close (a close is a call
+    nobody waits for): each caller gets its own env's reply, whoever read it, and nothing is
+    left waiting or unread."""
+    stop = time.monotonic() + 3.0
+    failures: list[str] = []
+
+    def stepper(index: int) -> int:
+        rounds = 0
+        while time.monotonic() < stop:
+            worker = pool.worker(TUPLE)
+            worker.call("reset", index, None, timeout=30)
+            for steps in range(1, 1 + index % 5 + 1):
+                info = worker.call("step", ACTION, timeout=30)[4]
+                if info != {"t": steps}:
+                    failures.append(f"thread {index}: step {steps} got {info}")
+            worker.close()  # sent, not waited for
+            rounds += 1
+        return rounds
+
+    joins = [in_thread(functools.partial(stepper, i)) for i in range(12)]
+    rounds = [join() for join in joins]
+    assert not failures
+    assert min(rounds) > 0
+    assert sum(pool.counts().values()) == 0  # every close was read and carried out
+    assert sum(pool.loads().values()) == 0
+
+
+def test_a_process_that_dies_between_calls_leaves_placement_at_once(pool: WorkerPool) -> None:
+    """No call in flight, so no caller reads its pipe: the process's own thread sees it die,
+    the pool stops placing sessions there, and its session hears why at its next call."""
+    idle = pool.worker(TUPLE)
+    idle.call("reset", 0, None, timeout=5)
+    os.kill(idle.pid or 0, signal.SIGKILL)
+    deadline = time.monotonic() + 10
+    while idle.pid in pool.loads() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert idle.pid not in pool.loads()
+    fresh = pool.worker(TUPLE)
+    assert fresh.pid != idle.pid
+    fresh.call("reset", 0, None, timeout=5)
+    with pytest.raises(EnvCrashedError, match="hosting this env was killed by SIGKILL"):
+        idle.call("step", ACTION, timeout=5)
+
+
 def episode_here(seed: int) -> list[int]:
     env = BurnEnv(work=100)
     env.reset(seed=seed)

@@ -14,7 +14,7 @@ from typing import Any
 
 import gymnasium
 import numpy as np
-from gymnasium.vector import AutoresetMode, SyncVectorEnv
+from gymnasium.vector import AutoresetMode
 
 from envwire.errors import EnvError, EnvwireError, InvalidArgumentError, UnsupportedError
 from envwire.kinds.dm_env import DmSpecs
@@ -23,6 +23,7 @@ from envwire.kinds.openenv_core.gymenv import OpenEnvGymEnv
 from envwire.messages import autoreset_mode
 from envwire.registry import EnvSpec
 from envwire.runtime.monitor import EpisodeMonitor
+from envwire.runtime.syncvector import LeanSyncVectorEnv
 
 __all__ = ["HOST_METHODS", "EnvHost", "dispatch", "guarded"]
 
@@ -175,7 +176,9 @@ def _make_rendering(spec: EnvSpec) -> gymnasium.Env[Any, Any]:
 
 
 class VectorHost:
-    """``num_envs`` copies in one ``SyncVectorEnv``; driven through :meth:`call` like EnvHost.
+    """``num_envs`` copies in one ``SyncVectorEnv`` (its lean-stepping kind,
+    :class:`~envwire.runtime.syncvector.LeanSyncVectorEnv`); driven through :meth:`call` like
+    EnvHost.
 
     With ``copy`` False, a step's or a reset's observations are the vector env's own buffer,
     which the next call overwrites: for a host whose every result is serialized before the
@@ -191,7 +194,7 @@ class VectorHost:
             raise InvalidArgumentError(f"num_envs must be >= 1, got {num_envs}")
         self.spec = spec
         try:
-            self.vector = SyncVectorEnv(
+            self.vector = LeanSyncVectorEnv(
                 [spec.make for _ in range(num_envs)],
                 copy=copy,
                 autoreset_mode=autoreset_mode(mode),

@@ -13,8 +13,10 @@ the order they came: a CPU-bound env gains nothing from threads inside one inter
 GIL runs one at a time, and switching costs; ``benchmarks/bench_pool.py`` measures both), so
 the pool spreads sessions over processes instead. Many sessions' calls are in flight on one
 pipe at once, and since the process keeps their order, the parent knows which call it is
-running: the oldest unanswered one. One reader thread per process takes the replies and
-wakes each caller.
+running: the oldest unanswered one. One caller at a time reads the replies, settling the
+others' calls as it goes, until its own has come, then hands the reading to another waiting
+caller (:class:`~envwire.runtime.poolprocess.PoolProcess` says how): a session alone on its
+process gets its reply without a hand-off between threads.
 
 **Placement** is by sessions hosted, not by recent CPU: the count is exact and free to keep,
 and over a session's life (thousands of steps) it is the load; a CPU sample would chase bursts

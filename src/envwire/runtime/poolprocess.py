@@ -1,40 +1,30 @@
-"""One worker process of a :class:`~envwire.runtime.pool.WorkerPool`: the loop it runs, and
-:class:`PoolProcess`, the server's side of it (its pipe, its reader thread, its calls in
-flight, and what its death means for them).
-
-The pipe carries frames (:mod:`.pipe`): a request is a call id, a slot (a session's env in
-the process; 0 for the process itself) and the pickled method and arguments; a reply is the
-call id, whether the call succeeded, and the pickled result or error. The process answers in
-the order the requests came, so the oldest unanswered call is the one it is running, and a
-hang is that call past its own timeout.
+""":class:`PoolProcess`: the server's side of one worker process of a
+:class:`~envwire.runtime.pool.WorkerPool` (its pipe, who reads it, its calls in flight, and
+what its death means for them). The process runs :func:`~envwire.runtime.poolmain.pool_main`;
+the frames on its pipe are described there.
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import pickle
+import select
 import signal
-import struct
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable
-from multiprocessing.connection import Connection
 from typing import Any
 
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
-from envwire.runtime.hosts import EnvHost, VectorHost, make_host
 from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
-from envwire.runtime.process import portable_error, worker_context
+from envwire.runtime.poolmain import REPLY, REQUEST, pool_main
+from envwire.runtime.process import worker_context
 from envwire.watchdog import Watchdog
 
 __all__ = ["STOP_GRACE", "WATCHDOG", "PoolProcess"]
-
-#: A request's header: call id, slot (0: the process itself).
-_REQUEST = struct.Struct("<QQ")
-#: A reply's header: call id, whether the call succeeded (else the payload is the error).
-_REPLY = struct.Struct("<Q?")
 
 #: Seconds a worker process has to finish its queue and close its envs when the pool closes.
 STOP_GRACE = 5.0
@@ -43,114 +33,71 @@ STOP_GRACE = 5.0
 WATCHDOG = Watchdog(name="envwire-pool-watchdog")
 
 
-# --- the worker process ---------------------------------------------------------------------
-
-
-def _serve(hosts: dict[int, EnvHost | VectorHost], slot: int, method: str, args: Any) -> object:
-    """Carry out one request in the worker process: the slot operations, else a host call."""
-    match method:
-        case "make":
-            spec, num_envs, mode = args
-            hosts[slot] = make_host(spec, num_envs, mode)
-            return None
-        case "free":
-            host = hosts.pop(slot, None)
-            if host is not None:
-                host.close()
-            return None
-        case "count":
-            return len(hosts)
-        case "stop":
-            return None
-    host = hosts.get(slot)
-    if host is None:
-        raise EnvError(f"the pool worker process holds no env in slot {slot}")
-    return host.call(method, args)
-
-
-def _answer(hosts: dict[int, EnvHost | VectorHost], request: bytearray) -> tuple[bytes, str]:
-    """One request's reply frame, and its method."""
-    call_id, slot = _REQUEST.unpack_from(request)
-    method = "?"
-    try:
-        method, args = pickle.loads(memoryview(request)[_REQUEST.size :])
-        value, ok = _serve(hosts, slot, method, args), True
-    except BaseException as exc:  # an env's SystemExit must not end its neighbours
-        value, ok = portable_error(exc), False
-    try:
-        payload = dumps(value)
-    except Exception as exc:  # an unpicklable result fails its own call only
-        ok = False
-        payload = dumps(EnvError(f"{method}'s result cannot leave the env's process: {exc}"))
-    return frame(_REPLY.pack(call_id, ok), payload), method
-
-
-def _pool_main(conn: Connection) -> None:
-    """The worker process: answer requests one at a time, in order, until EOF or ``stop``."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
-    fd = conn.fileno()
-    reader = FrameReader(fd)
-    hosts: dict[int, EnvHost | VectorHost] = {}
-    try:
-        while True:
-            try:
-                requests = reader.read()
-            except OSError:
-                return
-            if not requests:
-                return  # EOF: the server is gone
-            for request in requests:
-                # Each reply goes out at once: holding it to batch with the next would make a
-                # quick call wait for a slow neighbour's. The server reads replies in bulk.
-                reply, method = _answer(hosts, request)
-                write_all(fd, reply)
-                if method == "stop":
-                    return
-    except OSError:
-        return  # the server is gone
-    finally:
-        for host in hosts.values():
-            host.close()
-
-
-# --- the parent's side of one worker process -----------------------------------------------
-
-
 class _Call:
-    """One request in flight: the caller waits on ``done`` (released by whoever settles it)."""
+    """One request in flight. Its caller either waits on ``done`` (``blocked``: whoever settles
+    the call releases it) or reads the pipe itself (``lead``); a call nobody waits for
+    (``free``, ``stop``) is neither."""
 
-    __slots__ = ("done", "env_id", "method", "ok", "started", "timeout", "value")
+    __slots__ = (
+        "blocked",
+        "done",
+        "env_id",
+        "lead",
+        "method",
+        "ok",
+        "settled",
+        "started",
+        "timeout",
+        "value",
+    )
 
     def __init__(self, env_id: str, method: str, timeout: float | None) -> None:
         self.env_id, self.method, self.timeout = env_id, method, timeout
         self.started: float | None = None  # when the process began it (None: still queued)
         self.ok = False
         self.value: object = None
+        self.settled = False
+        self.blocked = False  # its caller waits on `done`
+        self.lead = False  # its caller holds the reading role
         self.done = threading.Lock()
         self.done.acquire()
 
     def settle(self, ok: bool, value: object) -> None:
-        self.ok, self.value = ok, value
-        self.done.release()
+        self.ok, self.value, self.settled = ok, value, True
+        if self.blocked:
+            self.blocked = False
+            self.done.release()
 
 
 class PoolProcess:
-    """One worker process of a pool, with its pipe, its reader thread and its calls in flight.
+    """One worker process of a pool, with its pipe, its calls in flight and the thread that
+    watches it.
 
     Sending combines: a caller queues its frame and its call under ``_lock``; if no thread is
     writing, it becomes the writer and writes whatever is queued (its frame and those queued
     meanwhile by others, in one system call) until nothing is left. So no caller waits for the
     pipe while another writes, a busy pipe takes many frames a write, and the pipe's order is
-    the queue's. ``_lock`` guards the queue, the outbox, the slots and ``lost`` and is never
-    held across a read or a write, so the reader can always settle calls while the writer
-    waits on a full pipe.
+    the queue's. ``_lock`` guards the queue, the outbox, the slots, the reading role and
+    ``lost`` and is never held across a read or a write, so a reader can always settle calls
+    while the writer waits on a full pipe.
+
+    Reading is a role that one thread holds at a time (``_reading``), and preferably a caller:
+    one that finds nobody reading reads the replies itself, settling the calls of others as
+    their replies come, until its own has come. Then it passes the role to the oldest call
+    whose caller waits (waking that caller to read), or, when only calls nobody waits for are
+    left, to the process's own thread. So a session alone on its process gets its reply in
+    its own thread, with no hand-off between threads (one wake-up and one switch of the
+    interpreter lock less a call), and under load each reply still wakes only its own caller.
+    The process's thread also watches for the process's death, which it reports to every
+    call in flight (and, through the pool, takes the process out of placement) even while no
+    call is in flight.
     """
 
     def __init__(self, index: int, on_exit: Callable[[PoolProcess], None]) -> None:
         ctx = worker_context()
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=_pool_main, args=(child,), daemon=True, name=f"envwire-pool-{index}"
+            target=pool_main, args=(child,), daemon=True, name=f"envwire-pool-{index}"
         )
         self.process.start()
         child.close()
@@ -158,15 +105,19 @@ class PoolProcess:
         self.slots: dict[int, str] = {}  # slot -> env id, of the sessions hosted
         self.lost: str | None = None  # why the process is gone, once it is
         self._fd = self._conn.fileno()
+        self._reader = FrameReader(self._fd)  # used by the holder of the reading role only
         self._calls: OrderedDict[int, _Call] = OrderedDict()
         self._outbox: list[bytes] = []
         self._writing = False  # a caller is writing the outbox
-        self._exit_seen = False  # the reader saw EOF: the pipe may close once no one writes
+        self._reading = False  # some thread holds the reading role
+        self._watcher_turn = False  # the role is the watching thread's
+        self._exit_seen = False  # the pipe hit EOF: the pipe may close once no one writes
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._on_exit = on_exit
-        reader = threading.Thread(target=self._read, name=f"envwire-pool-{index}", daemon=True)
-        reader.start()
+        self._wake_read, self._wake_write = os.pipe()
+        watcher = threading.Thread(target=self._watch, name=f"envwire-pool-{index}", daemon=True)
+        watcher.start()
         WATCHDOG.watch(self)
 
     @property
@@ -183,15 +134,27 @@ class PoolProcess:
             EnvwireError: what the call raised in the process; EnvCrashedError when the process
                 is gone or dies meanwhile; EnvTimeoutError when this call hung.
         """
-        call = self._send(slot, env_id, method, args, timeout)
-        call.done.acquire()
+        call = self._send(slot, env_id, method, args, timeout, attended=True)
+        while not call.lead:
+            call.done.acquire()  # settled, or handed the reading role
+            if call.settled and not call.lead:
+                break
+        if call.lead:
+            self._lead(call)
         if call.ok:
             return call.value
         assert isinstance(call.value, BaseException)
         raise call.value
 
     def _send(
-        self, slot: int, env_id: str, method: str, args: tuple[object, ...], timeout: float | None
+        self,
+        slot: int,
+        env_id: str,
+        method: str,
+        args: tuple[object, ...],
+        timeout: float | None,
+        *,
+        attended: bool = False,
     ) -> _Call:
         try:
             payload = dumps((method, args))
@@ -199,6 +162,7 @@ class PoolProcess:
             message = f"{env_id}: {method}'s arguments cannot be sent to the env: {exc}"
             raise EnvError(message) from exc
         call = _Call(env_id, method, timeout)
+        wake = False
         with self._lock:
             if self.lost is not None:
                 message = f"{env_id}: the pool worker process hosting this env {self.lost}"
@@ -207,11 +171,19 @@ class PoolProcess:
             if not self._calls:  # an idle process starts it at once
                 call.started = time.monotonic()
             self._calls[call_id] = call
-            self._outbox.append(frame(_REQUEST.pack(call_id, slot), payload))
-            if self._writing:
-                return call  # the writer takes it along
+            if not self._reading:  # nobody reads: the caller will, else the watching thread
+                self._reading = True
+                call.lead = attended
+                wake = self._watcher_turn = not attended
+            elif attended:
+                call.blocked = True
+            self._outbox.append(frame(REQUEST.pack(call_id, slot), payload))
+            writer = not self._writing
             self._writing = True
-        self._write()
+        if wake:
+            self._wake()
+        if writer:
+            self._write()
         return call
 
     def _write(self) -> None:
@@ -229,8 +201,9 @@ class PoolProcess:
                 write_all(self._fd, frames[0] if len(frames) == 1 else b"".join(frames))
 
     def _close_pipe(self) -> None:
-        """Close the parent's end once the process is lost and no one writes (under ``_lock``)."""
-        if not self._writing and not self._conn.closed and self._exit_seen:
+        """Close the parent's end once the process is lost and no one writes or reads (under
+        ``_lock``)."""
+        if not self._writing and not self._reading and self._exit_seen and not self._conn.closed:
             self._conn.close()
 
     def host(self, slot: int, env_id: str) -> None:
@@ -251,43 +224,127 @@ class PoolProcess:
         """How many envs the process holds now (after every request sent before this one)."""
         return int(self.call(0, "", "count", (), timeout))
 
-    def _read(self) -> None:
-        """Settle each call as its reply comes; on EOF, settle the rest as lost."""
-        reader = FrameReader(self._fd)
-        while True:
+    # --- reading (one thread at a time: the holder of the reading role) ---------------------
+
+    def _lead(self, call: _Call) -> None:
+        """Read and settle replies until ``call``'s has come, then pass the role on."""
+        try:
+            while not call.settled and self._read_once():
+                pass
+        finally:
+            self._pass_role()
+
+    def _pass_role(self) -> None:
+        """Give up the reading role: to the oldest call whose caller waits, else (calls nobody
+        waits for are in flight) to the watching thread, else to nobody."""
+        wake = False
+        with self._lock:
+            if not self._exit_seen:
+                for waiting in self._calls.values():
+                    if waiting.blocked:
+                        waiting.blocked, waiting.lead = False, True
+                        waiting.done.release()
+                        return
+                wake = self._watcher_turn = bool(self._calls)
+            if not wake:
+                self._reading = False
+                self._close_pipe()
+        if wake:
+            self._wake()
+
+    def _read_once(self) -> bool:
+        """Read the replies that have come (waiting for one) and settle their calls; at EOF,
+        settle every call left as lost and return False."""
+        try:
+            replies = self._reader.read()
+        except OSError:
+            replies = []
+        if not replies:
+            self._exited()
+            return False
+        values = []
+        for reply in replies:
+            call_id, ok = REPLY.unpack_from(reply)
             try:
-                replies = reader.read()
-            except OSError:
-                replies = []
-            if not replies:
-                break
-            values = []
-            for reply in replies:
-                call_id, ok = _REPLY.unpack_from(reply)
-                try:
-                    value = pickle.loads(memoryview(reply)[_REPLY.size :])
-                except Exception as exc:
-                    message = f"a reply from the env's pool worker process is unreadable: {exc}"
-                    ok, value = False, EnvError(message)
-                values.append((call_id, ok, value))
-            now = time.monotonic()
+                value = pickle.loads(memoryview(reply)[REPLY.size :])
+            except Exception as exc:
+                message = f"a reply from the env's pool worker process is unreadable: {exc}"
+                ok, value = False, EnvError(message)
+            values.append((call_id, ok, value))
+        now = time.monotonic()
+        with self._lock:
+            settled = [(self._calls.pop(i, None), ok, value) for i, ok, value in values]
+            if self._calls:  # the process goes on with the next call in the queue now
+                head = next(iter(self._calls.values()))
+                if head.started is None:
+                    head.started = now
+        for call, ok, value in settled:
+            if call is not None:
+                call.settle(ok, value)
+        return True
+
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):  # the watching thread has ended: nothing to wake
+            os.write(self._wake_write, b"\0")
+
+    def _watch(self) -> None:
+        """The process's own thread: read when the role is passed to it, and when the process
+        dies, read what is left and settle every call."""
+        poller = select.poll()
+        sentinel = self.process.sentinel
+        poller.register(sentinel, select.POLLIN)
+        poller.register(self._wake_read, select.POLLIN)
+        try:
+            while True:
+                ready = {fd for fd, _ in poller.poll()}
+                if self._wake_read in ready:
+                    os.read(self._wake_read, 4096)
+                with self._lock:
+                    turn, self._watcher_turn = self._watcher_turn, False
+                if turn:
+                    self._read_unattended()
+                if sentinel in ready:
+                    self._read_to_the_end()
+                    return
+        finally:
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+
+    def _read_unattended(self) -> None:
+        """Read while every call in flight is one nobody waits for (the role is this thread's)."""
+        try:
+            while self._read_once():
+                with self._lock:
+                    if not self._calls or any(c.blocked for c in self._calls.values()):
+                        break
+        finally:
+            self._pass_role()
+
+    def _read_to_the_end(self) -> None:
+        """The process has ended: take the role when it is free and read to EOF (a caller
+        holding it reads to EOF itself)."""
+        while True:
             with self._lock:
-                settled = [(self._calls.pop(i, None), ok, value) for i, ok, value in values]
-                if self._calls:  # the process goes on with the next call in the queue now
-                    head = next(iter(self._calls.values()))
-                    if head.started is None:
-                        head.started = now
-            for call, ok, value in settled:
-                if call is not None:
-                    call.settle(ok, value)
-        self._exited()
+                if self._exit_seen:
+                    return
+                if not self._reading or self._watcher_turn:
+                    self._reading, self._watcher_turn = True, False
+                    break
+            time.sleep(0.01)  # a caller reads: it meets the EOF and settles everything
+        try:
+            while self._read_once():
+                pass
+        finally:
+            self._pass_role()
 
     def _exited(self) -> None:
         """The pipe hit EOF: the process ended (it crashed, or :meth:`expire`, :meth:`stop` or
-        :meth:`kill` ended it). Settle every call still in flight as lost."""
+        :meth:`kill` ended it). Settle every call still in flight as lost (once)."""
         self.process.join(timeout=5)
         how = _exit_reason(self.process.exitcode)
         with self._lock:
+            if self._exit_seen:
+                return
             crashed = self.lost is None
             calls = list(self._calls.values())
             self._calls.clear()
@@ -297,7 +354,6 @@ class PoolProcess:
                 if running is not None:
                     self.lost += f" while {running.env_id} ran {running.method}"
             self._exit_seen = True
-            self._close_pipe()
         for call in calls:
             if call is running:  # the call it was running: the env that crashed it
                 message = f"the env's pool worker process {how} during {call.method}"

@@ -1,0 +1,127 @@
+"""LeanSyncVectorEnv steps exactly as Gymnasium's SyncVectorEnv, in every autoreset mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector import AutoresetMode, SyncVectorEnv
+
+from envwire.registry import EnvSpec
+from envwire.runtime.hosts import VectorHost
+from envwire.runtime.syncvector import LeanSyncVectorEnv
+
+COPIES = 5
+STEPS = 120
+
+
+class InfoEnv(gymnasium.Env[dict[str, Any], np.int64]):
+    """A Dict observation, episodes of random length (some truncated), and infos that vary
+    from step to step: empty, ints, floats, arrays, nested dicts and odd objects, so that every
+    branch of the vector env's info batching is taken."""
+
+    observation_space = spaces.Dict(
+        {"x": spaces.Box(-10.0, 10.0, (2,), np.float32), "n": spaces.Discrete(1000)}
+    )
+    action_space = spaces.Discrete(3)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        self.limit = int(self.np_random.integers(2, 9))
+        return self._obs(), {"reset_at": self.limit} if self.limit % 2 else {}
+
+    def _obs(self) -> dict[str, Any]:
+        x = self.np_random.uniform(-1, 1, 2).astype(np.float32)
+        return {"x": x, "n": self.t}
+
+    def step(self, action: np.int64) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        roll = int(self.np_random.integers(6))
+        info: dict[str, Any] = {}
+        if roll == 1:
+            info = {"count": self.t, "weight": float(action) / 2}
+        elif roll == 2:
+            info = {"vec": np.full(3, self.t, np.int16), "nested": {"deep": self.t * 1.5}}
+        elif roll == 3:
+            info = {"label": f"step {self.t}", "flag": bool(action)}
+        reward = np.float32(action) - 0.5 if roll != 4 else 1
+        terminated = self.t >= self.limit and roll % 2 == 0
+        truncated = self.t >= self.limit + 2
+        return self._obs(), reward, terminated, truncated, info
+
+
+def _same(a: Any, b: Any, where: str) -> None:
+    """Same types, dtypes, shapes and values, recursively; object arrays element by element
+    (they hold each copy's own objects, so their bytes, which are pointers, differ)."""
+    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        assert a.shape == b.shape, where
+        for i, (x, y) in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, np.ndarray | np.generic):
+        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
+        assert a.tobytes() == b.tobytes(), f"{where}: {a!r} != {b!r}"
+    elif isinstance(a, tuple | list):
+        assert len(a) == len(b), where
+        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+            _same(x, y, f"{where}[{i}]")
+    elif isinstance(a, dict):
+        assert list(a) == list(b), where
+        for key in a:
+            _same(a[key], b[key], f"{where}[{key!r}]")
+    else:
+        assert a == b, f"{where}: {a!r} != {b!r}"
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
+@pytest.mark.parametrize(
+    "make", [InfoEnv, lambda: gymnasium.make("CartPole-v1")], ids=["info", "cartpole"]
+)
+def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any) -> None:
+    """Same seeds, same actions: every step's observations, rewards, terminations,
+    truncations and infos (final observations and infos included) are Gymnasium's, type for
+    type and bit for bit, and every mode's resets happen at the same steps."""
+    ours = LeanSyncVectorEnv([make] * COPIES, autoreset_mode=mode)
+    theirs = SyncVectorEnv([make] * COPIES, autoreset_mode=mode)
+    _same(ours.reset(seed=7), theirs.reset(seed=7), "reset")
+    rng = np.random.default_rng(0)
+    ended = 0
+    for step in range(STEPS):
+        actions = rng.integers(0, 2, COPIES)
+        mine, gyms = ours.step(actions), theirs.step(actions)
+        _same(mine, gyms, f"step {step}")
+        done = np.logical_or(gyms[2], gyms[3])
+        ended += int(done.sum())
+        if mode is AutoresetMode.DISABLED and done.any():
+            # (Gymnasium pops the mask out of the options it is given: one dict each)
+            mine_reset = ours.reset(options={"reset_mask": done.copy()})
+            _same(mine_reset, theirs.reset(options={"reset_mask": done}), f"reset {step}")
+    assert ended > 10  # the episodes did end, often, so the autoreset paths ran
+    ours.close()
+    theirs.close()
+
+
+def test_a_disabled_copy_stepped_past_its_end_fails_as_in_gymnasium() -> None:
+    """In ``Disabled`` mode a copy that ended must be reset before it is stepped again."""
+    ours = LeanSyncVectorEnv([InfoEnv] * 2, autoreset_mode=AutoresetMode.DISABLED)
+    ours.reset(seed=0)
+    actions = np.zeros(2, np.int64)
+    while not np.logical_or(*ours.step(actions)[2:4]).any():
+        pass
+    with pytest.raises(AssertionError, match="_autoreset_envs"):
+        ours.step(actions)
+
+
+def test_vector_host_steps_with_it() -> None:
+    """A server's vector session steps its copies with the lean loop."""
+    spec = EnvSpec(id="CartPole-v1", entry_point="gymnasium.envs.classic_control:CartPoleEnv")
+    host = VectorHost(spec, 3, "next_step")
+    assert isinstance(host.vector, LeanSyncVectorEnv)
+    assert host.vector._lean  # this Gymnasium has what the lean loop uses
+    host.close()
