@@ -1,24 +1,14 @@
-"""One client's env: the session state machine every front end drives.
-
-States and the requests each allows are data (:data:`ALLOWED`); :meth:`Session.handle` checks the
-table, then dispatches with ``match``. A request the state does not allow raises
-:class:`~envwire.errors.StateError` naming the request, the session and the state.
-
-    NEW ──Reset──> RUNNING ──Step(done)──> ENDED ──Reset──> RUNNING
-      env crashed or hung (any state) ──> BROKEN ──Reset (makes a fresh env)──> RUNNING
-      Close (any state) ──> CLOSED
-"""
+"""The :class:`Session`: one client's env, which every front end drives through
+:meth:`Session.handle` (the package's docstring has the state machine)."""
 
 from __future__ import annotations
 
 import functools
-import posixpath
 import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from enum import Enum
-from typing import Any, Protocol, TypeGuard
+from typing import Any, TypeGuard
 
 import gymnasium
 import numpy as np
@@ -37,140 +27,10 @@ from envwire.errors import (
 )
 from envwire.kinds.dm_env import DmSpecs
 from envwire.registry import EnvSpec
+from envwire.session.contracts import SessionObserver, SessionTap, Worker, WorkerFactory
+from envwire.session.states import ALLOWED, OPENENV_ALLOWED, UPLOAD_GONE, State, confine
 
-__all__ = [
-    "ALLOWED",
-    "OPENENV_ALLOWED",
-    "Session",
-    "SessionObserver",
-    "SessionTap",
-    "State",
-    "Worker",
-    "WorkerFactory",
-    "confine",
-]
-
-
-class Worker(Protocol):
-    """What a session needs from wherever its env lives (``envwire.runtime`` has the workers)."""
-
-    #: Called (from another thread) when an env call hangs past its timeout.
-    on_hang: Callable[[EnvTimeoutError], None] | None
-
-    def call(self, method: str, *args: object, timeout: float | None) -> Any:
-        """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error.
-
-        ``timeout`` is the seconds the call may take; None waits as long as the env takes
-        (OpenEnv's own envs, which openenv-core never cuts off).
-
-        Returns:
-            What the host method returned (:class:`~envwire.runtime.EnvHost` has their
-            types): its type depends on ``method``, so the session, which named the method,
-            says what it expects where it takes the result.
-        """
-        ...
-
-    def close(self) -> None:
-        """Free the env (and the process, if any). Never raises."""
-        ...
-
-    # A worker may also offer ``call_step(action, *, timeout)``: ``call("step", action,
-    # timeout=timeout)`` without the dispatch by name (the inline worker does); a one-env
-    # session then steps through it.
-
-
-class WorkerFactory(Protocol):
-    """Makes the worker of a session: ``num_envs`` copies of ``spec``; with an autoreset
-    ``mode``, as a vector env, split over up to ``workers`` worker processes."""
-
-    def __call__(
-        self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
-    ) -> Worker: ...
-
-
-class SessionTap(Protocol):
-    """What an observer attaches to one session: told of every request the session carries out.
-
-    Calls come from the thread running the request, in order, while the session holds its
-    lock; they must be quick and must not raise (the step path waits for them).
-    """
-
-    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        """``request`` succeeded with ``reply`` after ``seconds``."""
-        ...
-
-    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
-        """``request`` raised ``error`` after ``seconds``."""
-        ...
-
-    def closed(self) -> None:
-        """The session closed (called once)."""
-        ...
-
-
-class SessionObserver(Protocol):
-    """Watches sessions (metrics, logs, recording): the one place every front end's sessions
-    are seen, whatever protocol opened them."""
-
-    def opened(self, session: Session) -> SessionTap:
-        """A session was made (its env is up); the tap it will report to."""
-        ...
-
-    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
-        """Opening a session for ``env_id`` failed with ``error``."""
-        ...
-
-
-class State(Enum):
-    """Where a session is in its life."""
-
-    NEW = "new"  # env made, no episode yet
-    RUNNING = "running"  # an episode is under way
-    ENDED = "ended"  # the episode terminated or was truncated; reset to go on
-    BROKEN = "broken"  # the env crashed or hung; reset makes a fresh one
-    NO_ENV = "no env"  # gym-socket's empty env name: only Upload makes sense
-    CLOSED = "closed"
-
-
-_ANY_TIME = frozenset({m.GetSpace, m.SampleAction, m.Upload, m.Close, m.Monitor, m.Render})
-
-#: Which request types each state accepts.
-ALLOWED: dict[State, frozenset[type]] = {
-    State.NEW: _ANY_TIME | {m.Reset},
-    State.RUNNING: _ANY_TIME | {m.Reset, m.Step},
-    State.ENDED: _ANY_TIME | {m.Reset},
-    State.BROKEN: frozenset({m.Reset, m.GetSpace, m.SampleAction, m.Upload, m.Close}),
-    State.NO_ENV: frozenset({m.Upload, m.Close}),
-    State.CLOSED: frozenset(),
-}
-
-#: OpenEnv's own envs decide for themselves what a step before the first reset, or after the
-#: episode ended, means (openenv-core passes every step to the env): the same table, with Step
-#: allowed in NEW and ENDED.
-OPENENV_ALLOWED: dict[State, frozenset[type]] = {
-    **ALLOWED,
-    State.NEW: ALLOWED[State.NEW] | {m.Step},
-    State.ENDED: ALLOWED[State.ENDED] | {m.Step},
-}
-
-_UPLOAD_GONE = (
-    "Upload: the OpenAI Gym scoreboard this packet uploaded to was shut down in 2017, so nothing "
-    "was uploaded; the monitor files stay in {directory} on the server"
-)
-
-
-def confine(root: str, requested: str) -> str:
-    """``requested`` re-rooted under ``root``: absolute paths and ``..`` cannot leave it.
-
-    Raises:
-        InvalidArgumentError: the path is empty or climbs above the root.
-    """
-    if not requested or "\x00" in requested:
-        raise InvalidArgumentError(f"monitor directory {requested!r} is not a usable path")
-    relative = posixpath.normpath("/" + requested.replace("\\", "/")).lstrip("/")
-    if relative.startswith(".."):
-        raise InvalidArgumentError(f"monitor directory {requested!r} climbs out of the root")
-    return posixpath.join(root, relative) if relative not in ("", ".") else root
+__all__ = ["Session"]
 
 
 class Session:
@@ -388,7 +248,7 @@ class Session:
             case m.Monitor():
                 return self._monitor(request)
             case m.Upload(directory=directory):
-                raise UnsupportedError(_UPLOAD_GONE.format(directory=self._kept(directory)))
+                raise UnsupportedError(UPLOAD_GONE.format(directory=self._kept(directory)))
             case m.Close():
                 self._close()
                 return m.Ok()

@@ -1,0 +1,26 @@
+"""One client's env: the session state machine every front end drives.
+
+States and the requests each allows are data (:data:`ALLOWED`); :meth:`Session.handle` checks the
+table, then dispatches with ``match``. A request the state does not allow raises
+:class:`~envwire.errors.StateError` naming the request, the session and the state.
+
+    NEW ──Reset──> RUNNING ──Step(done)──> ENDED ──Reset──> RUNNING
+      env crashed or hung (any state) ──> BROKEN ──Reset (makes a fresh env)──> RUNNING
+      Close (any state) ──> CLOSED
+"""
+
+from envwire.session.contracts import SessionObserver, SessionTap, Worker, WorkerFactory
+from envwire.session.session import Session
+from envwire.session.states import ALLOWED, OPENENV_ALLOWED, State, confine
+
+__all__ = [
+    "ALLOWED",
+    "OPENENV_ALLOWED",
+    "Session",
+    "SessionObserver",
+    "SessionTap",
+    "State",
+    "Worker",
+    "WorkerFactory",
+    "confine",
+]
