@@ -116,12 +116,16 @@ IDS: list[str] = [name for name, _ in SPACES]
 
 
 def assert_same(a: Any, b: Any, where: str = "sample") -> None:
-    """Same Python/numpy types, dtypes, shapes and bit-exact values, recursively."""
+    """Same Python/numpy types, dtypes, shapes and bit-exact values, recursively; object arrays
+    element by element (their bytes are pointers)."""
     assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
-    if isinstance(a, np.ndarray | np.generic):
+    if isinstance(a, np.ndarray) and a.dtype == object:
+        assert a.shape == b.shape, where
+        assert_same(a.tolist(), b.tolist(), where)
+    elif isinstance(a, np.ndarray | np.generic):
         assert (a.dtype, a.shape) == (b.dtype, b.shape), where
         assert a.tobytes() == b.tobytes(), f"{where}: {a!r} != {b!r}"
-    elif isinstance(a, tuple):  # GraphInstance too
+    elif isinstance(a, tuple | list):  # GraphInstance too
         assert len(a) == len(b), where
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             assert_same(x, y, f"{where}[{i}]")
@@ -130,4 +134,4 @@ def assert_same(a: Any, b: Any, where: str = "sample") -> None:
         for key in a:
             assert_same(a[key], b[key], f"{where}[{key!r}]")
     else:
-        assert a == b, where
+        assert a == b, f"{where}: {a!r} != {b!r}"

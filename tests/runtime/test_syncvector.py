@@ -13,6 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import VectorHost
 from envwire.runtime.syncvector import LeanSyncVectorEnv
+from tests.spaces_catalog import assert_same
 
 COPIES = 5
 STEPS = 120
@@ -56,29 +57,6 @@ class InfoEnv(gymnasium.Env[dict[str, Any], np.int64]):
         return self._obs(), reward, terminated, truncated, info
 
 
-def _same(a: Any, b: Any, where: str) -> None:
-    """Same types, dtypes, shapes and values, recursively; object arrays element by element
-    (they hold each copy's own objects, so their bytes, which are pointers, differ)."""
-    assert type(a) is type(b), f"{where}: {type(a).__name__} != {type(b).__name__}"
-    if isinstance(a, np.ndarray) and a.dtype == object:
-        assert a.shape == b.shape, where
-        for i, (x, y) in enumerate(zip(a.tolist(), b.tolist(), strict=True)):
-            _same(x, y, f"{where}[{i}]")
-    elif isinstance(a, np.ndarray | np.generic):
-        assert (a.dtype, a.shape) == (b.dtype, b.shape), where
-        assert a.tobytes() == b.tobytes(), f"{where}: {a!r} != {b!r}"
-    elif isinstance(a, tuple | list):
-        assert len(a) == len(b), where
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
-            _same(x, y, f"{where}[{i}]")
-    elif isinstance(a, dict):
-        assert list(a) == list(b), where
-        for key in a:
-            _same(a[key], b[key], f"{where}[{key!r}]")
-    else:
-        assert a == b, f"{where}: {a!r} != {b!r}"
-
-
 @pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
 @pytest.mark.parametrize(
     "make", [InfoEnv, lambda: gymnasium.make("CartPole-v1")], ids=["info", "cartpole"]
@@ -89,19 +67,19 @@ def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any) -> None:
     type and bit for bit, and every mode's resets happen at the same steps."""
     ours = LeanSyncVectorEnv([make] * COPIES, autoreset_mode=mode)
     theirs = SyncVectorEnv([make] * COPIES, autoreset_mode=mode)
-    _same(ours.reset(seed=7), theirs.reset(seed=7), "reset")
+    assert_same(ours.reset(seed=7), theirs.reset(seed=7), "reset")
     rng = np.random.default_rng(0)
     ended = 0
     for step in range(STEPS):
         actions = rng.integers(0, 2, COPIES)
         mine, gyms = ours.step(actions), theirs.step(actions)
-        _same(mine, gyms, f"step {step}")
+        assert_same(mine, gyms, f"step {step}")
         done = np.logical_or(gyms[2], gyms[3])
         ended += int(done.sum())
         if mode is AutoresetMode.DISABLED and done.any():
             # (Gymnasium pops the mask out of the options it is given: one dict each)
             mine_reset = ours.reset(options={"reset_mask": done.copy()})
-            _same(mine_reset, theirs.reset(options={"reset_mask": done}), f"reset {step}")
+            assert_same(mine_reset, theirs.reset(options={"reset_mask": done}), f"reset {step}")
     assert ended > 10  # the episodes did end, often, so the autoreset paths ran
     ours.close()
     theirs.close()
