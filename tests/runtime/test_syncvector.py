@@ -61,12 +61,14 @@ class InfoEnv(gymnasium.Env[dict[str, Any], np.int64]):
 @pytest.mark.parametrize(
     "make", [InfoEnv, lambda: gymnasium.make("CartPole-v1")], ids=["info", "cartpole"]
 )
-def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any) -> None:
+@pytest.mark.parametrize("copy", [True, False], ids=["copied", "own-buffer"])
+def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any, copy: bool) -> None:
     """Same seeds, same actions: every step's observations, rewards, terminations,
     truncations and infos (final observations and infos included) are Gymnasium's, type for
-    type and bit for bit, and every mode's resets happen at the same steps."""
-    ours = LeanSyncVectorEnv([make] * COPIES, autoreset_mode=mode)
-    theirs = SyncVectorEnv([make] * COPIES, autoreset_mode=mode)
+    type and bit for bit, and every mode's resets happen at the same steps; with ``copy``
+    False the observations are the vector env's own buffer, as Gymnasium's are."""
+    ours = LeanSyncVectorEnv([make] * COPIES, autoreset_mode=mode, copy=copy)
+    theirs = SyncVectorEnv([make] * COPIES, autoreset_mode=mode, copy=copy)
     assert_same(ours.reset(seed=7), theirs.reset(seed=7), "reset")
     rng = np.random.default_rng(0)
     ended = 0
@@ -74,6 +76,7 @@ def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any) -> None:
         actions = rng.integers(0, 2, COPIES)
         mine, gyms = ours.step(actions), theirs.step(actions)
         assert_same(mine, gyms, f"step {step}")
+        assert (mine[0] is ours._observations) is not copy  # a copy, or the buffer itself
         done = np.logical_or(gyms[2], gyms[3])
         ended += int(done.sum())
         if mode is AutoresetMode.DISABLED and done.any():

@@ -6,8 +6,9 @@ training libraries use that loop's own Python weighs as much as a small env's st
 scalars (rewards, terminations, truncations, the autoreset flags) once per copy, and calls
 ``_add_info`` for every copy's info, empty or not. :class:`LeanSyncVectorEnv` keeps everything
 else of ``SyncVectorEnv`` (making, seeding, resetting, spaces, closing) and replaces only
-``step``: the mode is settled once per batch, each copy's results go into Python lists that
-become the arrays at once after the loop, and empty infos are skipped.
+``step``: the mode and Gymnasium's functions for the spaces are settled once, each copy's
+results go into Python lists that become the arrays at once after the loop, empty infos are
+skipped, and a batch of plain arrays is copied without ``deepcopy``'s dispatch.
 
 The results are those of ``SyncVectorEnv.step`` in each of the three autoreset modes: the same
 calls on each copy in the same order, the same arrays (dtypes and values), the same infos with
@@ -22,6 +23,7 @@ from copy import deepcopy
 from typing import Any
 
 import numpy as np
+from gymnasium.spaces import Box, Discrete, MultiBinary, MultiDiscrete
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import concatenate, iterate
 
@@ -39,6 +41,11 @@ _INTERNALS = (
     "_add_info",
 )
 
+#: Spaces whose batches Gymnasium iterates with ``iter`` and concatenates with ``np.stack``
+#: (its ``iterate`` and ``concatenate`` for them); exact types, since a subclass may register
+#: its own.
+_ARRAY_SPACES = (Box, Discrete, MultiDiscrete, MultiBinary)
+
 
 class LeanSyncVectorEnv(SyncVectorEnv):
     """``SyncVectorEnv`` whose :meth:`step` costs less Python per copy (same results)."""
@@ -46,6 +53,9 @@ class LeanSyncVectorEnv(SyncVectorEnv):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._lean = all(hasattr(self, name) for name in _INTERNALS)
+        # Gymnasium's dispatch by space, settled once: the same functions it would pick
+        self._iterable_actions = type(self.action_space) in _ARRAY_SPACES
+        self._stacked = type(self.single_observation_space) in _ARRAY_SPACES
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every copy, resetting those that ended as the autoreset mode says."""
@@ -60,7 +70,8 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         truncations: list[Any] = [False] * count
         infos: dict[str, Any] = {}
         add_info = self._add_info
-        pairs = enumerate(zip(iterate(self.action_space, actions), envs, strict=True))
+        each = iter(actions) if self._iterable_actions else iterate(self.action_space, actions)
+        pairs = enumerate(zip(each, envs, strict=True))
         if mode == AutoresetMode.NEXT_STEP:
             autoreset = self._autoreset_envs.tolist()
             for i, (action, env) in pairs:
@@ -90,12 +101,22 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         self._rewards[:] = rewards
         self._terminations[:] = terminations
         self._truncations[:] = truncations
-        self._observations = concatenate(self.single_observation_space, obs, self._observations)
+        batch: Any
+        if self._stacked:
+            batch = np.stack(obs, axis=0, out=self._observations)  # type: ignore[arg-type]
+        else:
+            batch = concatenate(self.single_observation_space, obs, self._observations)
+        self._observations = batch
         self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        if self.copy:
+            # deepcopy of a plain array is this copy (NumPy's __deepcopy__), without copy's
+            # dispatch; object arrays and dicts or tuples of arrays take deepcopy itself
+            plain = type(batch) is np.ndarray and batch.dtype.kind != "O"
+            batch = batch.copy(order="K") if plain else deepcopy(batch)
         return (
-            deepcopy(self._observations) if self.copy else self._observations,
-            np.copy(self._rewards),
-            np.copy(self._terminations),
-            np.copy(self._truncations),
+            batch,
+            self._rewards.copy(),
+            self._terminations.copy(),
+            self._truncations.copy(),
             infos,
         )
