@@ -32,9 +32,6 @@ TARGET = 1 / 1.1
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 
-#: µs the client spins for each reply, as both examples do by default (their ``--busy-poll-us``).
-BUSY_POLL_US = 1000.0
-
 
 def _examples() -> dict[str, Any]:
     """The example modules that import here, by name, printing why any other does not."""
@@ -80,7 +77,7 @@ def _runner(
                 from envwire.adapters.training.sb3 import make_vec_env
 
                 def make(n: int, seed: int) -> Any:
-                    return make_vec_env(url, n, seed=seed, busy_poll_us=BUSY_POLL_US)
+                    return make_vec_env(url, n, seed=seed, busy_poll_us=example.BUSY_POLL_US)
 
             run = example.train(name, make, steps, 0, evaluate=False)
         else:

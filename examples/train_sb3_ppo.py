@@ -32,6 +32,10 @@ from envwire.adapters.training.sb3 import make_vec_env
 #: CartPole-v1's own reward threshold.
 SOLVED = 475.0
 
+#: µs the client spins for each reply before it sleeps (``--busy-poll-us``; 0: always sleep):
+#: PPO waits for every step's reply, and spinning saves a wake-up per step.
+BUSY_POLL_US = 1000.0
+
 
 def linear(start: float) -> Callable[[float], float]:
     """A schedule falling linearly from ``start`` to 0 over training."""
@@ -96,7 +100,7 @@ def main() -> None:
     parser.add_argument(
         "--busy-poll-us",
         type=float,
-        default=1000.0,
+        default=BUSY_POLL_US,
         help="µs to spin for each reply before sleeping, saving a wake-up per step (0: off)",
     )
     args = parser.parse_args()

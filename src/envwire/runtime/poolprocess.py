@@ -135,12 +135,11 @@ class PoolProcess:
                 is gone or dies meanwhile; EnvTimeoutError when this call hung.
         """
         call = self._send(slot, env_id, method, args, timeout, attended=True)
-        while not call.lead:
-            call.done.acquire()  # settled, or handed the reading role
-            if call.settled and not call.lead:
-                break
+        if not call.lead:
+            # released once: by whoever settles the call, or by a reader passing it the role
+            call.done.acquire()
         if call.lead:
-            self._lead(call)
+            self._read_while(lambda: not call.settled)
         if call.ok:
             return call.value
         assert isinstance(call.value, BaseException)
@@ -226,10 +225,10 @@ class PoolProcess:
 
     # --- reading (one thread at a time: the holder of the reading role) ---------------------
 
-    def _lead(self, call: _Call) -> None:
-        """Read and settle replies until ``call``'s has come, then pass the role on."""
+    def _read_while(self, more: Callable[[], bool]) -> None:
+        """Read and settle replies while ``more()`` (and until EOF), then pass the role on."""
         try:
-            while not call.settled and self._read_once():
+            while more() and self._read_once():
                 pass
         finally:
             self._pass_role()
@@ -301,8 +300,8 @@ class PoolProcess:
                     os.read(self._wake_read, 4096)
                 with self._lock:
                     turn, self._watcher_turn = self._watcher_turn, False
-                if turn:
-                    self._read_unattended()
+                if turn:  # only calls nobody waits for are in flight: read while that lasts
+                    self._read_while(self._unattended)
                 if sentinel in ready:
                     self._read_to_the_end()
                     return
@@ -310,15 +309,10 @@ class PoolProcess:
             os.close(self._wake_read)
             os.close(self._wake_write)
 
-    def _read_unattended(self) -> None:
-        """Read while every call in flight is one nobody waits for (the role is this thread's)."""
-        try:
-            while self._read_once():
-                with self._lock:
-                    if not self._calls or any(c.blocked for c in self._calls.values()):
-                        break
-        finally:
-            self._pass_role()
+    def _unattended(self) -> bool:
+        """Whether calls are in flight and none has a caller waiting (who should read)."""
+        with self._lock:
+            return bool(self._calls) and not any(c.blocked for c in self._calls.values())
 
     def _read_to_the_end(self) -> None:
         """The process has ended: take the role when it is free and read to EOF (a caller
@@ -331,11 +325,7 @@ class PoolProcess:
                     self._reading, self._watcher_turn = True, False
                     break
             time.sleep(0.01)  # a caller reads: it meets the EOF and settles everything
-        try:
-            while self._read_once():
-                pass
-        finally:
-            self._pass_role()
+        self._read_while(lambda: True)
 
     def _exited(self) -> None:
         """The pipe hit EOF: the process ended (it crashed, or :meth:`expire`, :meth:`stop` or
