@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -28,6 +29,11 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
         self.action_space = transport.action_space
         self.observation_space = transport.observation_space
         self._closed = False
+        # A transport with a step of its own (gym-socket's lean one) answers step() directly.
+        lean = getattr(transport, "step", None)
+        self._step: Callable[[object], tuple[Any, float, bool, bool, dict[str, Any]]] = (
+            lean if callable(lean) else self._request_step
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -39,6 +45,9 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
         return reply.observation, reply.info
 
     def step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self._step(action)
+
+    def _request_step(self, action: object) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         reply = self.transport.request(m.Step(action))
         if not isinstance(reply, m.StepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")

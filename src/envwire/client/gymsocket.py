@@ -27,6 +27,7 @@ from envwire.protocols.gymsocket import (
     Flags,
     HandshakeReply,
 )
+from envwire.protocols.gymsocket.client import StepResult
 from envwire.sockets import busy_poll, busy_poll_seconds, configure_stream
 from envwire.sockets.tls import TlsSocket
 
@@ -244,12 +245,47 @@ class GymSocketTransport:
 
     def send(self, request: m.Request) -> None:
         """Send a request without waiting; its reply comes from :meth:`receive`, in order."""
+        self._send(self._codec.send_request(request))
+
+    def _send(self, data: bytes) -> None:
         try:
-            self._sock.sendall(self._codec.send_request(request))
+            self._sock.sendall(data)
         except OSError as exc:
             raise TransportError(
                 f"sending to {self._scheme}://{self._where()} failed: {exc}"
             ) from exc
+
+    def step(self, action: object) -> StepResult:
+        """Step the env once and wait: (observation, reward, terminated, truncated, info),
+        as ``request(Step(action))`` gives them. The usual step of a one-env session with an
+        integer action is lean: its request's bytes are made once, and its reply, when it
+        comes whole in the usual layout, is read straight from the receive buffer; anything
+        else (an error, an info, a reply in pieces) takes the general path.
+
+        Raises:
+            EnvwireError: as :meth:`request` raises.
+        """
+        codec, inbox = self._codec, self._inbox
+        request = codec.lean_step_request(action)
+        if request is not None:
+            self._send(request)
+            size = self._read()
+            result = codec.lean_step_reply(inbox, size)
+            while result is None:  # a usual reply that came in pieces (a frame): the rest
+                wants = codec.lean_step_wants(inbox, size)
+                if not size < wants <= len(inbox):
+                    break
+                size += self._read(size)
+                result = codec.lean_step_reply(inbox, size)
+            if result is not None:
+                return result
+            codec.receive_view(inbox[:size])
+            reply = self.receive()
+        else:
+            reply = self.request(m.Step(action))
+        if not isinstance(reply, m.StepReply):
+            raise ProtocolError(f"step answered with {type(reply).__name__}")
+        return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
 
     def receive(self) -> m.Reply:
         """The reply to the oldest unanswered request.
@@ -281,24 +317,36 @@ class GymSocketTransport:
             event = codec.next_event() if codec.buffered else NEED_DATA
             if event is not NEED_DATA:
                 break
-            try:
-                polled = busy_poll(self._receive_into, self._busy_poll) if self._busy_poll else None
-                size = self._sock.recv_into(self._inbox) if polled is None else polled
-            except (TimeoutError, BlockingIOError):
-                raise TransportError(
-                    f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
-                ) from None
-            except OSError as exc:
-                raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
-            if not size:
-                raise TransportError(
-                    f"{self._scheme}://{self._where()} closed the connection (the server drops "
-                    "connections whose env hung, and flags-0 connections on any error)"
-                )
-            codec.receive_view(self._inbox[:size])
+            codec.receive_view(self._inbox[: self._read()])
         if isinstance(event, EnvwireError):
             raise event
         return event  # type: ignore[return-value]
+
+    def _read(self, offset: int = 0) -> int:
+        """Receive what the server sent into the inbox from ``offset`` on (polled first, with
+        busy polling, at offset 0): how many bytes.
+
+        Raises:
+            TransportError: no bytes within the timeout, the connection failed, or it closed.
+        """
+        try:
+            if offset:  # the rest of a reply on its way: no polling
+                size = self._sock.recv_into(self._inbox[offset:])
+            else:
+                polled = busy_poll(self._receive_into, self._busy_poll) if self._busy_poll else None
+                size = self._sock.recv_into(self._inbox) if polled is None else polled
+        except (TimeoutError, BlockingIOError):
+            raise TransportError(
+                f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
+            ) from None
+        except OSError as exc:
+            raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
+        if not size:
+            raise TransportError(
+                f"{self._scheme}://{self._where()} closed the connection (the server drops "
+                "connections whose env hung, and flags-0 connections on any error)"
+            )
+        return size
 
     def _receive_into(self, flags: int) -> int:
         return self._sock.recv_into(self._inbox, 0, flags)

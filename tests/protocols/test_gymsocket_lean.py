@@ -1,0 +1,161 @@
+"""The client codec's lean step reads exactly what its general path reads, for every space.
+
+A lean client and a general one face the same server replies; whatever the lean path cannot
+read (a reply in another layout, an info, an error, a reply in pieces) it leaves to the
+general path untouched, so both always end with the same results and the same errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from gymnasium import spaces
+
+from envwire import messages as m
+from envwire.errors import InvalidActionError
+from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
+from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE
+from tests.spaces_catalog import IDS, SPACES, assert_same
+
+_EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+_ACTIONS = spaces.Discrete(3)
+_FIXED = (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)
+
+
+def _open(flags: Flags, observation_space: spaces.Space[Any]) -> ClientConnection:
+    client = ClientConnection(flags)
+    client.send_handshake("x")
+    client.receive_data(ServerConnection().send_handshake_reply(""))
+    client.next_event()
+    client.set_spaces(_ACTIONS, observation_space)
+    return client
+
+
+def _server(observation_space: spaces.Space[Any]) -> ServerConnection:
+    server = ServerConnection()
+    server.receive_data(ClientConnection(_EXTENDED).send_handshake("x"))
+    server.next_event()
+    server.set_spaces(_ACTIONS, observation_space)
+    return server
+
+
+def _general(client: ClientConnection, reply: bytes) -> Any:
+    client.receive_data(reply)
+    event = client.next_event()
+    if isinstance(event, m.StepReply):
+        return event.observation, event.reward, event.terminated, event.truncated, event.info
+    return event
+
+
+def _lean(client: ClientConnection, reply: bytes, pieces: int = 1) -> tuple[Any, bool]:
+    """What the lean path gives for ``reply`` (arriving in ``pieces``), falling back as the
+    transport does; and whether the lean path read it."""
+    inbox = memoryview(bytearray(len(reply) + 64))
+    cut = len(reply) // pieces if pieces > 1 else len(reply)
+    inbox[:cut] = reply[:cut]
+    size = cut
+    result = client.lean_step_reply(inbox, size)
+    while result is None:
+        wants = client.lean_step_wants(inbox, size)
+        if not size < wants <= len(inbox):
+            break
+        inbox[size : len(reply)] = reply[size:]  # the rest arrives
+        size = len(reply)
+        result = client.lean_step_reply(inbox, size)
+    if result is not None:
+        return result, True
+    client.receive_view(inbox[:size])
+    event = client.next_event()
+    if event is NEED_DATA:
+        client.receive_data(reply[size:])
+        event = client.next_event()
+    if isinstance(event, m.StepReply):
+        return (
+            event.observation,
+            event.reward,
+            event.terminated,
+            event.truncated,
+            event.info,
+        ), False
+    return event, False
+
+
+def _travels_as_array(sample: Any) -> bool:
+    return (
+        type(sample) is np.ndarray
+        and (sample.dtype == np.uint8 or sample.dtype in CODE_BY_DTYPE)
+        and sample.dtype.isnative
+    )
+
+
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_lean_steps_read_what_the_general_path_reads(name: str, space: Any) -> None:
+    general, lean = _open(_EXTENDED, space), _open(_EXTENDED, space)
+    server = _server(space)
+    infos = [{}, {}, {"lives": 3}, {}, {}, {}]
+    used = 0
+    for t, info in enumerate(infos):
+        action = np.int64(t % 3) if t % 2 else t % 3
+        request = general.send_request(m.Step(action))
+        assert lean.lean_step_request(action) == request
+        server.receive_data(request)
+        assert isinstance(server.next_event(), m.Step)
+        obs = space.sample()
+        reply = server.send_reply(m.StepReply(obs, 0.25 * t, t == 4, t == 5, info))
+        expected = _general(general, reply)
+        got, was_lean = _lean(lean, reply, pieces=2 if t == 3 else 1)
+        assert_same(got, expected, f"{name}, step {t}")
+        used += was_lean
+        assert not lean.buffered
+    # From the second usual reply on, an array of a fixed shape is read lean: steps 1, 3, 4
+    # and 5 (step 2 carries an info, step 3 comes in two pieces). Others (JSON, arrays whose
+    # shape varies) may be read lean only when a reply's head is the learned one's.
+    if isinstance(space, _FIXED) and _travels_as_array(space.sample()):
+        assert used == 4
+    elif not _travels_as_array(space.sample()):
+        assert used == 0
+
+
+def test_an_error_reply_takes_the_general_path_with_its_error() -> None:
+    space = spaces.Box(-1, 1, (4,), np.float32)
+    lean, server = _open(_EXTENDED, space), _server(space)
+    for _ in range(2):  # the first usual reply teaches the layout
+        server.receive_data(lean.lean_step_request(1) or b"")
+        server.next_event()
+        _lean(lean, server.send_reply(m.StepReply(space.sample(), 1.0, False, False, {})))
+    server.receive_data(lean.lean_step_request(7) or b"")
+    server.next_event()
+    reply = server.send_error(InvalidActionError("action 7 is not in Discrete(3)"))
+    assert reply is not None
+    got, was_lean = _lean(lean, reply)
+    assert not was_lean
+    assert isinstance(got, InvalidActionError)
+    assert str(got) == "action 7 is not in Discrete(3)"
+
+
+@pytest.mark.parametrize(
+    ("flags", "action_space", "action"),
+    [
+        (Flags(0), spaces.Discrete(3), 1),  # the seed's step packet
+        (Flags.ERRORS, spaces.Discrete(3), 1),  # no extended packets
+        (_EXTENDED, spaces.Box(-1, 1, (2,), np.float32), np.zeros(2, np.float32)),
+        (_EXTENDED, spaces.Discrete(3), 1.5),  # not an integer: the general path says why
+    ],
+)
+def test_the_lean_step_is_only_for_integer_actions_of_extended_connections(
+    flags: Flags, action_space: spaces.Space[Any], action: Any
+) -> None:
+    client = ClientConnection(flags)
+    client.send_handshake("x")
+    client.receive_data(ServerConnection().send_handshake_reply(""))
+    client.next_event()
+    client.set_spaces(action_space, spaces.Box(-1, 1, (4,), np.float32))
+    assert client.lean_step_request(action) is None
+
+
+def test_no_lean_step_while_another_request_is_in_flight() -> None:
+    client = _open(_EXTENDED, spaces.Box(-1, 1, (4,), np.float32))
+    client.send_request(m.Step(0))
+    assert client.lean_step_request(1) is None
