@@ -40,6 +40,7 @@ import numpy as np
 import envwire
 from envwire.testing import ServerProcess
 from harness import Result, machine, parse_settings, print_table
+from harness import read_exactly as _read
 
 __all__ = ["main", "minimal_server"]
 
@@ -53,16 +54,6 @@ _RESET_JSON = json.dumps({"seed": None, "options": None}, separators=(",", ":"))
 _RESET_PLAIN = bytes([_RESET]) + _U32.pack(len(_RESET_JSON)) + _RESET_JSON
 _TAIL = struct.Struct("<d??")
 _EMPTY_INFO = _U32.pack(2) + b"{}"
-
-
-def _read(sock: socket.socket, view: memoryview) -> bool:
-    got, size = 0, len(view)
-    while got < size:
-        n = sock.recv_into(view[got:])
-        if not n:
-            return False
-        got += n
-    return True
 
 
 def _tensor_code() -> int:

@@ -43,6 +43,7 @@ __all__ = [
     "median",
     "print_table",
     "rate",
+    "read_exactly",
     "step_loop",
 ]
 
@@ -110,7 +111,7 @@ def step_loop(env: Any) -> Callable[[], None]:
     return step
 
 
-def _read_exactly(sock: socket.socket, view: memoryview) -> bool:
+def read_exactly(sock: socket.socket, view: memoryview) -> bool:
     """Fill ``view`` from ``sock``; False at EOF."""
     got, size = 0, len(view)
     while got < size:
@@ -122,10 +123,10 @@ def _read_exactly(sock: socket.socket, view: memoryview) -> bool:
 
 
 def _polling_reader(poll: float) -> Callable[[socket.socket, memoryview], bool]:
-    """:func:`_read_exactly`, each read first polling the socket without sleeping for ``poll``
+    """:func:`read_exactly`, each read first polling the socket without sleeping for ``poll``
     seconds (:func:`envwire.sockets.busy_poll`); the plain one when ``poll`` is 0."""
     if not poll:
-        return _read_exactly
+        return read_exactly
 
     def read(sock: socket.socket, view: memoryview) -> bool:
         got, size = 0, len(view)
@@ -151,7 +152,7 @@ def _echo_main(conn: Any, poll: float = 0.0) -> None:
         client, _ = listener.accept()
         client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         opening = bytearray(_SIZES.size)
-        if _read_exactly(client, memoryview(opening)):
+        if read_exactly(client, memoryview(opening)):
             request, reply, env = _SIZES.unpack(opening)
             answer = b"x" * reply
             buffer = memoryview(bytearray(max(request, 1)))[:request]

@@ -159,3 +159,58 @@ def test_no_lean_step_while_another_request_is_in_flight() -> None:
     client = _open(_EXTENDED, spaces.Box(-1, 1, (4,), np.float32))
     client.send_request(m.Step(0))
     assert client.lean_step_request(1) is None
+
+
+# -- the server's end ----------------------------------------------------------------------
+
+
+def _joined(reply: bytes | list[Any]) -> bytes:
+    return reply if isinstance(reply, bytes) else b"".join(bytes(b) for b in reply)
+
+
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_lean_replies_are_the_bytes_the_general_path_writes(name: str, space: Any) -> None:
+    general, lean = _server(space), _server(space)
+    infos = [{}, {}, {"lives": 3}, {}, {}]
+    for t, info in enumerate(infos):
+        request = b"\x08\x00\x01\x00\x00\x00" + str(t % 3).encode()  # step, JSON action
+        for server in (general, lean):
+            server.receive_data(request)
+            assert isinstance(server.next_event(), m.Step)
+        obs = space.sample()
+        reply = m.StepReply(obs, 0.5 * t, t == 3, t == 4, info)
+        expected = general.send_reply(reply)
+        assert _joined(lean.send_reply_buffers(reply)) == expected, f"{name}, step {t}"
+
+
+@pytest.mark.parametrize(
+    "request_bytes",
+    [
+        b"\x08\x00\x01\x00\x00\x002",  # an integer action
+        b"\x08\x00\x01\x00\x00\x009",  # out of the space: the session says so, not the codec
+        b"\x08\x00\x03\x00\x00\x00[1]",  # JSON that is no integer
+        b"\x08\x00\x02\x00\x00\x00{",  # not JSON
+        b"\x08\x07\x01\x00\x00\x001",  # an unknown action type
+        b"\x08\x00\x01\x00\x00\x001\x08",  # a step and the first byte of the next
+        b"\x08\x00\x02\x00\x00\x001",  # a step not whole yet
+        b"\x03",  # not a step
+    ],
+)
+def test_a_lean_step_is_the_event_next_event_reads(request_bytes: bytes) -> None:
+    space = spaces.Box(-1, 1, (4,), np.float32)
+    general, lean = _server(space), _server(space)
+    general.receive_data(request_bytes)
+    expected = general.next_event()
+    event = lean.lean_step(request_bytes)
+    if event is None:  # the general path reads it, as it read it from the other server
+        lean.receive_data(request_bytes)
+        event = lean.next_event()
+    assert type(event) is type(expected)
+    assert repr(event) == repr(expected)
+    assert lean.buffered == general.buffered
+
+
+def test_a_lean_step_waits_for_bytes_already_buffered() -> None:
+    server = _server(spaces.Box(-1, 1, (4,), np.float32))
+    server.receive_data(b"\x08")  # half a packet came first
+    assert server.lean_step(b"\x00\x01\x00\x00\x001") is None

@@ -180,6 +180,8 @@ class _Connection:
         self.packet_began: float | None = None
         #: The pool thread serving the connection now (forsaken if its env hangs).
         self.thread = 0
+        #: Whether the next receive polls first (busy polling: see ``_receive_polled``).
+        self._poll = False
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def fileno(self) -> int:
@@ -269,7 +271,7 @@ class _Connection:
         data = b"?"  # not EOF: the first round parses what came with the handshake
         parse = codec.buffered > 0
         window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
-        poll = window > 0  # polled while the client's requests come within the window
+        self._poll = window > 0  # polled while the client's requests come within the window
         while not self._dead:
             if not parse:
                 if codec.buffered and self.packet_began is None:
@@ -277,20 +279,16 @@ class _Connection:
                 elif not codec.buffered:
                     self.packet_began = None
                 try:
-                    if window:
-                        began = time.perf_counter()
-                        polled = None
-                        if poll and self.front.pollers.acquire(blocking=False):
-                            try:
-                                polled = busy_poll(self._receive, window)
-                            finally:
-                                self.front.pollers.release()
-                        data = self.sock.recv(_RECV) if polled is None else polled
-                        poll = time.perf_counter() - began <= window
-                    else:
-                        data = self.sock.recv(_RECV)
+                    data = self._receive_polled(window) if window else self.sock.recv(_RECV)
                 except (TimeoutError, BlockingIOError):
                     return self._silent_until()
+                step = codec.lean_step(data)
+                if step is not None:  # the usual request: one step, alone
+                    reply = self._handle(step)
+                    if reply is None:
+                        return None
+                    self._flush(reply if isinstance(reply, list) else [reply])
+                    continue
                 codec.receive_data(data)
                 if not self.hold.update(codec.buffered):
                     raise TooLargeError(
@@ -319,6 +317,20 @@ class _Connection:
             if not data:
                 return None
         return None
+
+    def _receive_polled(self, window: float) -> bytes:
+        """The client's next bytes, polled for up to ``window`` seconds first while its
+        requests keep coming within the window and a polling place is free."""
+        began = time.perf_counter()
+        polled = None
+        if self._poll and self.front.pollers.acquire(blocking=False):
+            try:
+                polled = busy_poll(self._receive, window)
+            finally:
+                self.front.pollers.release()
+        data = self.sock.recv(_RECV) if polled is None else polled
+        self._poll = time.perf_counter() - began <= window
+        return data
 
     def _silent_until(self) -> float:
         """The client fell silent: until when it may stay so (a packet begun: until it must

@@ -1,0 +1,236 @@
+"""gym-socket: the server's replies, sans-IO (the half of :class:`.server.ServerConnection`
+that encodes), with the lean step reply beside the general one."""
+
+from __future__ import annotations
+
+import functools
+import struct
+from collections import deque
+from typing import Any, Final
+
+import numpy as np
+
+from envwire import messages as m
+from envwire import spacecodec
+from envwire.errors import EnvwireError, ProtocolError
+from envwire.protocols.gymsocket.packets import (
+    CODE_BY_DTYPE,
+    EMPTY_INFO,
+    OBS_BYTES,
+    STEP_EX_TAIL,
+    STEP_TAIL,
+    Packet,
+    Side,
+    info_field,
+    json_array,
+    json_bytes,
+    pack_column,
+    pack_field,
+    pack_tensor,
+)
+
+__all__ = ["GATHER_MIN", "ReplyWriter"]
+
+#: The size from which a step's byte observation is handed out uncopied by
+#: :meth:`ReplyWriter.send_reply_buffers`: below it one join costs less than a gathered
+#: write's list and ``sendmsg`` setup (an 84x84x4 frame is 28,224 bytes).
+GATHER_MIN: Final = 16 * 1024
+
+
+class ReplyWriter(Side):
+    """Encodes the replies to the requests a server's end has read, in order: each request
+    read queues its packet in ``_pending`` (None for one answered only by an error)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._pending: deque[Packet | None] = deque()  # one entry per request awaiting a reply
+        self._monitor_replies: deque[bool] = deque()  # per waiting Monitor: answered by a string?
+        # A numeric Box's dtype: its observations of that dtype are written as JSON directly.
+        self._json_box: np.dtype[Any] | None = None
+        # The lean step reply (_lean_reply): the last array layout seen, and its reply's head.
+        self._lean_dtype: np.dtype[Any] | None = None
+        self._lean_shape: tuple[int, ...] | None = None
+        self._lean_head = b""
+
+    def send_reply(self, reply: m.Reply) -> bytes:
+        """Encode the reply to the oldest request still waiting for one.
+
+        If encoding fails (an EnvwireError), the request still waits: answer it with
+        :meth:`send_error`.
+        """
+        packet = self._pending[0]
+        # The hot paths first, without the match over the packets below: a step's
+        # observation's bytes are copied once, by this join.
+        if isinstance(reply, m.StepReply) and (packet is Packet.STEP_EX or packet is Packet.STEP):
+            joined = b"".join(self._step_parts(packet, reply))
+            self._pending.popleft()
+            return joined
+        if packet is Packet.VECTOR_STEP and isinstance(reply, m.VectorStepReply):
+            joined = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(reply)))
+            self._pending.popleft()
+            return joined
+        body = self._reply_body(packet, reply)
+        self._pending.popleft()
+        if self._errors:
+            return b"\x00" + body if body is not None else b"\x00"
+        return body or b""
+
+    def send_reply_buffers(self, reply: m.Reply) -> bytes | list[bytes | memoryview]:
+        """:meth:`send_reply`, for a writer that can gather buffers (``socket.sendmsg``).
+
+        An extended step reply whose observation is a uint8 array of at least
+        :data:`GATHER_MIN` bytes comes as a list of buffers to write in order, one of them the
+        array's own memory, not copied: the caller must write them before the env may change
+        that array again, that is before the next request is handled (an env may return the
+        same array, updated in place, from every step). Any other reply comes as the bytes
+        :meth:`send_reply` returns.
+        """
+        if type(reply) is m.StepReply and self._pending[0] is Packet.STEP_EX:
+            lean = self._lean_reply(reply)
+            if lean is not None:
+                return lean
+        obs = getattr(reply, "observation", None)
+        if (
+            type(obs) is not np.ndarray
+            or obs.dtype != np.uint8
+            or obs.nbytes < GATHER_MIN
+            or not isinstance(reply, m.StepReply)
+            or self._pending[0] is not Packet.STEP_EX
+        ):
+            return self.send_reply(reply)
+        buffers = self._step_parts(Packet.STEP_EX, reply)
+        self._pending.popleft()
+        return buffers
+
+    def _lean_reply(self, reply: m.StepReply) -> bytes | None:
+        """The usual extended step reply (an array observation of the layout seen last, no
+        info) joined from its fixed head, the array's bytes and the tail; None for any other,
+        which :meth:`send_reply` writes (and a usual one teaches the layout)."""
+        obs = reply.observation
+        if type(obs) is not np.ndarray or reply.info:
+            return None
+        if obs.dtype is not self._lean_dtype or obs.shape != self._lean_shape:
+            self._learn(obs)
+            return None
+        self._pending.popleft()
+        tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+        return self._lean_head + obs.tobytes() + tail + EMPTY_INFO
+
+    def _learn(self, obs: np.ndarray[Any, Any]) -> None:
+        """Keep ``obs``'s layout (its reply's bytes before the array's) for
+        :meth:`_lean_reply`, when it is an array written whole after a fixed head: a native
+        dtype of the tensor table, or bytes too few to be gathered from the array's memory."""
+        if not obs.dtype.isnative or (obs.dtype == np.uint8 and obs.nbytes >= GATHER_MIN):
+            return
+        if obs.dtype != np.uint8 and obs.dtype not in CODE_BY_DTYPE:
+            return
+        parts = self._observation_parts(obs)
+        joined = b"".join(parts)
+        self._lean_head = (b"\x00" if self._errors else b"") + joined[: len(joined) - obs.nbytes]
+        self._lean_dtype, self._lean_shape = obs.dtype, obs.shape
+
+    def _step_parts(self, packet: Packet, reply: m.StepReply) -> list[bytes | memoryview]:
+        """A step reply's pieces in order (the extended step's, or the seed's for STEP); a
+        large byte observation among them is the array's own memory."""
+        if packet is Packet.STEP_EX:
+            tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+        else:  # the seed's step: one done flag
+            tail = STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated)
+        info = reply.info
+        return [
+            b"\x00" if self._errors else b"",
+            *self._observation_parts(reply.observation),
+            tail,
+            info_field(info, self._extended) if info else EMPTY_INFO,
+        ]
+
+    def send_error(self, error: EnvwireError) -> bytes | None:
+        """Encode an error for the oldest waiting request.
+
+        Returns None when the client has no way to hear it (flags 0): the front end must then
+        close the connection, as the original server did. Render is the exception: it returns
+        ``b""`` (nothing to send) and the session goes on.
+        """
+        packet = self._pending.popleft()
+        message = str(error).encode()
+        string_reply = self._monitor_replies.popleft() if packet is Packet.MONITOR else False
+        if self._errors:
+            return b"\x01" + pack_field(message) + pack_field(error.code.encode())
+        if packet is Packet.UPLOAD or string_reply:
+            return pack_field(message)
+        if packet is Packet.RENDER:
+            # Render has no reply in the seed: the client cannot hear of the failure, and
+            # closing would cost it the session for a frame it never asked to see.
+            return b""
+        return None
+
+    def _reply_body(self, packet: Packet | None, reply: m.Reply) -> bytes | None:
+        match packet, reply:
+            case Packet.RESET, m.ResetReply(observation=obs):
+                return self._observation(obs)
+            case Packet.RESET_EX, m.ResetReply(observation=obs, info=info):
+                return self._observation(obs) + info_field(info, self._extended)
+            case Packet.VECTOR_RESET, m.ResetReply(observation=obs, info=info):
+                return self._batch(obs) + info_field(info, self._extended)
+            case Packet.GET_SPACE, m.SpaceReply(space=space):
+                style: spacecodec.Style = "envwire" if self._extended else "gym-socket"
+                return pack_field(json_bytes(spacecodec.describe(space, style=style)))
+            case Packet.SAMPLE_ACTION, m.SampleReply(action=action):
+                space = self._known(self.action_space, "action")
+                return b"\x00" + pack_field(json_bytes(spacecodec.to_json(space, action)))
+            case Packet.MONITOR, m.MonitorReply():
+                return pack_field(b"") if self._monitor_replies.popleft() else None
+            case Packet.RENDER, m.RenderReply():
+                return None
+        raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
+
+    def _vector_step_parts(self, v: m.VectorStepReply) -> tuple[bytes, ...]:
+        """A vector step's body: the batch of observations, a tensor of float64 rewards, two
+        of bool flags, the vector info (the common empty one is a constant)."""
+        return (
+            self._batch(v.observations),
+            pack_column(v.rewards, _F64),
+            pack_column(v.terminations, _BOOL),
+            pack_column(v.truncations, _BOOL),
+            info_field(v.infos, self._extended) if v.infos else EMPTY_INFO,
+        )
+
+    def _batch(self, obs: object) -> bytes:
+        """A batch of observations: a tensor when it is one array, else JSON."""
+        if isinstance(obs, np.ndarray) and obs.dtype in CODE_BY_DTYPE:
+            return b"\x02" + pack_field(pack_tensor(obs))
+        return self._json_observation(obs)
+
+    def _json_observation(self, obs: object) -> bytes:
+        space = self._known(self.observation_space, "observation")
+        return b"\x00" + pack_field(json_bytes(spacecodec.to_json(space, obs)))
+
+    def _observation(self, obs: object) -> bytes:
+        return b"".join(self._observation_parts(obs))
+
+    def _observation_parts(self, obs: object) -> list[bytes | memoryview]:
+        """An observation as buffers to join: a header, then (for arrays) the array's own
+        memory, so that its bytes are copied once, by whoever joins or sends them."""
+        if type(obs) is np.ndarray:
+            if obs.dtype == np.uint8:
+                data = np.ascontiguousarray(obs)
+                size = 4 + 4 * data.ndim + data.nbytes
+                header = _byte_list_header(data.ndim).pack(OBS_BYTES, size, data.ndim, *data.shape)
+                return [header, data.reshape(-1).data]
+            if self._extended and obs.dtype in CODE_BY_DTYPE:
+                return [b"\x02" + pack_field(pack_tensor(obs))]
+            if self._json_box is not None and obs.dtype == self._json_box:
+                # What spacecodec.to_json writes for a Box sample of its own dtype, without
+                # the dispatch on the space: the original JSON path runs this every step.
+                return [b"\x00" + pack_field(json_array(obs))]
+        return [self._json_observation(obs)]
+
+
+@functools.lru_cache(maxsize=64)
+def _byte_list_header(ndim: int) -> struct.Struct:
+    """Kind 1 (a byte list), the field's length, ndim, the dims: what precedes the bytes."""
+    return struct.Struct(f"<BII{ndim}I")
+
+
+_F64: Final = np.dtype("<f8")
+_BOOL: Final = np.dtype(np.bool_)
