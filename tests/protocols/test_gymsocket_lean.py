@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire.errors import InvalidActionError
@@ -58,7 +59,7 @@ def _lean(client: ClientConnection, reply: bytes, pieces: int = 1) -> tuple[Any,
     size = cut
     result = client.lean_step_reply(inbox, size)
     while result is None:
-        wants = client.lean_step_wants(inbox, size)
+        wants = client.lean_wants(inbox, size)
         if not size < wants <= len(inbox):
             break
         inbox[size : len(reply)] = reply[size:]  # the rest arrives
@@ -214,3 +215,68 @@ def test_a_lean_step_waits_for_bytes_already_buffered() -> None:
     server = _server(spaces.Box(-1, 1, (4,), np.float32))
     server.receive_data(b"\x08")  # half a packet came first
     assert server.lean_step(b"\x00\x01\x00\x00\x001") is None
+
+
+# -- vector steps --------------------------------------------------------------------------
+
+_VECTOR = _EXTENDED | Flags.VECTOR
+_BATCHED = [
+    ("box_f32", spaces.Box(-1, 1, (4,), np.float32, seed=1)),
+    ("box_int64_2d", spaces.Box(-5, 5, (2, 3), np.int64, seed=1)),
+    ("frames", spaces.Box(0, 255, (8, 8, 3), np.uint8, seed=1)),
+    ("multi_binary", spaces.MultiBinary(5, seed=1)),
+    ("multi_discrete", spaces.MultiDiscrete([3, 4], seed=1)),
+    ("dict", spaces.Dict({"a": spaces.Discrete(3)}, seed=1)),  # JSON: never lean
+]
+
+
+def _vector_pair(space: spaces.Space[Any], n: int) -> tuple[ClientConnection, ServerConnection]:
+    client, server = ClientConnection(_VECTOR), ServerConnection()
+    server.receive_data(client.send_handshake("x", {"num_envs": n}))
+    server.next_event()
+    client.receive_data(server.send_handshake_reply(""))
+    client.next_event()
+    batched = batch_space(space, n)
+    for end in (client, server):
+        end.set_spaces(batch_space(_ACTIONS, n), batched)
+    return client, server
+
+
+@pytest.mark.parametrize(("name", "space"), _BATCHED, ids=[n for n, _ in _BATCHED])
+def test_lean_vector_steps_read_what_the_general_path_reads(name: str, space: Any) -> None:
+    n = 3
+    general, server = _vector_pair(space, n)
+    lean, _ = _vector_pair(space, n)
+    batched = batch_space(space, n)
+    used = 0
+    for t, infos in enumerate([{}, {}, {"x": np.array([1, 2, 3])}, {}, {}]):
+        actions = np.array([t % 3] * n)
+        request = general.send_request(m.Step(actions))
+        assert lean.send_request(m.Step(actions)) == request
+        server.receive_data(request)
+        assert isinstance(server.next_event(), m.Step)
+        reply = server.send_reply(
+            m.VectorStepReply(
+                batched.sample(),
+                np.arange(n, dtype=np.float64) * t,
+                np.array([t == 3] * n),
+                np.array([False, t == 4, False]),
+                infos,
+            )
+        )
+        general.receive_data(reply)
+        expected = general.next_event()
+        inbox = memoryview(bytearray(reply))
+        got = lean.lean_vector_reply(inbox, len(reply))
+        if got is None:
+            lean.receive_view(inbox)
+            got = lean.next_event()
+        else:
+            used += 1
+        assert isinstance(expected, m.VectorStepReply)
+        assert isinstance(got, m.VectorStepReply)
+        for field in ("observations", "rewards", "terminations", "truncations", "infos"):
+            assert_same(getattr(got, field), getattr(expected, field), f"{name} {t} {field}")
+        assert not lean.buffered
+    # Steps 1, 3 and 4 (the first teaches the layout, step 2 carries an info).
+    assert used == (0 if name == "dict" else 3)

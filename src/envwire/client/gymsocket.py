@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
+from collections.abc import Callable
 from typing import Any, TypedDict, TypeVar, Unpack
 
 from gymnasium import spaces
@@ -27,7 +28,7 @@ from envwire.protocols.gymsocket import (
     Flags,
     HandshakeReply,
 )
-from envwire.protocols.gymsocket.client import StepResult
+from envwire.protocols.gymsocket.lean import StepResult
 from envwire.sockets import busy_poll, busy_poll_seconds, configure_stream
 from envwire.sockets.tls import TlsSocket
 
@@ -41,6 +42,7 @@ _RECV = 256 * 1024
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
 
 _R = TypeVar("_R", bound=m.Reply)
+_L = TypeVar("_L")
 #: What the wrong server's answers are told from.
 _EXPECTING = Expecting("gym-socket", Found.GYM_SOCKET, DEFAULT_PORT)
 #: What a probe finds that tells no more than the close this connection saw.
@@ -265,21 +267,13 @@ class GymSocketTransport:
         Raises:
             EnvwireError: as :meth:`request` raises.
         """
-        codec, inbox = self._codec, self._inbox
+        codec = self._codec
         request = codec.lean_step_request(action)
         if request is not None:
             self._send(request)
-            size = self._read()
-            result = codec.lean_step_reply(inbox, size)
-            while result is None:  # a usual reply that came in pieces (a frame): the rest
-                wants = codec.lean_step_wants(inbox, size)
-                if not size < wants <= len(inbox):
-                    break
-                size += self._read(size)
-                result = codec.lean_step_reply(inbox, size)
+            result = self._read_lean(codec.lean_step_reply)
             if result is not None:
                 return result
-            codec.receive_view(inbox[:size])
             reply = self.receive()
         else:
             reply = self.request(m.Step(action))
@@ -310,8 +304,28 @@ class GymSocketTransport:
             raise ProtocolError(f"expected {kind.__name__}, got {type(reply).__name__}")
         return reply
 
+    def _read_lean(self, lean: Callable[[memoryview, int], _L | None]) -> _L | None:
+        """The reply to the one request in flight, read by ``lean`` (one of the codec's lean
+        reads) once all of it has come, if it comes in its usual layout; else None, what came
+        fed to the codec for :meth:`receive`."""
+        codec, inbox = self._codec, self._inbox
+        size = self._read()
+        result = lean(inbox, size)
+        while result is None:  # a usual reply that came in pieces (a frame): the rest
+            wants = codec.lean_wants(inbox, size)
+            if not size < wants <= len(inbox):
+                codec.receive_view(inbox[:size])
+                return None
+            size += self._read(size)
+            result = lean(inbox, size)
+        return result
+
     def _receive(self) -> HandshakeReply | m.Reply:
         codec = self._codec
+        if self.autoreset_mode and not codec.buffered:  # a vector step's reply may be lean
+            reply = self._read_lean(codec.lean_vector_reply)
+            if reply is not None:
+                return reply
         while True:
             # Parse only when bytes wait: a reply is never there before its request's answer.
             event = codec.next_event() if codec.buffered else NEED_DATA

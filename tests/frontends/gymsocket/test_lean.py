@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 
@@ -26,6 +27,20 @@ def server() -> Iterator[ServerProcess]:
         yield s
 
 
+def _counted(monkeypatch: pytest.MonkeyPatch, read: str) -> list[bool]:
+    """Whether each call of the codec's lean ``read`` read its reply (filled as they come)."""
+    reads: list[bool] = []
+    original = getattr(ClientConnection, read)
+
+    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
+        result = original(self, view, size)
+        reads.append(result is not None)
+        return result
+
+    monkeypatch.setattr(ClientConnection, read, counted)
+    return reads
+
+
 def _general_step(transport: GymSocketTransport, action: Any) -> tuple[Any, ...]:
     reply = transport.request(m.Step(action))
     assert isinstance(reply, m.StepReply)
@@ -36,15 +51,7 @@ def _general_step(transport: GymSocketTransport, action: Any) -> tuple[Any, ...]
 def test_lean_episodes_equal_general_ones(
     server: ServerProcess, env_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lean_reads = []
-    original = ClientConnection.lean_step_reply
-
-    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
-        result = original(self, view, size)
-        lean_reads.append(result is not None)
-        return result
-
-    monkeypatch.setattr(ClientConnection, "lean_step_reply", counted)
+    lean_reads = _counted(monkeypatch, "lean_step_reply")
     port = server.ports["gym-socket"]
     general = GymSocketTransport("127.0.0.1", port, env_id)
     lean = envwire.make(server.url("gym-socket", env_id))
@@ -84,3 +91,23 @@ def test_a_refused_action_is_the_same_error_on_both_paths(server: ServerProcess)
     finally:
         general.close()
         lean.close()
+
+
+def test_lean_vector_steps_equal_gymnasiums_own(
+    server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lean_reads = _counted(monkeypatch, "lean_vector_reply")
+    local = gymnasium.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
+    remote = envwire.make_vec(server.url("gym-socket", "CartPole-v1"), num_envs=4)
+    try:
+        assert_same(remote.reset(seed=3)[0], local.reset(seed=3)[0])
+        for t in range(60):
+            actions = np.array([(t + i) % 2 for i in range(4)])
+            expected = local.step(actions)
+            got = remote.step(actions)
+            for i, (a, b) in enumerate(zip(got[:4], expected[:4], strict=True)):
+                assert_same(a, b, f"step {t}, field {i}")
+    finally:
+        local.close()
+        remote.close()
+    assert sum(lean_reads) >= 50  # the usual replies were read lean

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import struct
 from collections import deque
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -19,6 +19,7 @@ from envwire.errors import (
     UsageError,
     error_class_for_code,
 )
+from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorLayout
 from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     CODE_BY_DTYPE,
@@ -30,7 +31,6 @@ from envwire.protocols.gymsocket.packets import (
     OBS_TENSOR,
     STATUS_ERROR,
     STATUS_OK,
-    STEP_EX_TAIL,
     STEP_EX_TAIL_INFO,
     U8,
     U32,
@@ -46,31 +46,15 @@ from envwire.protocols.gymsocket.packets import (
     unpack_tensor,
 )
 
-__all__ = ["ClientConnection", "StepResult"]
+__all__ = ["ClientConnection"]
 
 _EMPTY_INFO_SIZE = len(EMPTY_INFO)
 _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
 
 #: What a reply parser returns: the event and the end offset (None: the reply is incomplete).
 _Parsed = tuple[HandshakeReply | m.Reply | EnvwireError, int]
-#: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
-StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 #: How many distinct actions' step requests a connection keeps (a Discrete space's actions).
 _LEAN_ACTIONS = 1024
-
-
-class _Layout(NamedTuple):
-    """The fixed layout of an env's usual step reply: an OK extended step whose observation is
-    an array field of one dtype and shape and whose info is empty. ``head`` is every byte
-    before the array's (status, observation kind, the field's length, the array's header):
-    equal bytes there mean the same dtype and shape, so the rest lies where it lay before."""
-
-    head: bytes
-    dtype: np.dtype[Any]
-    items: int
-    shape: tuple[int, ...] | None  # None: one-dimensional, no reshape
-    tail: int  # where the reward, terminated and truncated begin
-    size: int  # the whole reply's bytes
 
 
 class ClientConnection(Side):
@@ -84,9 +68,10 @@ class ClientConnection(Side):
         super().__init__()
         self._set_flags(flags)
         self._expect: deque[Packet | str] = deque()
-        #: The lean step (:meth:`lean_step_request`): the usual reply's layout, once seen, and
-        #: each action's request bytes.
-        self._layout: _Layout | None = None
+        #: The lean reads (:meth:`lean_step_reply`): the usual replies' layouts, once seen, and
+        #: each action's step request.
+        self._step_layout: StepLayout | None = None
+        self._vector_layout: VectorLayout | None = None
         self._lean_requests: dict[object, bytes] = {}
 
     def send_handshake(
@@ -251,21 +236,11 @@ class ClientConnection(Side):
         if len(data) < end:
             return None
         info = jsonio.loads_info(bytes(data[tail + 14 : end]))
-        if not info and self._layout is None:
-            self._learn(obs, tail, end)
+        if not info:
+            self._step_layout = StepLayout.learn(data, obs, tail, end)
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
-    def _learn(self, obs: npt.NDArray[Any], tail: int, end: int) -> None:
-        """Keep the layout of a usual step reply (its bytes still in the buffer) for
-        :meth:`lean_step_reply`; a reply whose info is not ``{}`` written so is not usual."""
-        data = self._buf.data
-        start = tail - obs.nbytes
-        if bytes(data[tail + 10 : end]) != EMPTY_INFO or not obs.dtype.isnative:
-            return
-        shape = None if obs.ndim == 1 else obs.shape
-        self._layout = _Layout(bytes(data[:start]), obs.dtype, obs.size, shape, tail, end)
-
-    # -- the lean step: one step in flight, its usual reply read in one go -----------------
+    # -- the lean reads: one step in flight, its usual reply read in one go ----------------
 
     def lean_step_request(self, action: object) -> bytes | None:
         """The bytes of a step whose reply :meth:`lean_step_reply` may read, or None where
@@ -291,41 +266,48 @@ class ClientConnection(Side):
         self._expect.append(Packet.STEP_EX)
         return request
 
-    def lean_step_wants(self, view: memoryview, size: int) -> int:
-        """How many bytes the reply to a :meth:`lean_step_request` has in all, as far as its
-        first ``size`` bytes in ``view`` tell, when they begin as the usual layout's (its
-        head, then its info's length); 0 when they do not, or are too few to tell: then only
-        the general path applies."""
-        layout = self._layout
-        head = len(layout.head) if layout is not None else 0
-        if layout is None or size < head or view[:head] != layout.head:
-            return 0
-        if size < layout.tail + 14:
-            return layout.tail + 14
-        return int(layout.tail + 14 + U32.unpack_from(view, layout.tail + 10)[0])
+    def _lean_layout(self) -> StepLayout | VectorLayout | None:
+        """The layout the reply to the one request in flight may have, if it may be lean."""
+        if len(self._expect) != 1 or self._buf.data:
+            return None
+        expect = self._expect[0]
+        if expect is Packet.STEP_EX:
+            return self._step_layout
+        return self._vector_layout if expect is Packet.VECTOR_STEP else None
+
+    def lean_wants(self, view: memoryview, size: int) -> int:
+        """How many bytes the reply to the one request in flight has in all, as far as its
+        first ``size`` bytes in ``view`` tell, when they begin as its usual layout; 0 when
+        they do not, or are too few to tell: then only the general path applies."""
+        layout = self._lean_layout()
+        return 0 if layout is None else layout.wants(view, size)
 
     def lean_step_reply(self, view: memoryview, size: int) -> StepResult | None:
         """The step's result from the first ``size`` bytes of ``view``, when they are the
-        whole reply to a :meth:`lean_step_request` in the usual layout (the first usual reply
-        parsed by :meth:`next_event` teaches it); else None, and nothing is consumed: feed
-        the bytes to :meth:`receive_view` and read the reply with :meth:`next_event`. The
-        observation is a copy, as :meth:`next_event`'s is; the info is a fresh ``{}``.
+        whole reply to the one step in flight (:meth:`lean_step_request`) in its usual layout
+        (taught by the first usual reply :meth:`next_event` parsed); else None, and nothing is
+        consumed: feed the bytes to :meth:`receive_view` and read with :meth:`next_event`.
+        The observation is a copy, as :meth:`next_event`'s is; the info a fresh ``{}``.
         """
-        layout = self._layout
-        if (
-            layout is None
-            or size != layout.size
-            or len(self._expect) != 1
-            or view[: len(layout.head)] != layout.head
-            or view[layout.tail + 10 : size] != EMPTY_INFO
-        ):
+        layout = self._lean_layout()
+        if not isinstance(layout, StepLayout):
             return None
-        obs = np.frombuffer(view, layout.dtype, layout.items, len(layout.head))
-        if layout.shape is not None:
-            obs = obs.reshape(layout.shape)
-        reward, terminated, truncated = STEP_EX_TAIL.unpack_from(view, layout.tail)
+        result = layout.read(view, size)
+        if result is not None:
+            self._expect.popleft()
+        return result
+
+    def lean_vector_reply(self, view: memoryview, size: int) -> m.VectorStepReply | None:
+        """:meth:`lean_step_reply` for the one vector step in flight: its reply, when
+        ``view[:size]`` is all of it in its usual layout; else None, nothing consumed."""
+        layout = self._lean_layout()
+        if not isinstance(layout, VectorLayout):
+            return None
+        arrays = layout.read(view, size)
+        if arrays is None:
+            return None
         self._expect.popleft()
-        return obs.copy(), reward, terminated, truncated, {}
+        return m.VectorStepReply(arrays[0], arrays[1], arrays[2], arrays[3], {})
 
     def _parse_reply(self, expect: Packet | str) -> _Parsed | None:
         buf = self._buf
@@ -426,16 +408,20 @@ class ClientConnection(Side):
         if obs is None:
             return None
         arrays, end = [], obs[1]
+        placed = [(obs[0], end)] if isinstance(obs[0], np.ndarray) else []
         for _ in range(3):
             got = self._read_array(OBS_TENSOR, end)
             if got is None:
                 return None
             arrays.append(got[0])
+            placed.append(got)
             end = got[1]
         data = self._buf.data
         if data[end : end + _EMPTY_INFO_SIZE] == EMPTY_INFO:
             infos: dict[str, Any] = {}
             end += _EMPTY_INFO_SIZE
+            if len(placed) == 4:
+                self._vector_layout = VectorLayout.learn(data, placed, end)
         else:
             info = self._buf.field(end)
             if info is None:

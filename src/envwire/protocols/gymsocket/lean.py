@@ -1,0 +1,125 @@
+"""gym-socket: the fixed layouts of the usual step replies, for the client's lean reads.
+
+An env's step replies are nearly always alike: status OK, observations of one dtype and shape,
+no info. Such a reply, once parsed by the general path, leaves its layout here: which bytes
+are fixed (the status, field lengths, array headers, the empty info) and where each array lies.
+A later reply whose fixed bytes are the same has its arrays where they lay before, so it is read
+with one ``np.frombuffer`` per array, straight from the receive buffer. Anything else (an error,
+an info, other shapes) does not match, and the general path reads it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import numpy as np
+import numpy.typing as npt
+
+from envwire.protocols.gymsocket.packets import EMPTY_INFO, STEP_EX_TAIL, U32
+
+__all__ = ["StepLayout", "StepResult", "VectorLayout"]
+
+#: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
+StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+#: Where an array lies in a reply: its offset, dtype, number of items, shape (None: 1-D).
+_Array = tuple[int, np.dtype[Any], int, tuple[int, ...] | None]
+
+
+def _place(array: npt.NDArray[Any], end: int) -> _Array:
+    return end - array.nbytes, array.dtype, array.size, None if array.ndim == 1 else array.shape
+
+
+def _array(view: memoryview, place: _Array) -> npt.NDArray[Any]:
+    """A copy of the array at ``place`` in ``view`` (the buffer is reused for the next read)."""
+    offset, dtype, items, shape = place
+    array = np.frombuffer(view, dtype, items, offset)
+    return (array if shape is None else array.reshape(shape)).copy()
+
+
+class StepLayout(NamedTuple):
+    """An extended one-env step reply: ``head`` (every byte before the observation's), the
+    observation, then the reward, terminated and truncated at ``tail``, then the empty info."""
+
+    head: bytes
+    obs: _Array
+    tail: int
+    size: int
+
+    @classmethod
+    def learn(
+        cls, data: bytes | bytearray | memoryview, obs: npt.NDArray[Any], tail: int, end: int
+    ) -> StepLayout | None:
+        """The layout of the reply in ``data[:end]``, whose observation ``obs`` ended at
+        ``tail``; None when it is no usual one (its info is not the empty one)."""
+        if bytes(data[tail + 10 : end]) != EMPTY_INFO or not obs.dtype.isnative:
+            return None
+        place = _place(obs, tail)
+        return cls(bytes(data[: place[0]]), place, tail, end)
+
+    def wants(self, view: memoryview, size: int) -> int:
+        """How many bytes a reply beginning as ``view[:size]`` has in all, as far as they
+        tell (its head, then its info's length); 0 when it does not begin as this layout."""
+        head = len(self.head)
+        if size < head or view[:head] != self.head:
+            return 0
+        if size < self.tail + 14:
+            return self.tail + 14
+        return int(self.tail + 14 + U32.unpack_from(view, self.tail + 10)[0])
+
+    def read(self, view: memoryview, size: int) -> StepResult | None:
+        """The step's result when ``view[:size]`` is a whole reply of this layout."""
+        if (
+            size != self.size
+            or view[: len(self.head)] != self.head
+            or view[self.tail + 10 : size] != EMPTY_INFO
+        ):
+            return None
+        reward, terminated, truncated = STEP_EX_TAIL.unpack_from(view, self.tail)
+        return _array(view, self.obs), reward, terminated, truncated, {}
+
+
+class VectorLayout(NamedTuple):
+    """A vector step reply: observations, rewards, terminations and truncations (four arrays),
+    and the empty info; ``fixed`` holds every byte around the arrays, by offset."""
+
+    fixed: tuple[tuple[int, bytes], ...]
+    arrays: tuple[_Array, ...]
+    size: int
+
+    @classmethod
+    def learn(
+        cls,
+        data: bytes | bytearray | memoryview,
+        arrays: list[tuple[npt.NDArray[Any], int]],
+        end: int,
+    ) -> VectorLayout | None:
+        """The layout of the reply in ``data[:end]``, given its arrays with the offset where
+        each ends; None when it is no usual one (an info, a byte order not native)."""
+        if bytes(data[end - len(EMPTY_INFO) : end]) != EMPTY_INFO:
+            return None
+        if not all(array.dtype.isnative for array, _ in arrays):
+            return None
+        places = tuple(_place(array, stop) for array, stop in arrays)
+        fixed, start = [], 0
+        for (offset, *_), (_, stop) in zip(places, arrays, strict=True):
+            fixed.append((start, bytes(data[start:offset])))
+            start = stop
+        fixed.append((start, bytes(data[start:end])))
+        return cls(tuple(fixed), places, end)
+
+    def wants(self, view: memoryview, size: int) -> int:
+        """The whole reply's size when ``view[:size]`` begins as this layout (its first fixed
+        bytes, which give the observations' size), else 0."""
+        head = self.fixed[0][1]
+        if size < len(head) or view[: len(head)] != head:
+            return 0
+        return self.size
+
+    def read(self, view: memoryview, size: int) -> tuple[npt.NDArray[Any], ...] | None:
+        """The four arrays when ``view[:size]`` is a whole reply of this layout."""
+        if size != self.size:
+            return None
+        for offset, fixed in self.fixed:
+            if view[offset : offset + len(fixed)] != fixed:
+                return None
+        return tuple(_array(view, place) for place in self.arrays)
