@@ -15,6 +15,7 @@ from typing import ClassVar, TypeVar
 
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
+from envwire.protocols.http.websocket import DEFAULT_MAX_FRAGMENTS
 from envwire.settings.kinds import (
     Choice,
     Count,
@@ -302,6 +303,11 @@ class HttpSettings(Section):
         DEFAULT_SEND_TIMEOUT,
         Seconds(optional=True),
         "seconds a client has to take a reply before its connection is dropped",
+    )
+    max_fragments: int = setting(
+        DEFAULT_MAX_FRAGMENTS,
+        Count(1),
+        "fragments of one WebSocket message (each also counts 64 bytes toward its size)",
     )
     max_queued: int = setting(
         DEFAULT_MAX_QUEUED,
