@@ -44,6 +44,7 @@ from envwire.observe import Observability
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
 from envwire.registry import Catalog
+from envwire.server.ratelog import refusals
 from envwire.server.security import Security
 from envwire.server.security.addresses import AddressLimiter, address_of
 from envwire.server.security.tokens import presented_token
@@ -250,7 +251,7 @@ class GrpcFrontEnd:
             principal = tokens.principal(given_token)
             if principal is None:
                 given = "no token" if header is None else "a token not accepted"
-                log.info("grpc client %s refused: %s", address, given)
+                refusals("dm_env_rpc", address, given)
                 context.abort(
                     grpc.StatusCode.UNAUTHENTICATED,
                     "this server requires a token (metadata authorization: Bearer TOKEN); "
@@ -261,7 +262,7 @@ class GrpcFrontEnd:
         try:
             self.streams.acquire(key, cap)
         except CapacityError as exc:
-            log.info("grpc client %s refused: %s", address, exc)
+            refusals("dm_env_rpc", address, str(exc))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         stream = _Stream(self, context, key)
         with self._lock:
