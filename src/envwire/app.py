@@ -152,6 +152,8 @@ class Server:
                     per_token=limits.per_token,
                     observe=self.observe,
                     idle_timeout=idle,
+                    handshake_timeout=limits.handshake_timeout,
+                    max_transports=security.max_connections,
                 )
             )
         if settings.observe.metrics is not None:

@@ -225,7 +225,8 @@ class SecuritySettings(Section):
     max_connections: int | None = setting(
         16384,
         Count(1, optional=True),
-        "connections the gym-socket and HTTP front ends each hold (an idle one holds no thread)",
+        "connections the gym-socket, HTTP and gRPC front ends each hold (an idle one holds no "
+        "thread)",
     )
     max_connections_per_address: int | str | None = setting(
         "auto",
@@ -252,8 +253,9 @@ class SecuritySettings(Section):
         "auto",
         Seconds(auto=True),
         "seconds for a connection's whole handshake (TLS included), from when the server starts "
-        "reading it (auto: 60 on a loopback bind without tokens, where a burst of thousands of "
-        "local clients may be slow to send, 10 otherwise)",
+        "reading it, and that a gRPC connection may hold no stream (auto: 60 on a loopback bind "
+        "without tokens, where a burst of thousands of local clients may be slow to send, 10 "
+        "otherwise)",
     )
 
 
