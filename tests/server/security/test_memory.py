@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from envwire.testing import ServerProcess
+from envwire.testing import ServerProcess, wait_until
 from tests.rawsock import exact
 from tests.server.security.conftest import TOKEN, Secrets, secured, serve
 
@@ -92,3 +92,66 @@ def test_a_message_that_never_ends_is_closed_with_1009(
     assert b"fragments" in reason
     growth = rss(server.process.pid) - before
     assert growth < 64 * MiB, f"{growth / MiB:.1f} MiB"
+
+
+def send_message(sock: socket.socket, payload: bytes) -> None:
+    """One masked text frame of any length."""
+    mask = os.urandom(4)
+    size = len(payload)
+    if size < 126:
+        head = bytes((0x81, 0x80 | size))
+    elif size < 65536:
+        head = struct.pack("!BBH", 0x81, 0x80 | 126, size)
+    else:
+        head = struct.pack("!BBQ", 0x81, 0x80 | 127, size)
+    key = int.from_bytes(mask * (size // 4 + 1), "little") & ((1 << (8 * size)) - 1)
+    masked = (int.from_bytes(payload, "little") ^ key).to_bytes(size, "little")
+    sock.sendall(head + mask + masked)
+
+
+def read_message(sock: socket.socket) -> bytes:
+    head = exact(sock, 2)
+    size = head[1] & 0x7F
+    if size == 126:
+        size = struct.unpack("!H", exact(sock, 2))[0]
+    elif size == 127:
+        size = struct.unpack("!Q", exact(sock, 8))[0]
+    return exact(sock, size)
+
+
+def burst(server: ServerProcess, clients: int, size: int) -> None:
+    """``clients`` WebSockets at once, each stepping the Echo env with a ``size``-byte message
+    and reading its echo, then closing."""
+    socks = [open_websocket(server) for _ in range(clients)]
+    try:
+        text = b"x" * size
+        for sock in socks:
+            send_message(sock, b'{"type":"reset","data":{}}')
+        for sock in socks:
+            read_message(sock)
+        for sock in socks:
+            send_message(sock, b'{"type":"step","data":{"message":"' + text + b'"}}')
+        for sock in socks:
+            assert len(read_message(sock)) > size
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_a_burst_of_large_messages_leaves_the_server_near_its_size(server: ServerProcess) -> None:
+    """Twelve clients at once each send a 16 MiB message and take its 16 MiB echo, twice
+    over (about 768 MiB through the server). Once they are gone, the server gives the
+    memory back: its resident size is near where it was before."""
+    assert server.process is not None
+    pid = server.process.pid
+    burst(server, 2, 1024)  # warm up: every code path imported and run once
+    before = rss(pid)
+    peak = before
+    for _ in range(2):
+        burst(server, 12, 16 * MiB)
+        peak = max(peak, rss(pid))
+    growth = lambda: rss(pid) - before  # noqa: E731
+    settled = wait_until(lambda: growth() < 48 * MiB, timeout=20, every=0.5)
+    print(f"RSS before {before / MiB:.0f} MiB, peak {peak / MiB:.0f}, after "
+          f"{rss(pid) / MiB:.0f}")  # fmt: skip
+    assert settled, f"{growth() / MiB:.0f} MiB more than before the burst"
