@@ -1,5 +1,5 @@
 """What a pool worker process gives up before it hosts any env (docs/guides/security.md,
-"Pooled envs").
+"What a pooled env can reach").
 
 A pool worker runs the code of many sessions' envs, as the server's user. :func:`confine`,
 called first thing in the worker, takes from it what it does not need:
@@ -14,7 +14,8 @@ called first thing in the worker, takes from it what it does not need:
   (Linux 6.12) it cannot signal them either; and the ``protected`` files (the token file, the
   TLS key) can be neither read, written, truncated, renamed nor linked elsewhere: every other
   path keeps every right, except that entries cannot be made or removed directly in a
-  directory on the way to a protected file.
+  directory on the way to a protected file; and ``PR_SET_NO_NEW_PRIVS`` (which Landlock needs
+  of a process without ``CAP_SYS_ADMIN``).
 
 It never raises: what the host lacks is left out, and :func:`confine` returns what holds.
 """
@@ -62,6 +63,8 @@ def _libc() -> ctypes.CDLL:
 
 def landlock_abi() -> int:
     """The kernel's Landlock ABI version; 0 where Landlock is missing or disabled."""
+    if not sys.platform.startswith("linux"):  # the syscall numbers are Linux's
+        return 0
     try:
         return max(int(_libc().syscall(_CREATE_RULESET, None, 0, _CREATE_RULESET_VERSION)), 0)
     except (OSError, AttributeError):
