@@ -110,13 +110,20 @@ def send_message(sock: socket.socket, payload: bytes) -> None:
 
 
 def read_message(sock: socket.socket) -> bytes:
-    head = exact(sock, 2)
-    size = head[1] & 0x7F
-    if size == 126:
-        size = struct.unpack("!H", exact(sock, 2))[0]
-    elif size == 127:
-        size = struct.unpack("!Q", exact(sock, 8))[0]
-    return exact(sock, size)
+    """The next data message; the server's pings (on a busy machine a client may be silent
+    long enough to be pinged) are answered on the way."""
+    while True:
+        head = exact(sock, 2)
+        size = head[1] & 0x7F
+        if size == 126:
+            size = struct.unpack("!H", exact(sock, 2))[0]
+        elif size == 127:
+            size = struct.unpack("!Q", exact(sock, 8))[0]
+        payload = exact(sock, size)
+        if head[0] & 0x0F == 0x9:
+            sock.sendall(frame(0xA, payload, fin=True))
+        elif head[0] & 0x0F < 0x8:
+            return payload
 
 
 def burst(server: ServerProcess, clients: int, size: int) -> None:
