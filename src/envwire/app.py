@@ -96,7 +96,10 @@ class Server:
         self.security = Security.from_settings(settings.security)
         self.ray = _ray_runtime(catalog, settings)
         # no process starts until a session of an env with pool isolation opens
-        self.pool = WorkerPool(settings.server.pool_workers)
+        secrets = (settings.security.token_file, settings.security.tls_key)
+        self.pool = WorkerPool(
+            settings.server.pool_workers, protected=tuple(p for p in secrets if p)
+        )
         self.observe = Observability(_record(settings, catalog))
         self.sessions = SessionTable(
             catalog,
@@ -152,6 +155,8 @@ class Server:
                     per_token=limits.per_token,
                     observe=self.observe,
                     idle_timeout=idle,
+                    handshake_timeout=limits.handshake_timeout,
+                    max_transports=security.max_connections,
                 )
             )
         if settings.observe.metrics is not None:

@@ -216,8 +216,8 @@ def _add_catalog_args(parser: argparse.ArgumentParser) -> None:
         nargs="*",
         metavar="ENV",
         help="env ids to serve (default: the built-in catalog); forms: CartPole-v1, "
-        "pkg.mod:Class, my/Env-v0=pkg.mod:Class, each optionally ending in @inline, @process "
-        "or @ray",
+        "pkg.mod:Class, my/Env-v0=pkg.mod:Class, each optionally ending in @inline, @process, "
+        "@pool or @ray",
     )
     parser.add_argument(
         "--config", type=Path, metavar="FILE", help="a TOML file with [server] and [[env]] tables"

@@ -39,7 +39,7 @@ from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnect
 from envwire.protocols.gymsocket.packets import NeedData
 from envwire.server.listener import BACKLOG, HOT_WINDOW, ThreadedListener
 from envwire.server.parking import Parking
-from envwire.server.ratelog import RateLimitedLog
+from envwire.server.ratelog import RateLimitedLog, refusals
 from envwire.server.security import Security
 from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.sessions import SessionTable
@@ -407,16 +407,22 @@ class _Connection:
         if security.tokens is not None:  # before the env id is even looked at
             if not event.flags & Flags.AUTH:
                 error = "this server requires a token"
+                why = (
+                    "no token: its handshake has no AUTH flag (clients without token support, "
+                    "such as the original Go client, cannot connect to a server with tokens)"
+                )
             elif not security.authenticated(event.token):
-                error = "the token was not accepted"
+                error = why = "the token was not accepted"
             else:
                 error = ""
             if error:
+                refusals(self.front.name, self.ticket.address, why)
                 self._refuse(error)
                 return None
             try:  # from now on the connection counts by its token, not its address
                 self.ticket.authenticated(str(security.tokens.principal(event.token)))
             except CapacityError as exc:
+                refusals(self.front.name, self.ticket.address, str(exc))
                 self._refuse(str(exc))
                 return None
         try:

@@ -43,7 +43,7 @@ with requires("minari", "envwire.observe.datasets (recording)"):
     from minari.dataset.minari_storage import MinariStorage
     from minari.serialization import serialize_space
 
-    from envwire.observe.storage import Dataset, directory_size, encode
+    from envwire.observe.storage import Dataset, directory_size, encode, remove_leftovers
 
 __all__ = [
     "DROP_LOG_INTERVAL",
@@ -151,6 +151,7 @@ class DatasetWriter:
         os.close(tempfile.mkstemp(dir=self.root, prefix=".probe-")[0])  # writable, or OSError
         for probe in self.root.glob(".probe-*"):
             probe.unlink(missing_ok=True)
+        remove_leftovers(self.root)
         self.on_written = on_written
         self.on_drop = on_drop
         self.queue_size = queue_size

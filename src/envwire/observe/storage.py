@@ -11,7 +11,10 @@ Adding an episode writes its folder under the next number, uncounted: a reader, 
 killed at that moment, does not see it. :meth:`Dataset.commit` then counts every episode added
 since the last commit with one atomic replace of ``metadata.json``, so many episodes cost one
 metadata write. A folder that was written but never counted (a crash between the two) is
-removed when the dataset is opened again, and its number reused.
+removed when the dataset is opened again, and its number reused. A write that fails (a full
+disk) removes what it wrote before it raises: the episode's folder, the temporary folder of a
+dataset being created, the temporary metadata file; so a full disk costs the episodes that
+came while it was full, and recording resumes by itself once there is room again.
 
 The columns are encoded by Minari's own Arrow encoders, so what is written is what
 ``minari.load_dataset`` reads, for every space Minari stores.
@@ -41,11 +44,13 @@ with requires("minari", "envwire.observe.storage (recording)"):
     from minari.dataset._storages.arrow_storage import _encode_info, _encode_space
     from minari.dataset.minari_storage import MinariStorage
 
-__all__ = ["Dataset", "dataset_id", "directory_size", "write_json"]
+__all__ = ["Dataset", "dataset_id", "directory_size", "remove_leftovers", "write_json"]
 
 _VERSION = re.compile(r"-v\d+$")
 _NOT_ID = re.compile(r"[^-\w/]")
 _METADATA = "metadata.json"
+#: The prefixes of a dataset being created and of a metadata file being replaced.
+_NEW, _TMP = ".new-", ".tmp-"
 #: The file name Minari's Arrow storage gives an episode's record batch.
 _PART = "part-0.arrow"
 
@@ -70,9 +75,24 @@ def directory_size(path: Path) -> int:
     return total
 
 
+def remove_leftovers(root: Path) -> int:
+    """Remove what writers killed mid-write left under ``root`` (datasets being created,
+    metadata being replaced); how many were removed. Failed writes clean up after themselves;
+    only a killed process leaves these."""
+    removed = 0
+    for pattern in (f"**/{_NEW}*", f"**/{_TMP}*.json"):
+        for path in root.glob(pattern):
+            if path.is_dir() and not path.is_symlink():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
+            removed += 1
+    return removed
+
+
 def write_json(path: Path, data: dict[str, Any]) -> None:
     """Replace ``path`` atomically: a reader (or a crash) sees the old file or the new one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=_TMP, suffix=".json")
     try:
         with os.fdopen(fd, "w") as file:
             json.dump(data, file)
@@ -212,24 +232,28 @@ class Dataset:
     def _create(self, episode: Episode, author: str) -> None:
         """Make the dataset in a temporary directory and rename it into place."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fresh = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=".new-"))
-        MinariStorage.new(
-            fresh,
-            observation_space=episode.observation_space,
-            action_space=episode.action_space,
-            data_format="arrow",
-            jpeg_encoding=False,
-        )
-        metadata = MinariStorage.read_raw_metadata(fresh)
-        metadata.update(
-            dataset_id=self.id,
-            minari_version=minari.__version__,
-            author=[author],
-            algorithm_name="envwire recording",
-            description=f"Episodes of {episode.env_id} served by envwire.",
-        )
-        write_json(fresh / _METADATA, metadata)
-        os.replace(fresh, self.path)
+        fresh = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=_NEW))
+        try:
+            MinariStorage.new(
+                fresh,
+                observation_space=episode.observation_space,
+                action_space=episode.action_space,
+                data_format="arrow",
+                jpeg_encoding=False,
+            )
+            metadata = MinariStorage.read_raw_metadata(fresh)
+            metadata.update(
+                dataset_id=self.id,
+                minari_version=minari.__version__,
+                author=[author],
+                algorithm_name="envwire recording",
+                description=f"Episodes of {episode.env_id} served by envwire.",
+            )
+            write_json(fresh / _METADATA, metadata)
+            os.replace(fresh, self.path)
+        except BaseException:  # a full disk, say: leave nothing that keeps it full
+            shutil.rmtree(fresh, ignore_errors=True)
+            raise
 
     @property
     def pending(self) -> int:

@@ -91,15 +91,18 @@ class WorkerPool:
 
     Args:
         size: most worker processes at once; 0 means one per core (``os.cpu_count()``).
+        protected: files the worker processes must not reach (the token file, the TLS key);
+            each process gives up what it does not need first (:mod:`.confine`).
 
     Raises (from the constructor):
         ConfigError: a negative size.
     """
 
-    def __init__(self, size: int = 0) -> None:
+    def __init__(self, size: int = 0, *, protected: tuple[str, ...] = ()) -> None:
         if size < 0:
             raise ConfigError(f"pool_workers must be 0 (one per core) or more, got {size}")
         self.size = size or os.cpu_count() or 1
+        self.protected = protected
         self._processes: list[PoolProcess] = []
         self._started = itertools.count()
         self._slots = itertools.count(1)
@@ -133,7 +136,7 @@ class WorkerPool:
                 # Starting a process (a fork of the fork server) takes milliseconds, under the
                 # lock: it happens at most `size` times, plus once per process lost.
                 try:
-                    best = PoolProcess(next(self._started), self._exited)
+                    best = PoolProcess(next(self._started), self._exited, self.protected)
                 except OSError as exc:  # out of processes, memory or file descriptors
                     raise EnvError(f"{spec.id}: cannot start a pool worker process: {exc}") from exc
                 live.append(best)

@@ -8,6 +8,8 @@ that call past its own timeout.
 
 from __future__ import annotations
 
+import logging
+import os
 import pickle
 import signal
 import struct
@@ -15,6 +17,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from envwire.errors import EnvError
+from envwire.runtime.confine import confine
 from envwire.runtime.hosts import EnvHost, VectorHost, make_host
 from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
 from envwire.runtime.process import portable_error
@@ -66,10 +69,19 @@ def _answer(hosts: dict[int, EnvHost | VectorHost], request: bytearray) -> tuple
     return frame(REPLY.pack(call_id, ok), payload), method
 
 
-def pool_main(conn: Connection) -> None:
-    """The worker process: answer requests one at a time, in order, until EOF or ``stop``."""
+def pool_main(conn: Connection, protected: tuple[str, ...] = ()) -> None:
+    """The worker process: give up what it does not need (:func:`~.confine.confine`; the
+    ``protected`` files become unreachable where Landlock allows), then answer requests one
+    at a time, in order, until EOF or ``stop``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
     fd = conn.fileno()
+    held = confine([fd], protected)
+    if protected and not held["protected"]:
+        logging.getLogger("envwire.pool").warning(
+            "pool worker %d: this host cannot keep %s from pooled envs (no Landlock)",
+            os.getpid(),
+            ", ".join(protected),
+        )
     reader = FrameReader(fd)
     hosts: dict[int, EnvHost | VectorHost] = {}
     try:

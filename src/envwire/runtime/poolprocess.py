@@ -93,11 +93,16 @@ class PoolProcess:
     call is in flight.
     """
 
-    def __init__(self, index: int, on_exit: Callable[[PoolProcess], None]) -> None:
+    def __init__(
+        self,
+        index: int,
+        on_exit: Callable[[PoolProcess], None],
+        protected: tuple[str, ...] = (),
+    ) -> None:
         ctx = worker_context()
         self._conn, child = ctx.Pipe()
         self.process = ctx.Process(
-            target=pool_main, args=(child,), daemon=True, name=f"envwire-pool-{index}"
+            target=pool_main, args=(child, protected), daemon=True, name=f"envwire-pool-{index}"
         )
         self.process.start()
         child.close()

@@ -14,6 +14,7 @@ next step) or that time passes (:meth:`Served.expire`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 import select
@@ -26,6 +27,7 @@ from typing import Generic, Protocol, TypeVar
 
 from envwire.errors import EnvwireError
 from envwire.server.parking import Parking
+from envwire.server.ratelog import refusals
 from envwire.server.security.addresses import address_of
 from envwire.server.security.admission import Admission, ConnectionLimits, Ticket
 from envwire.server.threads import ThreadPool
@@ -204,6 +206,8 @@ class ThreadedListener(Generic[C]):
 
     host: str
     port: int
+    #: The front end's name in logs.
+    name = "listener"
     thread_name = "envwire-conn"
 
     def __init__(
@@ -272,6 +276,8 @@ class ThreadedListener(Generic[C]):
 
     def _refuse(self, sock: socket.socket, error: EnvwireError) -> None:
         """Tell a refused client why without waiting on it (TLS clients just see the close)."""
+        with contextlib.suppress(OSError):  # a client already gone is not logged
+            refusals(self.name, address_of(sock.getpeername()), str(error))
         try:
             data = self.refusal(error) if self.tls is None else b""
             if data:

@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 
-__all__ = ["RateLimitedLog"]
+__all__ = ["RateLimitedLog", "RefusalLog", "refusals"]
 
 
 class RateLimitedLog:
@@ -57,3 +57,68 @@ class RateLimitedLog:
             message += f" ({dropped} similar lines were dropped)"
         self.logger.log(self.level, message, *args)
         return True
+
+
+class RefusalLog:
+    """Logs refused connections at WARNING, one line per client address and front end per
+    ``period``.
+
+    The first refusal of an address on a front end is logged at once; further refusals of that
+    address there within ``period`` seconds are counted, and its next line says how many there
+    were. A client that retries in a loop (one without the token, say) thus costs a line a
+    minute, while each new address is seen at once. The table of addresses is bounded
+    (``max_addresses``: entries past their period are forgotten, at most once a second, and
+    while every entry is recent a new address is not logged), and lines across all addresses
+    are rate-limited by a :class:`RateLimitedLog` (``burst`` lines per ``period``).
+    Thread-safe.
+    """
+
+    def __init__(
+        self,
+        logger: logging.Logger,
+        *,
+        level: int = logging.WARNING,
+        period: float = 60.0,
+        max_addresses: int = 4096,
+        burst: int = 20,
+    ) -> None:
+        self.logger = logger
+        self.level = level
+        self.period = period
+        self.max_addresses = max_addresses
+        self._lines = RateLimitedLog(logger, level=level, burst=burst, period=period)
+        #: (front end, address) -> (when its last line was written, refusals not logged since)
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}
+        self._pruned = 0.0
+        self._lock = threading.Lock()
+
+    def __call__(self, front_end: str, address: str, reason: str) -> bool:
+        """A connection of ``front_end`` from ``address`` was refused for ``reason``; returns
+        whether a line was written."""
+        if not self.logger.isEnabledFor(self.level):
+            return False
+        with self._lock:
+            now = time.monotonic()
+            key = (front_end, address)
+            seen = self._seen.get(key)
+            if seen is not None and now - seen[0] < self.period:
+                self._seen[key] = (seen[0], seen[1] + 1)
+                return False
+            if seen is None and len(self._seen) >= self.max_addresses:
+                if now - self._pruned >= 1.0:
+                    self._pruned = now
+                    cutoff = now - self.period
+                    self._seen = {k: v for k, v in self._seen.items() if v[0] >= cutoff}
+                if len(self._seen) >= self.max_addresses:
+                    return False
+            self._seen[key] = (now, 0)
+        more = seen[1] if seen is not None else 0
+        message = "%s: refused a connection from %s: %s"
+        if more:
+            message += f" (and {more} more from this address since its last line)"
+        return self._lines(message, front_end, address, reason)
+
+
+#: The server's log of refused connections, shared by every front end of the process (one
+#: bound on the lines and the addresses kept).
+refusals = RefusalLog(logging.getLogger("envwire.refused"))

@@ -15,6 +15,7 @@ from typing import ClassVar, TypeVar
 
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
+from envwire.protocols.http.websocket import DEFAULT_MAX_FRAGMENTS
 from envwire.settings.kinds import (
     Choice,
     Count,
@@ -224,7 +225,8 @@ class SecuritySettings(Section):
     max_connections: int | None = setting(
         16384,
         Count(1, optional=True),
-        "connections the gym-socket and HTTP front ends each hold (an idle one holds no thread)",
+        "connections the gym-socket, HTTP and gRPC front ends each hold (an idle one holds no "
+        "thread)",
     )
     max_connections_per_address: int | str | None = setting(
         "auto",
@@ -251,8 +253,9 @@ class SecuritySettings(Section):
         "auto",
         Seconds(auto=True),
         "seconds for a connection's whole handshake (TLS included), from when the server starts "
-        "reading it (auto: 60 on a loopback bind without tokens, where a burst of thousands of "
-        "local clients may be slow to send, 10 otherwise)",
+        "reading it, and that a gRPC connection may hold no stream (auto: 60 on a loopback bind "
+        "without tokens, where a burst of thousands of local clients may be slow to send, 10 "
+        "otherwise)",
     )
 
 
@@ -302,6 +305,11 @@ class HttpSettings(Section):
         DEFAULT_SEND_TIMEOUT,
         Seconds(optional=True),
         "seconds a client has to take a reply before its connection is dropped",
+    )
+    max_fragments: int = setting(
+        DEFAULT_MAX_FRAGMENTS,
+        Count(1),
+        "fragments of one WebSocket message (each also counts 64 bytes toward its size)",
     )
     max_queued: int = setting(
         DEFAULT_MAX_QUEUED,

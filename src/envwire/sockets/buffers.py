@@ -4,13 +4,17 @@ A connection's buffer holds what arrived and is not parsed yet: at most one pack
 in progress, whose size its front end caps. Those caps bound one connection; the budget bounds
 all of them together, so that many connections each sending a large packet slowly cannot
 exhaust the server's memory. Every connection may buffer ``allowance`` bytes (one receive)
-without drawing on the budget, so small requests never wait for or fail on it.
+without drawing on the budget, so small requests never wait for or fail on it. When a
+connection that drew on the budget lets those bytes go (its message is parsed, or it closes),
+the allocator is asked to give the memory back to the system (:mod:`.memory`).
 """
 
 from __future__ import annotations
 
 import threading
 from typing import Final
+
+from envwire.sockets.memory import give_back
 
 __all__ = ["DEFAULT_MAX_BUFFERED", "BufferBudget", "Hold"]
 
@@ -49,11 +53,12 @@ class BufferBudget:
 class Hold:
     """What one connection draws from a :class:`BufferBudget`."""
 
-    __slots__ = ("budget", "charged")
+    __slots__ = ("budget", "charged", "drew")
 
     def __init__(self, budget: BufferBudget) -> None:
         self.budget = budget
         self.charged = 0
+        self.drew = False  # it held a large message at some time
 
     def update(self, size: int) -> bool:
         """The connection now buffers ``size`` bytes; False (nothing changes) when the budget
@@ -63,12 +68,18 @@ class Hold:
             if self.charged:
                 self.budget._change(-self.charged)
                 self.charged = 0
+                give_back()  # a large message is done with: its pages may go back
             return True
         if not self.budget._change(charge - self.charged):
             return False
-        self.charged = charge
+        self.charged, self.drew = charge, True
         return True
 
     def release(self) -> None:
-        """The connection is gone: return everything it drew (idempotent)."""
+        """The connection is gone: return everything it drew (idempotent); if it ever held a
+        large message, what was built for it (its replies among them) is gone too, and the
+        allocator is asked again to give the memory back."""
         self.update(0)
+        if self.drew:
+            self.drew = False
+            give_back()

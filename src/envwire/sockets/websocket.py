@@ -34,6 +34,7 @@ from typing import Any
 from envwire import jsonio
 from envwire.protocols.http.http11 import Request, Response, json_response
 from envwire.protocols.http.websocket import (
+    DEFAULT_MAX_FRAGMENTS,
     PING,
     PONG,
     FrameError,
@@ -175,6 +176,7 @@ class WebSocketChannel:
         trailing: bytes = b"",
         *,
         max_size: int | None = 100 * 1024 * 1024,
+        max_fragments: int = DEFAULT_MAX_FRAGMENTS,
         ping_interval: float | None = 20.0,
         ping_timeout: float | None = 20.0,
         send_timeout: float | None = DEFAULT_SEND_TIMEOUT,
@@ -182,7 +184,7 @@ class WebSocketChannel:
         hold: Hold | None = None,
     ) -> None:
         self.sock = sock
-        self.reader = FrameReader(max_size)
+        self.reader = FrameReader(max_size, max_fragments=max_fragments)
         #: This connection's share of the receive buffers all connections share: a message in
         #: progress that it cannot cover closes the connection with 1013 (try again later).
         self.hold = hold

@@ -10,6 +10,8 @@ is aimed at the hook itself). Placeholders in an expectation are filled in too.
 
 from __future__ import annotations
 
+import importlib.util
+import sys
 from dataclasses import dataclass
 from string import Template
 
@@ -21,6 +23,16 @@ _CTYPES = (
     "def check(result, what):\n"
     "    if result != 0:\n"
     "        raise OSError(ctypes.get_errno(), what)\n"
+)
+
+
+# The subinterpreter module's name by version, and a program that a new interpreter, which
+# starts without the audit hook, would run: ctypes, then a syscall the seccomp filter refuses.
+_SUBINTERPRETERS = "_interpreters" if sys.version_info >= (3, 13) else "_xxsubinterpreters"
+_IN_SUBINTERPRETER = repr(
+    "import ctypes\n"
+    "libc = ctypes.CDLL(None, use_errno=True)\n"
+    "print('unshare', libc.unshare(0x10000000), ctypes.get_errno(), flush=True)\n"
 )
 
 
@@ -223,6 +235,14 @@ ATTACKS: tuple[Attack, ...] = (
         "ImportError: sandbox: importing evil._ctypes is disabled",
         "PermissionError: [Errno 1] unshare",
     ),
+    Attack(
+        "ctypes in a subinterpreter, where the audit hook does not exist",
+        f"import {_SUBINTERPRETERS} as interpreters\n"
+        "interp = interpreters.create()\n"
+        f"interpreters.run_string(interp, {_IN_SUBINTERPRETER})",
+        f"ImportError: sandbox: importing {_SUBINTERPRETERS} is disabled",
+        "unshare -1 1\n",
+    ),
     # --- other processes
     # Inside its PID namespace the program may signal its own processes (a multiprocessing
     # pool terminates its workers); nothing outside has a number there.
@@ -297,3 +317,13 @@ ATTACKS: tuple[Attack, ...] = (
         None,
     ),
 )
+
+if importlib.util.find_spec("_testcapi") is not None:  # not every Python ships its test modules
+    ATTACKS += (
+        Attack(
+            "ctypes in _testcapi's subinterpreter, made with no thread state current",
+            f"import _testcapi\n_testcapi.run_in_subinterp({_IN_SUBINTERPRETER})",
+            "ImportError: sandbox: importing _testcapi is disabled",
+            "unshare -1 1\n",
+        ),
+    )

@@ -16,6 +16,7 @@ from websockets.uri import parse_uri
 
 from envwire.protocols.http.http11 import Request, RequestParser
 from envwire.protocols.http.websocket import (
+    FRAGMENT_COST,
     FrameError,
     FrameReader,
     accept_bytes,
@@ -137,6 +138,32 @@ def test_message_too_big() -> None:
     fragments = client(Opcode.TEXT, b"x" * 30, fin=False) + client(Opcode.CONT, b"x" * 30)
     with pytest.raises(FrameError):
         feed(fragments, max_size=50)
+
+
+def test_fragments_count_at_their_cost_and_are_capped() -> None:
+    """A message that never ends, in empty or 3-byte fragments: each fragment counts beyond its
+    payload, and the fragment cap closes it with 1009 however small they are."""
+    reader = FrameReader(1 << 20, max_fragments=100)
+    reader.feed(client(Opcode.TEXT, b"", fin=False))
+    empty = client(Opcode.CONT, b"", fin=False)
+    reader.feed(empty * 98)
+    assert reader.buffered == 99 * FRAGMENT_COST
+    with pytest.raises(FrameError) as caught:
+        reader.feed(empty * 2)
+    assert caught.value.code == 1009
+    assert "100 fragments" in caught.value.reason
+
+    small = FrameReader(1000 * FRAGMENT_COST, max_fragments=1 << 20)
+    small.feed(client(Opcode.BINARY, b"abc", fin=False))
+    with pytest.raises(FrameError) as caught:
+        small.feed(client(Opcode.CONT, b"abc", fin=False) * 1000)
+    assert caught.value.code == 1009
+
+    # Within the caps a fragmented message still arrives whole.
+    whole = FrameReader(1 << 20, max_fragments=3)
+    parts = [client(Opcode.TEXT, b"ab", fin=False), client(Opcode.CONT, b"cd", fin=False)]
+    assert whole.feed(b"".join(parts) + client(Opcode.CONT, b"e")) == [("text", "abcde")]
+    assert whole.buffered == 0
 
 
 @given(st.binary(max_size=200))

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -11,7 +14,7 @@ from dm_env_rpc.v1 import connection, dm_env_adaptor
 
 import envwire
 from envwire.errors import UnauthenticatedError
-from envwire.testing import ServerProcess
+from envwire.testing import ServerProcess, wait_until
 from tests.server.security.conftest import OTHER_TOKEN, TOKEN, Secrets, secured, serve
 
 METADATA = [("authorization", f"Bearer {TOKEN}")]
@@ -133,3 +136,107 @@ def test_the_official_connection_over_tls(secrets: Secrets, tmp_path: Path) -> N
             pytest.raises(grpc.FutureTimeoutError),
         ):
             grpc.channel_ready_future(channel).result(timeout=3)
+
+
+# --- connections that never open a stream
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+SETTINGS = b"\x00\x00\x00\x04\x00\x00\x00\x00\x00"  # an empty SETTINGS frame
+
+
+def still_open(socks: list[socket.socket]) -> list[socket.socket]:
+    """The sockets the server has not closed (what it sent, its SETTINGS, is read away)."""
+    alive = []
+    for sock in socks:
+        try:
+            while sock.recv(65536, socket.MSG_DONTWAIT):
+                pass
+        except BlockingIOError:
+            alive.append(sock)
+        except OSError:
+            pass
+    return alive
+
+
+def fds_of(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+@pytest.fixture(scope="module")
+def deadline_server(
+    secrets: Secrets, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[ServerProcess]:
+    tmp = tmp_path_factory.mktemp("grpc-deadline")
+    settings = {**secured(secrets), "handshake_timeout": DEADLINE, "max_connections": 500}
+    with serve(tmp, ["grpc"], envs=["CartPole-v1"], **settings) as server:
+        yield server
+
+
+DEADLINE = 3.0
+
+
+def test_idle_connections_without_a_token_are_closed_at_the_deadline(
+    deadline_server: ServerProcess,
+) -> None:
+    """The attack: 400 connections that send the HTTP/2 preface (half of them a SETTINGS frame
+    too) and nothing more, no token, no stream. Every one is closed within the handshake
+    deadline (plus slack for a busy machine), and the server's descriptors go back."""
+    assert deadline_server.process is not None
+    pid = deadline_server.process.pid
+    before = fds_of(pid)
+    socks = []
+    try:
+        for i in range(400):
+            sock = socket.create_connection((deadline_server.host, deadline_server.ports["grpc"]))
+            sock.sendall(PREFACE + (SETTINGS if i % 2 else b""))
+            socks.append(sock)
+        began = time.monotonic()
+        assert wait_until(lambda: not still_open(socks), timeout=DEADLINE + 15, every=0.2)
+        assert time.monotonic() - began < DEADLINE + 15
+        assert wait_until(lambda: fds_of(pid) <= before + 5, timeout=10)
+    finally:
+        for sock in socks:
+            sock.close()
+
+
+def test_a_stream_that_waits_longer_than_the_deadline_is_kept(
+    deadline_server: ServerProcess,
+) -> None:
+    """Only connections without a stream are closed: a client that thinks between steps for
+    longer than the deadline goes on, and a channel closed between two streams reconnects."""
+    with (
+        grpc.insecure_channel(target(deadline_server)) as channel,
+        connection.Connection(channel, metadata=METADATA) as conn,
+    ):
+        env, world = dm_env_adaptor.create_and_join_world(conn, {"env": "CartPole-v1"}, {})
+        env.reset()
+        time.sleep(DEADLINE + 1)
+        assert env.step({"action": 1}).reward == 1.0
+        env.close()
+        conn.send(dm_env_adaptor.dm_env_rpc_pb2.DestroyWorldRequest(world_name=world))
+    with grpc.insecure_channel(target(deadline_server)) as channel:
+        with connection.Connection(channel, metadata=METADATA) as conn:
+            play(conn)
+        time.sleep(DEADLINE + 1)  # the channel's connection is closed meanwhile
+        with connection.Connection(channel, metadata=METADATA) as conn:
+            play(conn)
+
+
+def test_connections_past_max_connections_are_refused_at_once(
+    secrets: Secrets, tmp_path: Path
+) -> None:
+    """With a deadline of a minute, whatever closes within 20 s is the cap's doing."""
+    settings = {**secured(secrets), "handshake_timeout": 60, "max_connections": 50}
+    socks = []
+    with serve(tmp_path, ["grpc"], envs=["CartPole-v1"], **settings) as server:
+        try:
+            for _ in range(60):
+                sock = socket.create_connection((server.host, server.ports["grpc"]))
+                sock.sendall(PREFACE)
+                socks.append(sock)
+            assert wait_until(lambda: len(still_open(socks)) == 50, timeout=20, every=0.2)
+            time.sleep(1)
+            assert len(still_open(socks)) == 50
+        finally:
+            for sock in socks:
+                sock.close()

@@ -21,7 +21,8 @@ as ``python -I -S -B bootstrap.py CONFIG`` where ``CONFIG`` is a JSON object:
 ``audit_hook``
     install the PEP 578 audit hook (a second layer in the interpreter: refuses writes outside
     ``dir``, starting programs, sockets other than Unix ones when the network is off, ctypes,
-    signals to other processes, tracing, and interpreter introspection).
+    new interpreters (which would start without the hook), signals to other processes,
+    tracing, and interpreter introspection).
 ``network``
     whether network access is allowed (the audit hook's view of it).
 ``fork``
@@ -191,9 +192,30 @@ _HIDDEN_EVENTS = frozenset(
         "sys._current_frames",
         "sys.settrace",
         "sys.setprofile",
+        # A new interpreter (``_xxsubinterpreters`` in 3.11 and 3.12, ``_interpreters`` from
+        # 3.13) starts without this hook, which lives in the interpreter that added it.
+        "cpython.PyInterpreterState_New",
     )
 )
-_NATIVE_MODULES = frozenset(("ctypes", "_ctypes", "cffi", "_cffi_backend"))
+# Foreign-function modules; the subinterpreter modules; and CPython's C-API test modules, whose
+# ``run_in_subinterp`` makes an interpreter with no thread state current, where only
+# process-wide hooks hear the event above (and which reach raw memory besides).
+_NATIVE_MODULES = frozenset(
+    (
+        "ctypes",
+        "_ctypes",
+        "cffi",
+        "_cffi_backend",
+        "_xxsubinterpreters",
+        "_interpreters",
+        "_xxinterpchannels",
+        "_interpchannels",
+        "_interpqueues",
+        "_testcapi",
+        "_testinternalcapi",
+        "_testlimitedcapi",
+    )
+)
 _SIGNAL_EVENTS = frozenset(("os.kill", "os.killpg", "signal.pthread_kill"))
 
 
@@ -299,8 +321,8 @@ def _hook(event: str, args: tuple[Any, ...], state: tuple[Any, ...] = ()) -> Non
 def _native(
     args: tuple[Any, ...], modules: frozenset[str] = _NATIVE_MODULES, str_: type[str] = str
 ) -> bool:
-    """Whether an import event loads a foreign-function module, by name or by file (an
-    extension loader names a module as it likes, but the file keeps its name)."""
+    """Whether an import event loads a module the hook refuses (``modules``), by name or by
+    file (an extension loader names a module as it likes, but the file keeps its name)."""
     name, filename = args[0], args[1] if args[1:] else None  # no builtins: none is bound
     if str_(name).rpartition(".")[2] in modules:
         return True

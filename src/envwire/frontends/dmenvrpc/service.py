@@ -16,6 +16,11 @@ each holds a thread while open, and a thread left idle for 10 s exits), the secu
 ``grpc_max_message_size`` (the largest request message; gRPC refuses a larger one with
 ``RESOURCE_EXHAUSTED`` before it is parsed), ``grpc_max_num_envs`` (the most copies a vector
 world may have). The server's ``idle_timeout`` drops streams that sent nothing for that long.
+Connections (:class:`GrpcFrontEnd` arguments from the security settings): gRPC's core closes
+one whose handshake (TLS, HTTP/2 preface) takes longer than ``handshake_timeout``, or that holds
+no stream for that long (so a connection that never shows a token is gone within the deadline),
+and refuses connections past ``max_transports`` (``max_connections``) at once. gRPC has no
+per-address count of connections; streams are counted per address, as above.
 
 Security (:mod:`envwire.server.security`): with a certificate the port serves TLS only; with
 tokens, a stream's ``authorization: Bearer TOKEN`` metadata is checked once, before its first
@@ -44,6 +49,7 @@ from envwire.observe import Observability
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
 from envwire.registry import Catalog
+from envwire.server.ratelog import refusals
 from envwire.server.security import Security
 from envwire.server.security.addresses import AddressLimiter, address_of
 from envwire.server.security.tokens import presented_token
@@ -158,7 +164,9 @@ class _DaemonPool(futures.Executor):
 class GrpcFrontEnd:
     """Serves the session table over dm_env_rpc on ``host:port`` (port 0 picks one); the
     arguments are as :class:`~envwire.frontends.gymsocket.GymSocketFrontEnd`'s, and
-    ``per_address`` bounds the streams of one client address."""
+    ``per_address`` bounds the streams of one client address; a connection is closed when its
+    handshake, or a time without any stream, passes ``handshake_timeout``, and connections past
+    ``max_transports`` (None: no bound) are refused (see the module docstring)."""
 
     name = "grpc"
 
@@ -174,8 +182,12 @@ class GrpcFrontEnd:
         observe: Observability,
         per_token: int | None = None,
         idle_timeout: float | None,
+        handshake_timeout: float = 10.0,
+        max_transports: int | None = None,
     ) -> None:
         self.host, self.port = host, settings.port or 0
+        self.handshake_timeout = handshake_timeout
+        self.max_transports = max_transports
         self.observe = observe
         self.worlds = WorldTable(sessions, settings.grpc_max_num_envs)
         self.properties = Properties(catalog, self.worlds)
@@ -209,11 +221,23 @@ class GrpcFrontEnd:
             },
         )
         limit = -1 if self.max_message is None else self.max_message
+        # A connection's handshake (TLS, the HTTP/2 preface), and any time it holds no stream
+        # (before its first, between two), may last the handshake deadline: the server then
+        # closes it (a client's channel reconnects by itself when it next calls).
+        deadline_ms = max(int(self.handshake_timeout * 1000), 1)
+        options = [
+            *_OPTIONS,
+            ("grpc.max_receive_message_length", limit),
+            ("grpc.server_handshake_timeout_ms", deadline_ms),
+            ("grpc.max_connection_idle_ms", deadline_ms),
+        ]
+        if self.max_transports is not None:  # past it, gRPC closes a new connection at once
+            options.append(("grpc.max_allowed_incoming_connections", self.max_transports))
         server = grpc.server(
             self._pool,
             handlers=[handler],
             maximum_concurrent_rpcs=self.max_connections,
-            options=(*_OPTIONS, ("grpc.max_receive_message_length", limit)),
+            options=options,
         )
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         security = self.security
@@ -250,7 +274,7 @@ class GrpcFrontEnd:
             principal = tokens.principal(given_token)
             if principal is None:
                 given = "no token" if header is None else "a token not accepted"
-                log.info("grpc client %s refused: %s", address, given)
+                refusals("dm_env_rpc", address, given)
                 context.abort(
                     grpc.StatusCode.UNAUTHENTICATED,
                     "this server requires a token (metadata authorization: Bearer TOKEN); "
@@ -261,7 +285,7 @@ class GrpcFrontEnd:
         try:
             self.streams.acquire(key, cap)
         except CapacityError as exc:
-            log.info("grpc client %s refused: %s", address, exc)
+            refusals("dm_env_rpc", address, str(exc))
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, str(exc))
         stream = _Stream(self, context, key)
         with self._lock:

@@ -417,6 +417,7 @@ class _Connection:
             self.http.sock,
             trailing,
             max_size=settings.max_message_size,
+            max_fragments=settings.max_fragments,
             ping_interval=settings.ping_interval,
             ping_timeout=settings.ping_timeout,
             send_timeout=settings.send_timeout,

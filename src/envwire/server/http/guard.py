@@ -24,6 +24,7 @@ from envwire.errors import (
     clip,
 )
 from envwire.protocols.http.http11 import Request, Response
+from envwire.server.ratelog import refusals
 from envwire.server.security import Security
 from envwire.server.security.tokens import presented_token
 
@@ -86,6 +87,9 @@ class Guard:
         if tokens is None or tokens.check_header(request.header("authorization")):
             return None
         given = "no token" if not request.header("authorization") else "a token not accepted"
+        refusals(
+            "http", request.client or "?", f"{given} ({request.method} {clip(request.path, 60)})"
+        )
         return self._refuse(
             UnauthenticatedError(
                 f"this server requires a token (Authorization: Bearer TOKEN); the request "
