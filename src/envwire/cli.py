@@ -32,6 +32,7 @@ from envwire.registry import (
     Catalog,
     EnvSpec,
     default_catalog,
+    kwargs_errors,
     load_errors,
     parse_env_arg,
     with_openenv,
@@ -132,9 +133,25 @@ def _check_loadable(catalog: Catalog, allow_unavailable: bool) -> dict[str, str]
     return errors
 
 
+def _check_kwargs(catalog: Catalog, config: Path | None) -> None:
+    """Refuse to start when an env's ``kwargs`` name an argument its constructor does not take
+    (a typo would otherwise reach only the first client).
+
+    Raises:
+        ConfigError: one line per such env, naming the config file, the env and the key.
+    """
+    errors = kwargs_errors(catalog)
+    if errors:
+        where = f"{config} " if config is not None else ""
+        raise ConfigError(
+            "\nenvwire: ".join(f"{where}[[env]] {env_id}: {why}" for env_id, why in errors.items())
+        )
+
+
 def _serve(args: argparse.Namespace) -> int:
     chosen, catalog = _load(args)
     unavailable = _check_loadable(catalog, chosen.server.allow_unavailable)
+    _check_kwargs(catalog, args.config)
     sandbox.configure(
         unsafe=True if chosen.server.unsafe_sandbox else None, runs=chosen.server.sandbox_runs
     )

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import difflib
 import functools
+import inspect
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -38,6 +39,7 @@ __all__ = [
     "EnvSpec",
     "Isolation",
     "default_catalog",
+    "kwargs_errors",
     "load_errors",
     "parse_env_arg",
     "with_openenv",
@@ -334,6 +336,8 @@ def parse_env_arg(arg: str) -> EnvSpec:
             "module instead (pkg.server.app:app, with the directory's parent on PYTHONPATH)"
         )
     if eq:
+        if ":" not in target and not target.startswith(DM_CONTROL):
+            _check_gym_id(arg, target, dotted_only=True)
         entry = target if ":" in target or target.startswith(DM_CONTROL) else f"gym:{target}"
         if entry.startswith(DM_CONTROL):
             _check_dm_control(entry)
@@ -343,10 +347,31 @@ def parse_env_arg(arg: str) -> EnvSpec:
     if text.startswith(DM_CONTROL):
         _check_dm_control(text)
         return EnvSpec(text, text, isolation=iso)
-    if text not in gymnasium.registry:
-        hint = _did_you_mean(text, gymnasium.registry.keys())
-        raise ConfigError(f"unknown env id {text!r}{hint}")
+    _check_gym_id(arg, text)
     return EnvSpec(text, f"gym:{text}", isolation=iso)
+
+
+def _check_gym_id(arg: str, name: str, *, dotted_only: bool = False) -> None:
+    """Refuse ``name`` (from the argument ``arg``) unless Gymnasium knows it; a dotted name
+    (``mypkg.envs.MyEnv``) is most likely a class written with a dot for the colon. With
+    ``dotted_only``, only a dotted name is refused (the others are left to
+    :func:`load_errors`, which ``--allow-unavailable`` may pass over).
+
+    Raises:
+        ConfigError: the id is unknown, with the ``module:Class`` form or a did-you-mean.
+    """
+    if name in gymnasium.registry:
+        return
+    module, dot, attr = name.rpartition(".")
+    if dot and module and attr.isidentifier() and "/" not in module:
+        fixed = arg.replace(name, f"{module}:{attr}", 1)
+        raise ConfigError(
+            f"unknown env id {name!r}: Gymnasium has no such id; a class or factory is named "
+            f"module:Class ({fixed})"
+        )
+    if not dotted_only:
+        hint = _did_you_mean(name, gymnasium.registry.keys())
+        raise ConfigError(f"unknown env id {name!r}{hint}")
 
 
 def _manifest_spec(env_id: str | None, directory: str, isolation: Isolation) -> EnvSpec:
@@ -401,6 +426,41 @@ def load_errors(catalog: Mapping[str, EnvSpec]) -> dict[str, str]:
             errors[env_id] = str(exc).removeprefix(f"entry point {spec.entry_point!r}: ")
         except Exception as exc:  # the module's own top-level code failed
             errors[env_id] = f"importing it raised {_describe(exc)}"
+    return errors
+
+
+def kwargs_errors(catalog: Mapping[str, EnvSpec]) -> dict[str, str]:
+    """Each env of ``catalog`` whose ``kwargs`` its constructor (or factory) does not take, with
+    one line naming the key (and the nearest parameter): the keys are bound to the signature,
+    nothing is made. Envs whose entry point cannot be loaded, takes ``**kwargs`` or has no
+    signature to read are left out, as are OpenEnv's own envs.
+    """
+    errors: dict[str, str] = {}
+    for env_id, spec in catalog.items():
+        if not spec.kwargs or spec.openenv is not None or spec.entry_point.startswith(DM_CONTROL):
+            continue
+        try:
+            target = spec.target()
+            signature = inspect.signature(target) if target is not None else None
+        except Exception:  # load_errors reports it; a signature that cannot be read says nothing
+            continue
+        if signature is None:
+            continue
+        params = signature.parameters.values()
+        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
+            continue
+        named = [p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
+        own = ("max_episode_steps", "disable_env_checker") if spec.entry_point[:4] == "gym:" else ()
+        if isinstance(target, type) and issubclass(target, dm_env.Environment):
+            own = _DM_VIEW
+        unknown = [key for key in spec.kwargs if key not in named and key not in own]
+        if unknown:
+            name = getattr(target, "__qualname__", spec.entry_point)
+            hint = _did_you_mean(unknown[0], named).replace("; did you mean", ": did you mean")
+            takes = ", ".join(named) or "no keyword arguments"
+            errors[env_id] = (
+                f"kwargs has {unknown[0]!r}, which {name} does not take{hint} (it takes {takes})"
+            )
     return errors
 
 

@@ -1,0 +1,92 @@
+"""More of what a new user meets first, each as they meet it: the command they type, and the
+one line it answers (a typo in an ``[[env]]``'s kwargs, a dot for the colon, a port in use)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import envwire
+from envwire.testing import ServerProcess
+
+GRID = """
+import gymnasium as gym
+import numpy as np
+
+
+class Grid(gym.Env):
+    observation_space = gym.spaces.Box(0, 1, (2,))
+    action_space = gym.spaces.Discrete(2)
+
+    def __init__(self, rows=4, cols=4, render_mode=None):
+        self.rows, self.cols = rows, cols
+
+    def reset(self, *, seed=None, options=None):
+        super().reset(seed=seed)
+        return np.zeros(2, np.float32), {"rows": self.rows}
+
+    def step(self, action):
+        return np.ones(2, np.float32), 1.0, True, False, {}
+"""
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "mypkg").mkdir()
+    (tmp_path / "mypkg" / "envs.py").write_text(GRID)
+    return tmp_path
+
+
+def envwire_command(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python -m envwire ARGS`` that is expected to stop by itself."""
+    command = [sys.executable, "-m", "envwire", *args]
+    return subprocess.run(command, check=False, cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+def test_a_typo_in_kwargs_stops_the_server_naming_file_env_and_key(project: Path) -> None:
+    (project / "envwire.toml").write_text(
+        '[[env]]\nid = "my/Grid-v0"\nentry_point = "mypkg.envs:Grid"\nkwargs = { rowz = 8 }\n\n'
+        '[[env]]\nid = "CartPole-v1"\nkwargs = { max_episode_steps = 50, sutton_barto = 1 }\n'
+    )
+    done = envwire_command(project, "serve", "--config", "envwire.toml", "--gym-socket", "0")
+    assert done.returncode == 2 and "listening" not in done.stdout
+    assert done.stderr.splitlines() == [
+        "envwire: envwire.toml [[env]] my/Grid-v0: kwargs has 'rowz', which Grid does not take: "
+        "did you mean 'rows'? (it takes rows, cols, render_mode)",
+        "envwire: envwire.toml [[env]] CartPole-v1: kwargs has 'sutton_barto', which CartPoleEnv "
+        "does not take: did you mean 'sutton_barto_reward'? (it takes sutton_barto_reward, "
+        "render_mode)",
+    ]
+
+
+def test_kwargs_the_env_takes_are_served(project: Path) -> None:
+    (project / "envwire.toml").write_text(
+        '[[env]]\nid = "my/Grid-v0"\nentry_point = "mypkg.envs:Grid"\nkwargs = { rows = 8 }\n'
+    )
+    with ServerProcess([], ["--config", "envwire.toml"], cwd=project) as server:
+        env = envwire.make(server.url("gym-socket", "my/Grid-v0"))
+        assert env.reset(seed=0)[1]["rows"] == 8
+        env.close()
+
+
+@pytest.mark.parametrize(
+    ("arg", "fixed"),
+    [
+        ("my/Env-v0=mypkg.envs.Grid", "my/Env-v0=mypkg.envs:Grid"),
+        ("my/Env-v0=mypkg.envs.Grid@process", "my/Env-v0=mypkg.envs:Grid@process"),
+        ("mypkg.envs.Grid", "mypkg.envs:Grid"),
+    ],
+)
+def test_a_dot_for_the_colon_gets_the_module_class_form(
+    project: Path, arg: str, fixed: str
+) -> None:
+    done = envwire_command(project, "serve", arg, "--gym-socket", "0")
+    assert done.returncode == 2 and "listening" not in done.stdout
+    name = arg.partition("=")[2].partition("@")[0] or arg
+    assert done.stderr == (
+        f"envwire: unknown env id {name!r}: Gymnasium has no such id; a class or factory is "
+        f"named module:Class ({fixed})\n"
+    )
