@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 import envwire
+from envwire.errors import UnknownEnvError
 from envwire.testing import ServerProcess
 
 GRID = """
@@ -90,3 +92,22 @@ def test_a_dot_for_the_colon_gets_the_module_class_form(
         f"envwire: unknown env id {name!r}: Gymnasium has no such id; a class or factory is "
         f"named module:Class ({fixed})\n"
     )
+
+
+@pytest.fixture(scope="module")
+def every_front_end() -> Iterator[ServerProcess]:
+    with ServerProcess(["CartPole-v1"], front_ends=("gym-socket", "http", "grpc")) as server:
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("scheme", "front_end", "prefix"),
+    [("gym-socket", None, ""), ("ws", "http", "envs/"), ("http", None, "envs/"),
+     ("grpc", None, "")],
+)  # fmt: skip
+def test_an_unknown_env_is_the_same_error_over_every_scheme(
+    every_front_end: ServerProcess, scheme: str, front_end: str | None, prefix: str
+) -> None:
+    url = every_front_end.url(scheme, prefix + "CartPol-v1", front_end)
+    with pytest.raises(UnknownEnvError, match=r"unknown env 'CartPol-v1'; did you mean"):
+        envwire.make(url, timeout=30)
