@@ -3,6 +3,7 @@ one line it answers (a typo in an ``[[env]]``'s kwargs, a dot for the colon, a p
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -91,6 +92,21 @@ def test_a_dot_for_the_colon_gets_the_module_class_form(
     assert done.stderr == (
         f"envwire: unknown env id {name!r}: Gymnasium has no such id; a class or factory is "
         f"named module:Class ({fixed})\n"
+    )
+
+
+@pytest.mark.parametrize("taken", ["grpc", "http", "gym-socket"])
+def test_a_port_in_use_is_one_line_before_anything_listens(tmp_path: Path, taken: str) -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        ports = {"gym-socket": "0", "http": "0", "grpc": "0", taken: str(port)}
+        flags = [part for name, value in ports.items() for part in (f"--{name}", value)]
+        done = envwire_command(tmp_path, "serve", "CartPole-v1", *flags)
+    assert done.returncode == 1 and done.stdout == ""
+    assert done.stderr == (
+        f"envwire: {taken} port {port} is in use; --{taken} N picks another, 0 a free one\n"
     )
 
 

@@ -14,10 +14,12 @@ observer), never itself:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import resource
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -250,7 +252,9 @@ class Server:
         self.observe.start()
         self.parking.start()
         tls = " (TLS)" if self.security.tls is not None else ""
-        for front in self._front_ends():
+        fronts = self._front_ends()
+        _check_ports(self.settings.server.host, self.settings.ports(), [f.name for f in fronts])
+        for front in fronts:
             try:
                 host, bound = front.start()
             except OSError as exc:
@@ -291,6 +295,29 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _check_ports(host: str, ports: Mapping[str, int | None], names: list[str]) -> None:
+    """Bind each front end's port, all at once, before any listens: a port in use is then
+    reported before another front end has said it listens (and before gRPC, which would
+    log its own line about it).
+
+    Raises:
+        OSError: a port cannot be bound (``OSError.front_end`` names its front end).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with contextlib.ExitStack() as held:
+        for name in names:
+            port = ports.get(name)
+            if not port:  # 0: any free port, which cannot be in use
+                continue
+            probe = held.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                exc.front_end = name  # type: ignore[attr-defined]
+                raise
 
 
 def _raise_file_limit() -> None:
