@@ -3,6 +3,7 @@ one line it answers (a typo in an ``[[env]]``'s kwargs, a dot for the colon, a p
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 import sys
@@ -127,3 +128,28 @@ def test_an_unknown_env_is_the_same_error_over_every_scheme(
     url = every_front_end.url(scheme, prefix + "CartPol-v1", front_end)
     with pytest.raises(UnknownEnvError, match=r"unknown env 'CartPol-v1'; did you mean"):
         envwire.make(url, timeout=30)
+
+
+def test_version_does_not_import_the_server(tmp_path: Path) -> None:
+    command = [sys.executable, "-X", "importtime", "-m", "envwire", "--version"]
+    done = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout == f"envwire {envwire.__version__}\n"
+    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+    assert "envwire._version" in imported
+    assert not {"envwire.cli", "envwire.app", "grpc", "envwire.server"} & imported
+
+
+def test_ctrl_c_says_the_server_is_shutting_down_and_when_it_is_done() -> None:
+    server = ServerProcess(["CartPole-v1"]).start()
+    try:
+        env = envwire.make(server.url("gym-socket", "CartPole-v1"))
+        env.reset(seed=0)
+        assert server.process is not None
+        server.process.send_signal(signal.SIGINT)
+        assert server.process.wait(60) == 0
+        env.close()
+    finally:
+        server.stop()
+    assert server.wait_for(lambda: "envwire: stopped\n" in server.output)
+    said = [line for line in server.output if "listening on" not in line]
+    assert said == ["envwire: shutting down (1 session open)\n", "envwire: stopped\n"]

@@ -265,11 +265,20 @@ class Server:
             if announce is not None:
                 announce(f"envwire: {front.name} listening on {host}:{bound}{tls}")
 
-    def serve_forever(self) -> None:
-        """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly."""
+    def serve_forever(self, announce: Callable[[str], None] | None = None) -> None:
+        """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly, announcing
+        when it begins and when it is done; from then on a second Ctrl-C (SIGINT) stops the
+        process at once (``KeyboardInterrupt``), as uvicorn's does."""
         while not self._stopped.wait(0.5):
             pass
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if announce is not None:
+            count = len(self.sessions)
+            announce(f"envwire: shutting down ({count} session{'' if count == 1 else 's'} open)")
         self.shutdown()
+        if announce is not None:
+            announce("envwire: stopped")
 
     def stop(self) -> None:
         """Ask :meth:`serve_forever` to return."""

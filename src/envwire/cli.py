@@ -171,7 +171,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.shutdown()
         print(f"envwire: {_listen_error(exc, chosen)}", file=sys.stderr)
         return 1
-    server.serve_forever()
+    server.serve_forever(announce=print_line)
     if recorder is not None and recorder.failed:
         # The episodes were lost while the server ran; the status lets a script notice.
         print(
