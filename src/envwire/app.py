@@ -100,6 +100,9 @@ class Server:
         # no process starts until a session of an env with pool isolation opens
         self.pool = WorkerPool(settings.server.pool_workers)
         self.observe = Observability(_record(settings, catalog))
+        if self.observe.recorder is not None:
+            specs = ((env_id, spec.gymnasium_spec()) for env_id, spec in catalog.items())
+            self.observe.recorder.writer.env_specs = {k: v for k, v in specs if v is not None}
         self.sessions = SessionTable(
             catalog,
             capacity=settings.server.capacity,

@@ -225,6 +225,35 @@ class EnvSpec:
             return functools.partial(control.load, self.entry_point)
         return load_entry_point(self.entry_point)
 
+    def gymnasium_spec(self) -> str | None:
+        """This env as a Gymnasium ``EnvSpec`` in JSON (what Minari stores as a dataset's
+        ``env_spec``, and ``gymnasium.make`` rebuilds the env from), for Gymnasium ids and
+        entry points that name a ``gymnasium.Env`` class; None for the others (factories,
+        ``dm_env`` and typed envs, OpenEnv's own envs), and where the entry point cannot be
+        loaded or its arguments are not JSON.
+        """
+        if self.openenv is not None:
+            return None
+        try:
+            if self.entry_point.startswith("gym:"):
+                spec = gymnasium.spec(self.entry_point[4:])
+                kwargs = {**spec.kwargs, **self.kwargs}
+                steps = kwargs.pop("max_episode_steps", spec.max_episode_steps)
+                spec = replace(spec, kwargs=kwargs, max_episode_steps=steps)
+            else:
+                target = self._factory()
+                if not (isinstance(target, type) and issubclass(target, gymnasium.Env)):
+                    return None
+                spec = gymnasium.envs.registration.EnvSpec(
+                    self.id,
+                    self.entry_point,
+                    kwargs=dict(self.kwargs),
+                    max_episode_steps=self.max_episode_steps,
+                )
+            return spec.to_json()
+        except (ConfigError, gymnasium.error.Error, ValueError, TypeError):
+            return None
+
     def metadata(self) -> dict[str, Any]:
         """The ``metadata`` the env's class declares ({} for factories, or when the entry point
         cannot be loaded here)."""
