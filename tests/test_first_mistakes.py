@@ -96,6 +96,18 @@ def test_a_dot_for_the_colon_gets_the_module_class_form(
     )
 
 
+def test_a_dot_for_the_colon_in_a_config_file_gets_the_form_too(project: Path) -> None:
+    (project / "envwire.toml").write_text(
+        '[[env]]\nid = "my/Grid-v0"\nentry_point = "mypkg.envs.Grid"\n'
+    )
+    done = envwire_command(project, "serve", "--config", "envwire.toml", "--gym-socket", "0")
+    assert done.returncode == 2 and "listening" not in done.stdout
+    assert done.stderr.startswith(
+        "envwire: my/Grid-v0 (mypkg.envs.Grid) cannot be loaded: entry point 'mypkg.envs.Grid' "
+        "must look like 'package.module:Name' (mypkg.envs:Grid?)"
+    )
+
+
 @pytest.mark.parametrize("taken", ["grpc", "http", "gym-socket"])
 def test_a_port_in_use_is_one_line_before_anything_listens(tmp_path: Path, taken: str) -> None:
     with socket.socket() as holder:
