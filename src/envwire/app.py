@@ -31,6 +31,7 @@ from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.frontends.openenv import OpenEnvMount, error_response
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
+from envwire.observe.gymspec import gymnasium_spec
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
 from envwire.registry import Catalog
@@ -101,7 +102,7 @@ class Server:
         self.pool = WorkerPool(settings.server.pool_workers)
         self.observe = Observability(_record(settings, catalog))
         if self.observe.recorder is not None:
-            specs = ((env_id, spec.gymnasium_spec()) for env_id, spec in catalog.items())
+            specs = ((env_id, gymnasium_spec(spec)) for env_id, spec in catalog.items())
             self.observe.recorder.writer.env_specs = {k: v for k, v in specs if v is not None}
         self.sessions = SessionTable(
             catalog,

@@ -32,13 +32,13 @@ from envwire.registry import (
     Catalog,
     EnvSpec,
     default_catalog,
-    kwargs_errors,
     load_errors,
     parse_env_arg,
     with_openenv,
 )
 from envwire.runtime.hosts import EnvHost
 from envwire.settings.config import ConfigFile, read
+from envwire.settings.envkwargs import kwargs_errors
 
 __all__ = ["build_catalog", "main"]
 

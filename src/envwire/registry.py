@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import difflib
 import functools
-import inspect
 import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -39,7 +38,6 @@ __all__ = [
     "EnvSpec",
     "Isolation",
     "default_catalog",
-    "kwargs_errors",
     "load_errors",
     "parse_env_arg",
     "with_openenv",
@@ -224,35 +222,6 @@ class EnvSpec:
         if self.entry_point.startswith(DM_CONTROL):
             return functools.partial(control.load, self.entry_point)
         return load_entry_point(self.entry_point)
-
-    def gymnasium_spec(self) -> str | None:
-        """This env as a Gymnasium ``EnvSpec`` in JSON (what Minari stores as a dataset's
-        ``env_spec``, and ``gymnasium.make`` rebuilds the env from), for Gymnasium ids and
-        entry points that name a ``gymnasium.Env`` class; None for the others (factories,
-        ``dm_env`` and typed envs, OpenEnv's own envs), and where the entry point cannot be
-        loaded or its arguments are not JSON.
-        """
-        if self.openenv is not None:
-            return None
-        try:
-            if self.entry_point.startswith("gym:"):
-                spec = gymnasium.spec(self.entry_point[4:])
-                kwargs = {**spec.kwargs, **self.kwargs}
-                steps = kwargs.pop("max_episode_steps", spec.max_episode_steps)
-                spec = replace(spec, kwargs=kwargs, max_episode_steps=steps)
-            else:
-                target = self._factory()
-                if not (isinstance(target, type) and issubclass(target, gymnasium.Env)):
-                    return None
-                spec = gymnasium.envs.registration.EnvSpec(
-                    self.id,
-                    self.entry_point,
-                    kwargs=dict(self.kwargs),
-                    max_episode_steps=self.max_episode_steps,
-                )
-            return spec.to_json()
-        except (ConfigError, gymnasium.error.Error, ValueError, TypeError):
-            return None
 
     def metadata(self) -> dict[str, Any]:
         """The ``metadata`` the env's class declares ({} for factories, or when the entry point
@@ -455,41 +424,6 @@ def load_errors(catalog: Mapping[str, EnvSpec]) -> dict[str, str]:
             errors[env_id] = str(exc).removeprefix(f"entry point {spec.entry_point!r}: ")
         except Exception as exc:  # the module's own top-level code failed
             errors[env_id] = f"importing it raised {_describe(exc)}"
-    return errors
-
-
-def kwargs_errors(catalog: Mapping[str, EnvSpec]) -> dict[str, str]:
-    """Each env of ``catalog`` whose ``kwargs`` its constructor (or factory) does not take, with
-    one line naming the key (and the nearest parameter): the keys are bound to the signature,
-    nothing is made. Envs whose entry point cannot be loaded, takes ``**kwargs`` or has no
-    signature to read are left out, as are OpenEnv's own envs.
-    """
-    errors: dict[str, str] = {}
-    for env_id, spec in catalog.items():
-        if not spec.kwargs or spec.openenv is not None or spec.entry_point.startswith(DM_CONTROL):
-            continue
-        try:
-            target = spec.target()
-            signature = inspect.signature(target) if target is not None else None
-        except Exception:  # load_errors reports it; a signature that cannot be read says nothing
-            continue
-        if signature is None:
-            continue
-        params = signature.parameters.values()
-        if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params):
-            continue
-        named = [p.name for p in params if p.kind is not inspect.Parameter.POSITIONAL_ONLY]
-        own = ("max_episode_steps", "disable_env_checker") if spec.entry_point[:4] == "gym:" else ()
-        if isinstance(target, type) and issubclass(target, dm_env.Environment):
-            own = _DM_VIEW
-        unknown = [key for key in spec.kwargs if key not in named and key not in own]
-        if unknown:
-            name = getattr(target, "__qualname__", spec.entry_point)
-            hint = _did_you_mean(unknown[0], named).replace("; did you mean", ": did you mean")
-            takes = ", ".join(named) or "no keyword arguments"
-            errors[env_id] = (
-                f"kwargs has {unknown[0]!r}, which {name} does not take{hint} (it takes {takes})"
-            )
     return errors
 
 

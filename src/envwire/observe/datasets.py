@@ -157,7 +157,7 @@ class DatasetWriter:
         self.max_bytes = max_bytes
         self.author = author
         self.overflow = overflow
-        #: Each env's Gymnasium spec as JSON (``EnvSpec.gymnasium_spec``), stored in its
+        #: Each env's Gymnasium spec as JSON (``envwire.observe.gymspec``), stored in its
         #: dataset when the dataset is made, for Minari's ``recover_environment()``.
         self.env_specs: dict[str, str] = {}
         self.used = directory_size(self.root)
