@@ -7,7 +7,9 @@ same script locally, and print both wall times side by side.
 Both runs use the same seeds and the deterministic CPU settings (one torch thread,
 ``torch.use_deterministic_algorithms``), so they train exactly the same policy: the script checks
 that the parameters are identical and that the mean evaluation return reaches 475. Only the wall
-time differs, and the ratio is what the wire costs. A short local warm-up run comes first and is
+time differs, and the ratio is what the wire costs. The exit status is 1 when the parameters
+differ, or when a full run (``--steps`` 100,000 or more) does not solve CartPole; a shorter run
+prints its figures without judging the return. A short local warm-up run comes first and is
 not counted: the first training in a process pays torch's one-time start-up costs, which would
 otherwise be charged to whichever run came first. Training takes minutes: each run prints a
 progress line every 10 seconds (steps done, steps/s, mean return of its recent episodes).
@@ -31,6 +33,8 @@ from envwire.adapters.training.sb3 import make_vec_env
 
 #: CartPole-v1's own reward threshold.
 SOLVED = 475.0
+#: Steps RL Zoo's settings take to reach it; a shorter run is a smoke run, not judged by it.
+FULL_RUN = 100_000
 
 #: µs the client spins for each reply before it sleeps (``--busy-poll-us``; 0: always sleep):
 #: PPO waits for every step's reply, and spinning saves a wake-up per step.
@@ -136,8 +140,12 @@ def main() -> None:
     print(f"identical policy parameters: {'yes' if same else 'NO'}")
     print(f"identical evaluation returns: {np.array_equal(remote['returns'], local['returns'])}")
     solved = remote["returns"].mean() >= SOLVED
-    print(f"solved (mean return >= {SOLVED:g}): {'yes' if solved else 'NO'}")
-    if not (same and solved):
+    if args.steps >= FULL_RUN:
+        print(f"solved (mean return >= {SOLVED:g}): {'yes' if solved else 'NO'}")
+    else:
+        print(f"solved: not judged ({args.steps:,} steps; it takes about {FULL_RUN:,})")
+    # the wire must train what local stepping trains; a short run is no failure
+    if not same or (args.steps >= FULL_RUN and not solved):
         raise SystemExit(1)
 
 

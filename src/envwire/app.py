@@ -14,10 +14,12 @@ observer), never itself:
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import resource
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable, Mapping
@@ -29,6 +31,7 @@ from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.frontends.openenv import OpenEnvMount, error_response
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
+from envwire.observe.gymspec import gymnasium_spec
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
 from envwire.registry import Catalog
@@ -101,6 +104,9 @@ class Server:
             settings.server.pool_workers, protected=tuple(p for p in secrets if p)
         )
         self.observe = Observability(_record(settings, catalog))
+        if self.observe.recorder is not None:
+            specs = ((env_id, gymnasium_spec(spec)) for env_id, spec in catalog.items())
+            self.observe.recorder.writer.env_specs = {k: v for k, v in specs if v is not None}
         self.sessions = SessionTable(
             catalog,
             capacity=settings.server.capacity,
@@ -255,7 +261,9 @@ class Server:
         self.observe.start()
         self.parking.start()
         tls = " (TLS)" if self.security.tls is not None else ""
-        for front in self._front_ends():
+        fronts = self._front_ends()
+        _check_ports(self.settings.server.host, self.settings.ports(), [f.name for f in fronts])
+        for front in fronts:
             try:
                 host, bound = front.start()
             except OSError as exc:
@@ -266,11 +274,20 @@ class Server:
             if announce is not None:
                 announce(f"envwire: {front.name} listening on {host}:{bound}{tls}")
 
-    def serve_forever(self) -> None:
-        """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly."""
+    def serve_forever(self, announce: Callable[[str], None] | None = None) -> None:
+        """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly, announcing
+        when it begins and when it is done; from then on a second Ctrl-C (SIGINT) stops the
+        process at once (``KeyboardInterrupt``), as uvicorn's does."""
         while not self._stopped.wait(0.5):
             pass
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if announce is not None:
+            count = len(self.sessions)
+            announce(f"envwire: shutting down ({count} session{'' if count == 1 else 's'} open)")
         self.shutdown()
+        if announce is not None:
+            announce("envwire: stopped")
 
     def stop(self) -> None:
         """Ask :meth:`serve_forever` to return."""
@@ -296,6 +313,29 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+def _check_ports(host: str, ports: Mapping[str, int | None], names: list[str]) -> None:
+    """Bind each front end's port, all at once, before any listens: a port in use is then
+    reported before another front end has said it listens (and before gRPC, which would
+    log its own line about it).
+
+    Raises:
+        OSError: a port cannot be bound (``OSError.front_end`` names its front end).
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with contextlib.ExitStack() as held:
+        for name in names:
+            port = ports.get(name)
+            if not port:  # 0: any free port, which cannot be in use
+                continue
+            probe = held.enter_context(socket.socket(family, socket.SOCK_STREAM))
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                probe.bind((host, port))
+            except OSError as exc:
+                exc.front_end = name  # type: ignore[attr-defined]
+                raise
 
 
 def _raise_file_limit() -> None:

@@ -38,6 +38,7 @@ from envwire.registry import (
 )
 from envwire.runtime.hosts import EnvHost
 from envwire.settings.config import ConfigFile, read
+from envwire.settings.envkwargs import kwargs_errors
 
 __all__ = ["build_catalog", "main"]
 
@@ -132,9 +133,25 @@ def _check_loadable(catalog: Catalog, allow_unavailable: bool) -> dict[str, str]
     return errors
 
 
+def _check_kwargs(catalog: Catalog, config: Path | None) -> None:
+    """Refuse to start when an env's ``kwargs`` name an argument its constructor does not take
+    (a typo would otherwise reach only the first client).
+
+    Raises:
+        ConfigError: one line per such env, naming the config file, the env and the key.
+    """
+    errors = kwargs_errors(catalog)
+    if errors:
+        where = f"{config} " if config is not None else ""
+        raise ConfigError(
+            "\nenvwire: ".join(f"{where}[[env]] {env_id}: {why}" for env_id, why in errors.items())
+        )
+
+
 def _serve(args: argparse.Namespace) -> int:
     chosen, catalog = _load(args)
     unavailable = _check_loadable(catalog, chosen.server.allow_unavailable)
+    _check_kwargs(catalog, args.config)
     sandbox.configure(
         unsafe=True if chosen.server.unsafe_sandbox else None, runs=chosen.server.sandbox_runs
     )
@@ -154,7 +171,7 @@ def _serve(args: argparse.Namespace) -> int:
         server.shutdown()
         print(f"envwire: {_listen_error(exc, chosen)}", file=sys.stderr)
         return 1
-    server.serve_forever()
+    server.serve_forever(announce=print_line)
     if recorder is not None and recorder.failed:
         # The episodes were lost while the server ran; the status lets a script notice.
         print(

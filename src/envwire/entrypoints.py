@@ -23,7 +23,9 @@ def import_attr(entry: str, label: str) -> object:
     """
     module_name, sep, attr = entry.partition(":")
     if not sep or not module_name or not attr:
-        raise ConfigError(f"{label} must look like 'package.module:Name'")
+        module, dot, name = entry.rpartition(".")
+        fixed = f" ({module}:{name}?)" if not sep and dot and module and name else ""
+        raise ConfigError(f"{label} must look like 'package.module:Name'{fixed}")
     try:
         target: object = importlib.import_module(module_name)
     except ImportError as exc:

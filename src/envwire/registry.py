@@ -334,6 +334,8 @@ def parse_env_arg(arg: str) -> EnvSpec:
             "module instead (pkg.server.app:app, with the directory's parent on PYTHONPATH)"
         )
     if eq:
+        if ":" not in target and not target.startswith(DM_CONTROL):
+            _check_gym_id(arg, target, dotted_only=True)
         entry = target if ":" in target or target.startswith(DM_CONTROL) else f"gym:{target}"
         if entry.startswith(DM_CONTROL):
             _check_dm_control(entry)
@@ -343,10 +345,31 @@ def parse_env_arg(arg: str) -> EnvSpec:
     if text.startswith(DM_CONTROL):
         _check_dm_control(text)
         return EnvSpec(text, text, isolation=iso)
-    if text not in gymnasium.registry:
-        hint = _did_you_mean(text, gymnasium.registry.keys())
-        raise ConfigError(f"unknown env id {text!r}{hint}")
+    _check_gym_id(arg, text)
     return EnvSpec(text, f"gym:{text}", isolation=iso)
+
+
+def _check_gym_id(arg: str, name: str, *, dotted_only: bool = False) -> None:
+    """Refuse ``name`` (from the argument ``arg``) unless Gymnasium knows it; a dotted name
+    (``mypkg.envs.MyEnv``) is most likely a class written with a dot for the colon. With
+    ``dotted_only``, only a dotted name is refused (the others are left to
+    :func:`load_errors`, which ``--allow-unavailable`` may pass over).
+
+    Raises:
+        ConfigError: the id is unknown, with the ``module:Class`` form or a did-you-mean.
+    """
+    if name in gymnasium.registry:
+        return
+    module, dot, attr = name.rpartition(".")
+    if dot and module and attr.isidentifier() and "/" not in module:
+        fixed = arg.replace(name, f"{module}:{attr}", 1)
+        raise ConfigError(
+            f"unknown env id {name!r}: Gymnasium has no such id; a class or factory is named "
+            f"module:Class ({fixed})"
+        )
+    if not dotted_only:
+        hint = _did_you_mean(name, gymnasium.registry.keys())
+        raise ConfigError(f"unknown env id {name!r}{hint}")
 
 
 def _manifest_spec(env_id: str | None, directory: str, isolation: Isolation) -> EnvSpec:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import contextlib
 import socket
 import ssl
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -273,3 +275,53 @@ def test_vector_clients_name_the_wrong_port_too(
         envwire.make_vec(url, 2, timeout=30)
     assert expected(scheme, port_of, server_tls=False) in str(raised.value)
     assert time.monotonic() - start < PROMPT
+
+
+USER_SCRIPT = """
+import sys, time
+import envwire
+start = time.monotonic()
+try:
+    envwire.make(sys.argv[1], timeout=30)
+except envwire.EnvwireError as exc:
+    print(f"{time.monotonic() - start:.2f} {type(exc).__name__}: {exc}")
+"""
+
+
+@pytest.mark.parametrize("scheme", ["gym-sockets", "https", "wss", "grpcs"])
+def test_an_untrusted_certificate_is_one_line_naming_ca(
+    servers: dict[bool, ServerProcess], scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user's script without ``ca=``: one line that says to give it, at once; no gRPC log
+    lines on the client's stderr or the server's."""
+    monkeypatch.delenv("ENVWIRE_CA", raising=False)
+    monkeypatch.delenv("GRPC_VERBOSITY", raising=False)
+    own = SCHEMES[scheme][0]
+    url = servers[True].url(scheme, ("envs/" if own == "http" else "") + "CartPole-v1", own)
+    heard = len(servers[True].output)
+    command = [sys.executable, "-c", USER_SCRIPT, url]
+    done = subprocess.run(command, check=False, capture_output=True, text=True, timeout=120)
+    assert done.stderr == ""
+    (line,) = done.stdout.splitlines()
+    seconds, _, message = line.partition(" ")
+    assert message.startswith("TransportError: ")
+    assert message.endswith(
+        "the server's TLS certificate is not trusted (unable to get local issuer certificate): "
+        "give the CA that signed it with ca= or ENVWIRE_CA"
+    )
+    assert float(seconds) < PROMPT
+    time.sleep(0.5)  # what the server would log of it comes at once
+    assert servers[True].output[heard:] == []
+
+
+@pytest.mark.parametrize("scheme", ["gym-socket", "http", "grpc"])
+def test_a_plain_client_at_a_tls_port_leaves_no_server_log(
+    servers: dict[bool, ServerProcess], tls: TlsFiles, scheme: str
+) -> None:
+    heard = len(servers[True].output)
+    url = servers[True].url(scheme, ("envs/" if scheme == "http" else "") + "CartPole-v1")
+    for _ in range(3):
+        message, _ = attempt(url, tls.ca)
+        assert f"the server speaks TLS: use {SECURE[scheme]}://" in message
+    time.sleep(0.5)
+    assert servers[True].output[heard:] == []

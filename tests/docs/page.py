@@ -69,11 +69,11 @@ def page_environment(bin_dir: Path) -> dict[str, str]:
     ``python3``) first on ``PATH``, the worktree's ``src`` first on ``PYTHONPATH``."""
     bin_dir.mkdir(parents=True, exist_ok=True)
     script = bin_dir / "envwire"
-    # What pip writes for a console script: the interpreter, then envwire.cli.main.
+    # What pip writes for a console script: the interpreter, then envwire.__main__.main.
     script.write_text(
         f"#!{sys.executable}\n"
         "import sys\n"
-        "from envwire.cli import main\n"
+        "from envwire.__main__ import main\n"
         "if __name__ == '__main__':\n"
         "    sys.exit(main())\n"
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Iterator
@@ -141,7 +142,7 @@ def test_the_dashboard_of_a_quiet_server(tmp_path: Path) -> None:
     try:
         browser.go(url(running, "http", "dashboard"))
         browser.wait("document.getElementById('status').innerText.startsWith('updated')")
-        for table, text in [("sessions", "no sessions yet"), ("errors", "no errors yet"),
+        for table, text in [("sessions", "no open sessions"), ("errors", "no errors yet"),
                             ("crashes", "no env crashes yet")]:  # fmt: skip
             rows = browser.js(
                 f"[...document.querySelectorAll('#{table} tbody tr')].map((r) => r.innerText)"
@@ -163,3 +164,49 @@ def test_the_dashboard_of_a_quiet_server(tmp_path: Path) -> None:
     finally:
         browser.close()
         running.shutdown()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium on PATH (apt-get install chromium)")
+def test_closed_sessions_five_minutes_and_one_clock(server: Server, tmp_path: Path) -> None:
+    """After its sessions closed the page says none is open (not "yet"); the chart spans the
+    five minutes its title names, from its first samples on, and draws each sample as a level
+    (no slope between two samples); every time on the page reads the same way, 24-hour."""
+    shots = artifacts(tmp_path / "screenshots")
+    env = envwire.make(url(server, "gym-socket", "CartPole-v1"))
+    env.reset(seed=0)
+    for _ in range(5):
+        env.step(0)
+    with pytest.raises(envwire.EnvwireError):
+        env.step(7)  # an error, listed with its time
+    env.close()
+    browser = Browser(tmp_path / "profile")
+    try:
+        browser.go(url(server, "http", "dashboard"))
+        browser.wait("Number(document.getElementById('chart').dataset.samples) >= 2")
+        rows = browser.js("[...document.querySelectorAll('#sessions tbody tr')]"
+                          ".map((r) => r.innerText)")  # fmt: skip
+        assert rows == ["no open sessions"]
+        ticks = browser.js(
+            "[...document.querySelectorAll('#chart text.tick')].map((t) => t.textContent)"
+        )
+        times = [t for t in ticks if t.count(":") == 2]
+        minutes = [int(t[:2]) * 60 + int(t[3:5]) for t in times]
+        span = (minutes[-1] - minutes[0]) % (24 * 60)
+        assert len(times) >= 4 and span >= 3, ticks  # 5 minutes: a tick each minute
+        for polyline in browser.js(
+            "[...document.querySelectorAll('#chart polyline.series')]"
+            ".map((p) => p.getAttribute('points'))"
+        ):
+            ys = [point.split(",")[1] for point in polyline.split()]
+            assert ys[0::2] == ys[1::2], polyline  # levels: each sample's two ends alike
+        assert browser.js("document.querySelector('#chart text.y-label').textContent") == (
+            "steps/s"
+        )
+        status = browser.js("document.getElementById('status').innerText")
+        error_time = browser.js("document.querySelector('#errors tbody td').innerText")
+        clock = re.compile(r"\d\d:\d\d:\d\d")
+        assert clock.search(status) and clock.fullmatch(error_time), (status, error_time)
+        assert not re.search(r"[AP]M", status + error_time)
+        browser.screenshot(shots / "dashboard-closed.png")
+    finally:
+        browser.close()

@@ -13,7 +13,16 @@ from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire.client.credentials import Credentials
-from envwire.client.probe import Expecting, Finding, Found, explain, not_tls, probe, recognize
+from envwire.client.probe import (
+    Expecting,
+    Finding,
+    Found,
+    explain,
+    not_tls,
+    probe,
+    recognize,
+    untrusted,
+)
 from envwire.client.transport import split_url
 from envwire.errors import (
     EnvwireError,
@@ -21,6 +30,7 @@ from envwire.errors import (
     ProtocolError,
     TransportError,
     UnauthenticatedError,
+    UnknownEnvError,
 )
 from envwire.protocols.gymsocket import (
     NEED_DATA,
@@ -40,6 +50,9 @@ DEFAULT_PORT = 5001
 _RECV = 256 * 1024
 #: The handshake errors of a server that wants a token (docs/protocols/gym-socket.md).
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
+#: A refused handshake carries the error's text alone (the protocol's one string): the class
+#: the other schemes' clients raise is told from the words every envwire server begins it with.
+_REFUSALS: tuple[tuple[str, type[EnvwireError]], ...] = (("unknown env ", UnknownEnvError),)
 
 _R = TypeVar("_R", bound=m.Reply)
 _L = TypeVar("_L")
@@ -141,6 +154,9 @@ class GymSocketTransport:
                 refused = f"{self._scheme}://{host}:{port} refused {env_id!r}: {reply.error}"
                 if reply.error in _AUTH_REFUSALS:
                     raise UnauthenticatedError(refused)
+                for words, error in _REFUSALS:
+                    if reply.error.startswith(words):
+                        raise error(refused)
                 raise TransportError(refused)
             if env_id:
                 self.send(m.GetSpace(m.SpaceKind.ACTION))
@@ -177,6 +193,8 @@ class GymSocketTransport:
             sock.close()
             if not_tls(exc):
                 raise self._stranger(Finding(Found.NOT_TLS)) from exc
+            if isinstance(exc, ssl.SSLCertVerificationError):
+                raise self._stranger(Finding(Found.UNTRUSTED, untrusted(exc))) from exc
             if isinstance(exc, ConnectionError):  # closed or reset, before a word of TLS
                 raise self._stranger(Finding(Found.CLOSED)) from exc
             raise TransportError(f"TLS with {self._scheme}://{host}:{port} failed: {exc}") from exc

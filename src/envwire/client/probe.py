@@ -43,6 +43,7 @@ __all__ = [
     "not_tls",
     "probe",
     "recognize",
+    "untrusted",
 ]
 
 #: The longest a probe takes, connection and TLS handshake included.
@@ -86,10 +87,13 @@ _FLAGS = {Found.HTTP: "--http", Found.HTTP2: "--grpc", Found.GYM_SOCKET: "--gym-
 
 @dataclass(frozen=True)
 class Finding:
-    """What answered, and a detail for the message (first bytes, an ssl reason)."""
+    """What answered, and a detail for the message (first bytes, an ssl reason); ``untrusted``:
+    why its certificate was not trusted, where a TLS server was still recognized (gRPC's,
+    which chooses ``h2`` before its certificate is judged)."""
 
     found: Found
     detail: str = ""
+    untrusted: str = ""
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,12 @@ def recognize(head: bytes) -> Found | None:
             if all(byte >= 0x20 or byte in b"\t\n\r" for byte in text):
                 return Found.GYM_SOCKET
     return Found.OTHER if len(head) >= 9 else None
+
+
+def untrusted(exc: ssl.SSLCertVerificationError) -> str:
+    """Why a certificate was not trusted, in OpenSSL's words (``unable to get local issuer
+    certificate``, ``Hostname mismatch, ...``)."""
+    return exc.verify_message or str(exc)
 
 
 def not_tls(exc: BaseException) -> bool:
@@ -210,8 +220,9 @@ def diagnose(
     parts = urlsplit(url)
     scheme, host = parts.scheme, parts.hostname or ""
     causes = list(_chain(exc))
-    if any(isinstance(cause, ssl.SSLCertVerificationError) for cause in causes):
-        return None  # the certificate was read and judged: the message says why already
+    for cause in causes:
+        if isinstance(cause, ssl.SSLCertVerificationError):  # read and judged: say what to do
+            return explain(Finding(Found.UNTRUSTED, untrusted(cause)), expecting, scheme)
     if any(not_tls(cause) for cause in causes):
         return explain(Finding(Found.NOT_TLS), expecting, scheme)
     if any(isinstance(cause, ConnectionRefusedError | socket.gaierror) for cause in causes):
@@ -284,8 +295,8 @@ def _probe_tls(host: str, port: int, ca: str | None, deadline: float) -> Finding
             tls.do_handshake()
         except ssl.SSLCertVerificationError as exc:  # it spoke TLS far enough to show it
             if tls.selected_alpn_protocol() == "h2":
-                return Finding(Found.HTTP2)
-            return Finding(Found.UNTRUSTED, exc.verify_message or str(exc))
+                return Finding(Found.HTTP2, untrusted=untrusted(exc))
+            return Finding(Found.UNTRUSTED, untrusted(exc))
         except (ssl.SSLEOFError, ssl.SSLZeroReturnError) as exc:  # closed before a TLS word
             return Finding(Found.CLOSED, str(exc))
         except ssl.SSLError as exc:

@@ -158,6 +158,9 @@ class DatasetWriter:
         self.max_bytes = max_bytes
         self.author = author
         self.overflow = overflow
+        #: Each env's Gymnasium spec as JSON (``envwire.observe.gymspec``), stored in its
+        #: dataset when the dataset is made, for Minari's ``recover_environment()``.
+        self.env_specs: dict[str, str] = {}
         self.used = directory_size(self.root)
         #: Episodes offered that had to wait for room in the queue (overflow ``wait``).
         self.waited = 0
@@ -346,7 +349,8 @@ class DatasetWriter:
         try:
             dataset = self._datasets.get(env_id)
             if dataset is None:
-                dataset = self._datasets[env_id] = Dataset(self.root, episode, self.author)
+                spec = self.env_specs.get(env_id)
+                dataset = self._datasets[env_id] = Dataset(self.root, episode, self.author, spec)
                 self.used = directory_size(self.root)
             data = encode(episode)
             if self.used + len(data) > self.max_bytes:

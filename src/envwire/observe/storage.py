@@ -210,16 +210,20 @@ class Dataset:
         root: the recording directory (absolute).
         episode: an episode of the env (its id and spaces).
         author: the dataset's author field, when it is created.
+        env_spec: the env's Gymnasium spec as JSON, stored when the dataset is created (None:
+            Minari's ``recover_environment()`` cannot make the env).
 
     Raises:
         OSError: the dataset cannot be created or read.
     """
 
-    def __init__(self, root: Path, episode: Episode, author: str) -> None:
+    def __init__(
+        self, root: Path, episode: Episode, author: str, env_spec: str | None = None
+    ) -> None:
         self.id = dataset_id(episode.env_id)
         self.path = root / self.id / "data"
         if not (self.path / _METADATA).exists():
-            self._create(episode, author)
+            self._create(episode, author, env_spec)
         self.metadata = MinariStorage.read_raw_metadata(self.path)
         self.episodes = int(self.metadata["total_episodes"])
         self.steps = int(self.metadata["total_steps"])
@@ -229,7 +233,7 @@ class Dataset:
         self.size = directory_size(self.path)
         self._added: list[_Added] = []
 
-    def _create(self, episode: Episode, author: str) -> None:
+    def _create(self, episode: Episode, author: str, env_spec: str | None) -> None:
         """Make the dataset in a temporary directory and rename it into place."""
         self.path.parent.mkdir(parents=True, exist_ok=True)
         fresh = Path(tempfile.mkdtemp(dir=self.path.parent, prefix=_NEW))
@@ -249,6 +253,8 @@ class Dataset:
                 algorithm_name="envwire recording",
                 description=f"Episodes of {episode.env_id} served by envwire.",
             )
+            if env_spec is not None:  # Minari's recover_environment() makes the env from it
+                metadata["env_spec"] = env_spec
             write_json(fresh / _METADATA, metadata)
             os.replace(fresh, self.path)
         except BaseException:  # a full disk, say: leave nothing that keeps it full

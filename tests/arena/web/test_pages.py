@@ -110,7 +110,7 @@ def parse(dom: str) -> Tables:
 def played(arena_server: ArenaServer) -> dict[str, str]:
     """Alice plays perfectly, bob badly; the nim env gets a hostile description."""
     arena.run(arena_server.config("alice"), lambda p: strong_move(p) or 1, run_limit=6)
-    arena.run(arena_server.config("bob"), lambda p: 1, run_limit=5)
+    bob = arena.run(arena_server.config("bob"), lambda p: 1, run_limit=5)
     admin = ArenaAdmin(Store(arena_server.db))
     admin.create_env(
         "nim",
@@ -127,7 +127,7 @@ def played(arena_server: ArenaServer) -> dict[str, str]:
     request = reply["action_requests"][0]
     put(arena_server.act_url("nim"), {"protocol_version": 1, "agent": "alice", "pwd": alice["pwd"],
         "actions": [{**request, "action": 9}]})  # fmt: skip
-    return {"active": request["run"]}
+    return {"active": request["run"], "unplayed": ",".join(bob.unplayed)}
 
 
 def test_pages_in_a_browser(
@@ -142,13 +142,15 @@ def test_pages_in_a_browser(
         "index": base,
         "env": base + "env/nim",
         "agent": base + "agent/nim/alice",
+        "bob": base + "agent/nim/bob",
         "active": base + f"run/nim/{played['active']}",
         "missing": base + "run/nim/999999",
         "redirect": arena_server.url + f"run/nim/{played['active']}",
     }
     with ThreadPoolExecutor(len(urls)) as pool:
         futures = {k: pool.submit(browse, u, tmp_path / k) for k, u in urls.items()}
-        doms = {k: parse(f.result()) for k, f in futures.items()}
+        raw = {k: f.result() for k, f in futures.items()}
+    doms = {k: parse(dom) for k, dom in raw.items()}
 
     index = doms["index"].tables["envs"]
     assert index[0] == ["arena env", "name", "catalog id", "agents", "runs", "finished"]
@@ -168,12 +170,17 @@ def test_pages_in_a_browser(
     assert len(env.tables["runs"]) > 10
     ratings = env.svgs["ratings"]  # alice's and bob's ratings over time: a line, or a dot
     assert ratings.get("polyline", 0) + ratings.get("circle", 0) == 2  # for runs of one moment
+    assert 'transform="rotate(-90 12 104)">rating</text>' in raw["env"]  # the y-axis's label
 
     agent = doms["agent"]
-    facts = {row[0]: row[1] for row in agent.tables["agent"][1:]}
+    facts = {row[0]: row[1] for row in agent.tables["agent"]}
+    assert next(iter(facts)) == "arena env"  # no empty header row above the facts
     assert facts["rating"] == "1.000" and int(facts["finished runs"]) >= 6
     statuses = [row[1] for row in agent.tables["runs"][1:]]
-    assert statuses.count("finished") == int(facts["finished runs"]) and "active" in statuses
+    # and the run whose first action was refused waits for it
+    assert statuses.count("finished") == int(facts["finished runs"]) and (
+        "waiting for its first action" in statuses
+    )
     assert agent.svgs["rating"].get("polyline") == 1  # her rating over her runs
     assert agent.svgs["outcomes"].get("rect", 0) >= 1  # the outcomes of her recent runs
 
@@ -185,12 +192,23 @@ def test_pages_in_a_browser(
         assert "waiting for action" in history[-1][2]
         messages = " ".join(row[4] for row in history[1:])
         assert "action 9 rejected" in messages
-        facts = {row[0]: row[1] for row in run.tables["run"][1:]}
-        assert facts["status"] == "active" and facts["agent"] == "alice"
+        facts = {row[0]: row[1] for row in run.tables["run"]}
+        assert next(iter(facts)) == "arena env" and facts["agent"] == "alice"  # no header
+        assert facts["status"] == "waiting for its first action"
         timeline = run.svgs["timeline"]  # a bar per accepted action, a dot per message
         assert timeline.get("rect", 0) == len(history) - 2 and timeline.get("circle", 0) >= 1
 
     assert doms["missing"].title == "404 Not Found"
+    _unplayed_runs_wait(doms["bob"], played["unplayed"])
+
+
+def _unplayed_runs_wait(bob: Tables, unplayed_runs: str) -> None:
+    """Bob stopped at his run limit: the runs the server started for his last reply are shown
+    as waiting for him, none as active with no action."""
+    unplayed = unplayed_runs.split(",") if unplayed_runs else []
+    runs = {row[0]: row for row in bob.tables["runs"][1:]}
+    assert unplayed and all(runs[r][1:3] == ["waiting for its first action", "0"] for r in unplayed)
+    assert not [row for row in runs.values() if row[1:3] == ["active", "0"]]
 
 
 @pytest.mark.parametrize(

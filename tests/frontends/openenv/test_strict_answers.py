@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from contextlib import ExitStack
 
 import httpx
 import pytest
@@ -185,3 +186,48 @@ def test_strict_mode_still_refuses_forms_on_mcp(strict: str) -> None:
     assert refused.status_code == 415
     listed = httpx.post(f"{strict}/mcp", content=rpc, headers={"content-type": "application/json"})
     assert listed.status_code == 200
+
+
+# --- a session refused at capacity ----------------------------------------------------------
+
+
+def _core_refusal(core: TestClient, held: int) -> tuple[str, int | None]:
+    with ExitStack() as stack:
+        for _ in range(held):
+            stack.enter_context(core.websocket_connect("/ws"))
+        with core.websocket_connect("/ws") as ws:
+            said = ws.receive_text()
+            with pytest.raises(WebSocketDisconnect) as closed:
+                ws.receive_text()
+    return said, closed.value.code
+
+
+def _our_refusal(base: str, held: int) -> tuple[str, int | None, str]:
+    url = base.replace("http://", "ws://") + "/ws"
+    with ExitStack() as stack:
+        for _ in range(held):
+            opened = stack.enter_context(connect(url, proxy=None))
+            opened.send('{"type": "state"}')  # the session is open once it answers
+            opened.recv(timeout=30)
+        with connect(url, proxy=None) as ws:
+            said = ws.recv(timeout=30)
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=30)
+    assert isinstance(said, str) and closed.value.rcvd is not None
+    return said, closed.value.rcvd.code, closed.value.rcvd.reason
+
+
+def test_a_session_refused_at_capacity_closes_as_openenv_cores(
+    core: TestClient, strict: str
+) -> None:
+    said, code = _core_refusal(core, 8)  # the app allows 8 sessions at once
+    assert json.loads(said)["data"]["code"] == "CAPACITY_REACHED" and code == 1000
+    assert _our_refusal(strict, 8) == (said, code, "")
+
+
+def test_default_mode_refuses_at_capacity_naming_the_env(default: str) -> None:
+    said, code, reason = _our_refusal(default, 8)
+    assert json.loads(said)["data"]["message"].startswith(
+        "Server at capacity: 8/8 sessions of oe/Faulty-v0 active."
+    )
+    assert (code, reason) == (1013, "EnvCapacityError")

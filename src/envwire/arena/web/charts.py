@@ -83,12 +83,13 @@ def line_chart(
     css_id: str,
     title: str,
     x_label: str,
+    y_label: str = "rating",
     x_axis: Literal["number", "time"] = "number",
     width: int = 640,
     height: int = 240,
 ) -> str:
-    """A line chart of named series of (x, y) points, with ticks on both axes and a legend.
-    ``x_axis="time"``: x values are Unix times, labelled as UTC clock times or dates."""
+    """A line chart of named series of (x, y) points, with ticks and a label on both axes and a
+    legend. ``x_axis="time"``: x values are Unix times, labelled as UTC clock times or dates."""
     points = [p for _, pts in series for p in pts]
     if not points:
         return f'<p class="muted" id="{_e(css_id)}">No finished runs yet.</p>'
@@ -102,7 +103,7 @@ def line_chart(
         x_ticks = nice_ticks(min(xs), max(xs), 6)
         x_label_of = _num
     x0, x1, y0, y1 = x_ticks[0], x_ticks[-1], y_ticks[0], y_ticks[-1]
-    left, right, top, bottom = 52, width - 28, 10, height - 42
+    left, right, top, bottom = 66, width - 28, 10, height - 42
 
     def px(x: float) -> float:
         return left + PAD + (x - x0) / (x1 - x0) * (right - left - 2 * PAD)
@@ -132,6 +133,9 @@ def line_chart(
         f'd="M{left},{top}V{bottom}H{right}"/>'
         f'<text x="{(left + right) / 2:.0f}" y="{height - 6}" font-size="11" fill="{_LABEL}" '
         f'text-anchor="middle">{_e(x_label)}</text>'
+        f'<text class="y-label" x="12" y="{(top + bottom) / 2:.0f}" font-size="11" '
+        f'fill="{_LABEL}" text-anchor="middle" '
+        f'transform="rotate(-90 12 {(top + bottom) / 2:.0f})">{_e(y_label)}</text>'
     )
     legend = []
     for i, (name, pts) in enumerate(series):

@@ -42,7 +42,7 @@ h1{font-size:1.6rem}table{border-collapse:collapse;width:100%;margin:1rem 0}
 th,td{border-bottom:1px solid #ddd;padding:.35rem .6rem;text-align:left;vertical-align:top}
 th{background:#f4f4f4}code{font-size:.9em;white-space:pre-wrap;word-break:break-all}
 .error{color:#a00}.warning{color:#a60}.muted{color:#777}nav a{margin-right:1rem}
-.chart{max-width:100%;height:auto}
+.chart{max-width:100%;height:auto}table.facts{width:auto}table.facts th{font-weight:normal}
 """
 
 #: Rated runs a chart of ratings draws per agent (the last ones).
@@ -95,6 +95,12 @@ def _table(headers: Sequence[str], rows: Iterable[Sequence[str]], css_id: str) -
     return f'<table id="{css_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
 
 
+def _facts(rows: Iterable[tuple[str, str]], css_id: str) -> str:
+    """A table of named facts: a name (a row header) and its value (HTML) per row."""
+    body = "".join(f'<tr><th scope="row">{_e(k)}</th><td>{v}</td></tr>' for k, v in rows)
+    return f'<table id="{css_id}" class="facts"><tbody>{body}</tbody></table>'
+
+
 def _ended(run: RunRow) -> str:
     if run.finished and run.ended is None:  # carried over from a server that kept no times
         return "not known (carried over)"
@@ -103,7 +109,9 @@ def _ended(run: RunRow) -> str:
 
 def _status(run: RunRow) -> str:
     if not run.finished:
-        return "active"
+        # a run the server started for a reply the agent never answered (a client that
+        # stopped at its run limit): the agent's next client plays it first
+        return "active" if run.act_no else "waiting for its first action"
     return "abandoned" if run.how == "abandoned" else "finished"
 
 
@@ -264,7 +272,7 @@ def agent_page(
         ("finished runs", _e(agent.total_runs)),
         ("status", "blocked" if agent.blocked else "active"),
     ]
-    table = _table(["", ""], ([_e(k), v] for k, v in facts), "agent")
+    table = _facts(facts, "agent")
     first = max(agent.total_runs - len(points), 0)  # its runs are numbered as it finished them
     line = [(float(first + i + 1), r) for i, (_, r) in enumerate(points)]
     rating = charts.line_chart([(agent.name, line)], css_id="rating",
@@ -342,7 +350,7 @@ def run_page(
         ("started", started),
         ("ended", ended),
     ]
-    body = _table(["", ""], ([_e(k), v] for k, v in facts), "run")
+    body = _facts(facts, "run")
     shown = steps[:_TIMELINE_STEPS]
     line = charts.timeline(
         [s.reward for s in shown],

@@ -52,12 +52,16 @@ class RequestInfo:
 
 @dataclass
 class RunSummary:
-    """What a :func:`run` did: requests sent, actions sent, and the runs that finished."""
+    """What a :func:`run` did: requests sent, actions sent, the runs that finished, and the
+    runs it was asked about last but did not play (``unplayed``: the server starts runs for a
+    reply before it knows the client stops at its run limit; the agent's next client plays
+    them first)."""
 
     requests: int = 0
     actions: int = 0
     finished: dict[str, Any] = field(default_factory=dict)
     abandoned: list[str] = field(default_factory=list)
+    unplayed: list[str] = field(default_factory=list)
 
 
 class _Progress:
@@ -287,6 +291,13 @@ class _Loop:
             self.progress.tick()
             self.processor.active({str(r) for r in reply.get("active_runs", [])})
             if self.run_limit is not None and len(summary.finished) >= self.run_limit:
+                summary.unplayed = [str(r["run"]) for r in requests_]
+                if summary.unplayed:
+                    log.info(
+                        "run limit reached; runs %s were started and wait for this agent's "
+                        "next client",
+                        ", ".join(summary.unplayed),
+                    )
                 break
             if self.abandon_old_runs:
                 to_abandon = [str(r["run"]) for r in requests_ if str(r["run"]) in old]

@@ -17,7 +17,7 @@ import time
 import grpc
 
 from envwire.client.credentials import Credentials
-from envwire.client.probe import Expecting, Found, explain, probe
+from envwire.client.probe import Expecting, Finding, Found, explain, probe
 from envwire.errors import ConfigError, TransportError
 
 __all__ = ["CHANNEL_OPTIONS", "DEFAULT_PORT", "channel_credentials", "open_channel"]
@@ -124,6 +124,8 @@ def _wait(
     seen = states.wait({_READY, _FAILED}, deadline)
     if _FAILED in seen and _READY not in seen:
         finding = probe(host, port, tls=tls, ca=ca)
+        if finding.untrusted:  # a gRPC server, whose certificate this client does not trust
+            finding = Finding(Found.UNTRUSTED, finding.untrusted)
         line = explain(finding, _EXPECTING, scheme)
         if line is not None and finding.found is not Found.SILENT:
             raise TransportError(f"cannot connect to {where}: {line}")

@@ -248,10 +248,10 @@ class GrpcFrontEnd:
                 bound = server.add_secure_port(address, grpc.ssl_server_credentials([pair]))
             else:
                 bound = server.add_insecure_port(address)
-        except RuntimeError as exc:
-            raise OSError(f"gRPC cannot listen on {address}: {exc}") from None
+        except RuntimeError as exc:  # the caller names the front end and the address
+            raise OSError(str(exc)) from None
         if not bound:
-            raise OSError(f"gRPC cannot listen on {address}")
+            raise OSError("the port cannot be bound")
         server.start()
         self._server, self.port = server, bound
         if self.idle_timeout is not None:

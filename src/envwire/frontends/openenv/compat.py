@@ -33,6 +33,10 @@ class Compat:
             openenv-core's words, ``'list' object has no attribute 'get'``, and it ends).
         refusal_waits: a refused WebSocket session answers the client's first message before
             closing (strict: the error is sent at once).
+        named_refusals: a refused WebSocket session closes with 1013 (capacity) or 1011 and the
+            error's class as the reason, and its capacity message names the env (strict: close
+            1000 with no reason, after openenv-core's own ``Server at capacity: 1/1 sessions
+            active. Cannot accept new connections.``).
         empty_tools: ``tools/list`` of an env without tools is an empty list (strict: the
             ``-32603`` "Environment does not support MCP" error).
         many_sessions: envwire's own envs and Gymnasium envs take any number of sessions
@@ -53,6 +57,7 @@ class Compat:
     check_ws_seed: bool = True
     malformed_continues: bool = True
     refusal_waits: bool = True
+    named_refusals: bool = True
     empty_tools: bool = True
     many_sessions: bool = True
     named_env_errors: bool = True

@@ -242,6 +242,14 @@ class _Session:
         limits: dict[str, Any] = {"active_sessions": len(table), "max_sessions": table.capacity}
         if isinstance(exc, EnvCapacityError):
             limits = {"active_sessions": exc.active, "max_sessions": exc.limit}
+        compat = self.mount.service.compat
+        if isinstance(exc, CapacityError) and not compat.named_refusals:
+            # openenv-core's words, which name no env (one env per server there)
+            said = (
+                f"Server at capacity: {limits['active_sessions']}/{limits['max_sessions']} "
+                "sessions active. Cannot accept new connections."
+            )
+            exc = CapacityError(said)
         if endpoint == "mcp":
             data = limits if isinstance(exc, CapacityError) else None
             text = dumps(rpc_error(None, RpcCode.SERVER_ERROR, str(exc), data))
@@ -249,10 +257,13 @@ class _Session:
             text = self._error(ErrorCode.CAPACITY_REACHED, str(exc), exc.code, **limits)
         else:
             text = self._error(ErrorCode.FACTORY_ERROR, str(exc), exc.code)
-        if self.mount.service.compat.refusal_waits:
+        if compat.refusal_waits:
             channel.receive(wait=_REFUSAL_WAIT)
         channel.send_text(text)
-        channel.close(1013 if isinstance(exc, CapacityError) else 1011, type(exc).__name__)
+        if not compat.named_refusals:
+            channel.close(1000)  # as openenv-core's websocket.close() after the error
+        else:
+            channel.close(1013 if isinstance(exc, CapacityError) else 1011, type(exc).__name__)
 
     def _error(self, code: ErrorCode, text: str, envwire_code: str, **extra: object) -> str:
         """An error message; envwire's finer code rides along unless in strict mode."""
