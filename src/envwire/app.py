@@ -10,12 +10,19 @@ observer), never itself:
   and dashboard (:mod:`envwire.observe.dashboard`), the arena when ``arena_db`` is set
   (:mod:`envwire.arena.web`), then OpenEnv (:mod:`envwire.frontends.openenv`);
 - a metrics-only listener when ``metrics`` has a port (:mod:`envwire.observe.scrape`).
+
+As one worker of several (``--workers``, :mod:`envwire.server.supervisor`), it accepts on the
+sockets its supervisor bound, marks its OpenEnv session tokens with its index, passes requests
+for another worker's sessions (and the arena's, which worker 0 holds) to that worker, and serves
+its mounts to the other workers on its own Unix socket (:mod:`envwire.server.relay`).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
+import re
 import resource
 import signal
 import sys
@@ -23,22 +30,26 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from envwire.arena.web import arena_mount
+from envwire.arena.web import arena_mount, arena_paths
 from envwire.frontends.dmenvrpc import GrpcFrontEnd
 from envwire.frontends.gymsocket import GymSocketFrontEnd
-from envwire.frontends.openenv import OpenEnvMount, error_response
+from envwire.frontends.openenv import OpenEnvMount, error_response, session_tokens
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
+from envwire.protocols.http.http11 import Request
 from envwire.registry import Catalog
 from envwire.runtime.pool import WorkerPool
 from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
 from envwire.runtime.workers import make_worker
 from envwire.server.http import Guard, HttpFrontEnd, Mount
+from envwire.server.listener import ThreadedListener
 from envwire.server.parking import Parking
+from envwire.server.relay import RelayMount, relay_front_end
 from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
+from envwire.server.supervisor import WorkerRole
 from envwire.server.threads import ThreadPool
 from envwire.settings import Settings
 from envwire.sockets.buffers import BufferBudget
@@ -46,6 +57,9 @@ from envwire.sockets.buffers import BufferBudget
 __all__ = ["FrontEnd", "Server", "print_line"]
 
 log = logging.getLogger("envwire")
+
+#: A worker's mark on its OpenEnv session tokens: ``w<index>.`` ('.' is never in the rest).
+_MARK = re.compile(r"w(\d+)\.")
 
 
 class FrontEnd(Protocol):
@@ -76,6 +90,7 @@ class Server:
         health: extra fields of OpenEnv's ``/health`` (the code sandbox's enforcement).
         unavailable: envs of the catalog that cannot be loaded, with why (served anyway, at
             the operator's choice: ``/health`` names them).
+        role: this process's place among the workers of a server (None: the only one).
 
     Raises:
         ConfigError: a token or TLS file cannot be used, or Ray is needed and missing.
@@ -88,8 +103,10 @@ class Server:
         *,
         health: Callable[[], dict[str, Any]] = dict,
         unavailable: Mapping[str, str] | None = None,
+        role: WorkerRole | None = None,
     ) -> None:
         self.catalog = catalog
+        self.role = role
         self.settings = settings = settings or Settings()
         self.unavailable = dict(unavailable or {})
         self.health = health
@@ -112,6 +129,7 @@ class Server:
         self.budget = BufferBudget(settings.server.max_buffered)
         self.parking = Parking(self.threads)
         self.front_ends: list[FrontEnd] = []
+        self.local_mounts: list[Mount] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 
@@ -141,9 +159,12 @@ class Server:
         if settings.grpc.port is not None:
             grpc = settings.grpc
             limits = connection_limits(security, grpc.grpc_max_connections, host)
+            if self.role is not None and "grpc" in self.role.ports:
+                grpc = dataclasses.replace(grpc, port=self.role.ports["grpc"])
             found.append(
                 GrpcFrontEnd(
                     grpc,
+                    shared_port=self.role is not None,
                     host=host,
                     sessions=self.sessions,
                     catalog=self.catalog,
@@ -165,6 +186,11 @@ class Server:
                     parking=self.parking,
                 )
             )
+        if self.role is not None:
+            for front in found:
+                sock = self.role.listener(front.name)
+                if sock is not None and isinstance(front, ThreadedListener):
+                    front.adopt(sock)
         return found
 
     def _http(self) -> HttpFrontEnd:
@@ -173,7 +199,9 @@ class Server:
         security = self.security
         guard = Guard(security, host, error_response)
         mounts: list[Mount] = [ObserveWeb(self.observe, security.tokens, security.public_metrics)]
-        if settings.arena.arena_db is not None:
+        role = self.role
+        arena_here = role is None or role.index == 0
+        if settings.arena.arena_db is not None and arena_here:
             mounts.append(
                 arena_mount(
                     settings.arena,
@@ -193,8 +221,13 @@ class Server:
                 guard=guard,
                 idle_timeout=settings.server.idle_timeout,
                 health=self._health,
+                token_prefix="" if role is None else f"w{role.index}.",
             )
         )
+        #: What the worker's relay socket serves to the other workers (no relay of its own).
+        self.local_mounts = list(mounts)
+        if role is not None:
+            mounts.insert(0, RelayMount(role.index, role.relays, self._owner))
         limits = connection_limits(settings.security, settings.security.max_connections, host)
         return HttpFrontEnd(
             settings.http,
@@ -206,6 +239,21 @@ class Server:
             threads=self.threads,
             parking=self.parking,
         )
+
+    def _owner(self, request: Request) -> int | None:
+        """The worker a request belongs to: worker 0 for the arena's paths, the worker an
+        OpenEnv session token names; None for whichever worker got it."""
+        if self.settings.arena.arena_db is not None and self._arena_owns(request.path):
+            return 0
+        for token in session_tokens(request):
+            mark = _MARK.match(token)
+            if mark is not None:
+                return int(mark[1])
+        return None
+
+    @functools.cached_property
+    def _arena_owns(self) -> Callable[[str], bool]:
+        return arena_paths()
 
     def _health(self) -> dict[str, Any]:
         """``/health``'s extra fields: the caller's, and the envs that cannot be loaded."""
@@ -260,6 +308,17 @@ class Server:
             self.addresses[front.name] = (host, bound)
             if announce is not None:
                 announce(f"envwire: {front.name} listening on {host}:{bound}{tls}")
+        if self.role is not None:
+            relay = relay_front_end(
+                self.role.relay_listener(),
+                self.settings.http,
+                guard=Guard(self.security, self.settings.server.host, error_response),
+                mounts=self.local_mounts,
+                threads=self.threads,
+                parking=self.parking,
+            )
+            relay.start()
+            self.front_ends.append(relay)
 
     def serve_forever(self) -> None:
         """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly."""

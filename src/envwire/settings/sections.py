@@ -122,6 +122,12 @@ class ServerSettings(Section):
         "actor per session)",
         shown="each env's",
     )
+    workers: int | str = setting(
+        1,
+        Count(1, auto=True),
+        "server processes sharing the ports, each serving every front end (auto: one per core "
+        "this process may use); see the deployment guide",
+    )
     pool_workers: int = setting(
         0,
         Count(0),

@@ -157,8 +157,9 @@ class _DaemonPool(futures.Executor):
 
 class GrpcFrontEnd:
     """Serves the session table over dm_env_rpc on ``host:port`` (port 0 picks one); the
-    arguments are as :class:`~envwire.frontends.gymsocket.GymSocketFrontEnd`'s, and
-    ``per_address`` bounds the streams of one client address."""
+    arguments are as :class:`~envwire.frontends.gymsocket.GymSocketFrontEnd`'s,
+    ``per_address`` bounds the streams of one client address, and ``shared_port`` binds with
+    SO_REUSEPORT, for the workers of one server (:mod:`envwire.server.supervisor`)."""
 
     name = "grpc"
 
@@ -174,8 +175,10 @@ class GrpcFrontEnd:
         observe: Observability,
         per_token: int | None = None,
         idle_timeout: float | None,
+        shared_port: bool = False,
     ) -> None:
         self.host, self.port = host, settings.port or 0
+        self.shared_port = shared_port
         self.observe = observe
         self.worlds = WorldTable(sessions, settings.grpc_max_num_envs)
         self.properties = Properties(catalog, self.worlds)
@@ -213,7 +216,11 @@ class GrpcFrontEnd:
             self._pool,
             handlers=[handler],
             maximum_concurrent_rpcs=self.max_connections,
-            options=(*_OPTIONS, ("grpc.max_receive_message_length", limit)),
+            options=(
+                *(o for o in _OPTIONS if o[0] != "grpc.so_reuseport"),
+                ("grpc.so_reuseport", int(self.shared_port)),
+                ("grpc.max_receive_message_length", limit),
+            ),
         )
         address = f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
         security = self.security

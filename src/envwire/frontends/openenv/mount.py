@@ -91,6 +91,7 @@ class OpenEnvMount:
         guard: the HTTP front end's token check.
         idle_timeout: seconds a WebSocket session may go unused (None: no limit).
         health: extra ``/health`` fields (the code sandbox's enforcement).
+        token_prefix: what every HTTP and MCP session token begins with (the worker's mark).
     """
 
     def __init__(
@@ -103,6 +104,7 @@ class OpenEnvMount:
         guard: Guard,
         idle_timeout: float | None,
         health: Callable[[], dict[str, Any]] = dict,
+        token_prefix: str = "",
     ) -> None:
         self.settings = settings
         self.sessions = sessions
@@ -111,7 +113,7 @@ class OpenEnvMount:
         # HTTP sessions have no connection that ends them: a shorter idle time than the
         # server's idle_timeout, which still bounds it.
         self.http_idle = min(settings.http_session_idle, idle_timeout or float("inf"))
-        self.service = OpenEnvService(settings, sessions, catalog)
+        self.service = OpenEnvService(settings, sessions, catalog, token_prefix)
         self.router = Router(self.service, observe, self.status, health)
         self.front: HttpFrontEnd | None = None
         self._stopping = threading.Event()

@@ -112,10 +112,19 @@ class OpenEnvService:
             from one client address; WebSocket sessions live with their connection, which the
             HTTP front end bounds, and transient records serve one request).
         sessions: the server's session table; ``catalog`` its envs.
+        token_prefix: what every session token begins with (a worker's mark, where the
+            server has several: :mod:`envwire.server.relay`).
     """
 
-    def __init__(self, settings: OpenEnvSettings, sessions: SessionTable, catalog: Catalog) -> None:
+    def __init__(
+        self,
+        settings: OpenEnvSettings,
+        sessions: SessionTable,
+        catalog: Catalog,
+        token_prefix: str = "",
+    ) -> None:
         self.table = sessions
+        self.token_prefix = token_prefix
         self.catalog = catalog
         self.arrays: Arrays = "list" if settings.openenv_arrays == "list" else "base64"
         self.compat = Compat.of(settings.openenv_compat)
@@ -164,7 +173,7 @@ class OpenEnvService:
         with self._lock:
             self._records.add(record)
             if kind != "ws":
-                record.token = secrets.token_urlsafe(24)
+                record.token = self.token_prefix + secrets.token_urlsafe(24)
                 self._tokens[record.token] = record
         return record
 

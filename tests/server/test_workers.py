@@ -1,0 +1,217 @@
+"""``envwire serve --workers N``: N server processes on the same ports, one server to clients.
+
+Every test runs a real server of two workers (the kernel gives each new connection to one of
+them) and plays what a client or an operator does: an HTTP session stepped over fresh
+connections, a worker killed while sessions go on, SIGHUP, SIGTERM.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+import envwire
+from envwire.errors import EnvwireError
+from envwire.testing import ServerProcess, wait_until
+
+pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="Linux /proc")
+
+TOKEN = "workers-token-0123456789abcdef"
+NEW_TOKEN = "workers-token-fedcba9876543210"
+
+
+def _alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie does not)."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (Linux)."""
+    found: list[int] = []
+    todo = [pid]
+    while todo:
+        parent = todo.pop()
+        for task in Path(f"/proc/{parent}/task").glob("*"):
+            try:
+                children = [int(w) for w in (task / "children").read_text().split()]
+            except OSError:
+                continue
+            found += children
+            todo += children
+    return found
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ServerProcess]:
+    with ServerProcess(
+        ["CartPole-v1", "test/Echo-v0=envwire.envs.echo:EchoEnv"],
+        front_ends=("gym-socket", "http", "grpc"),
+        workers=2,
+    ) as running:
+        yield running
+
+
+def test_every_port_is_announced_once_and_served_by_two_workers(server: ServerProcess) -> None:
+    lines = [line for line in server.output if " listening on " in line]
+    assert sorted(line.split()[1] for line in lines) == ["grpc", "gym-socket", "http"]
+    assert len(server.children()) == 2
+    for scheme, front_end in [("gym-socket", "gym-socket"), ("grpc", "grpc"), ("ws", "http")]:
+        prefix = "envs/" if front_end == "http" else ""
+        env = envwire.make(server.url(scheme, prefix + "CartPole-v1", front_end), timeout=30)
+        env.reset(seed=1)
+        env.step(0)
+        env.close()
+
+
+def test_http_session_stepped_over_30_fresh_connections(server: ServerProcess) -> None:
+    """Each request a new connection, landing on either worker: the session is found."""
+    base = f"http://127.0.0.1:{server.ports['http']}/envs/CartPole-v1"
+    reset = httpx.post(f"{base}/reset", json={"seed": 3}, timeout=30)
+    assert reset.status_code == 200, reset.text
+    token = reset.headers["envwire-session"]
+    assert token.startswith(("w0.", "w1.")), token
+    for i in range(30):
+        # httpx opens a connection of its own for each request
+        step = httpx.post(
+            f"{base}/step",
+            json={"action": {"action": i % 2}},
+            headers={"envwire-session": token},
+            timeout=30,
+        )
+        assert step.status_code == 200, step.text
+        if step.json()["done"]:
+            again = httpx.post(
+                f"{base}/reset", json={}, headers={"envwire-session": token}, timeout=30
+            )
+            assert again.status_code == 200, again.text
+            assert again.headers["envwire-session"] == token
+    state = httpx.get(f"{base}/state", headers={"envwire-session": token}, timeout=30)
+    assert state.status_code == 200, state.text
+    assert state.json()["step_count"] > 0
+    # a token of no worker is the protocol's 404, wherever the request lands
+    gone = httpx.post(
+        f"{base}/step",
+        json={"action": {"action": 1}},
+        headers={"envwire-session": "w1.nope"},
+        timeout=30,
+    )
+    assert gone.status_code == 404
+
+
+def test_mcp_session_addressed_by_id_from_any_connection(server: ServerProcess) -> None:
+    url = f"http://127.0.0.1:{server.ports['http']}/envs/test/Echo-v0/mcp"
+
+    def call(method: str, params: dict[str, object]) -> dict[str, object]:
+        body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+        answer = httpx.post(url, json=body, timeout=30)
+        assert answer.status_code == 200, answer.text
+        reply: dict[str, object] = answer.json()
+        assert "error" not in reply, reply
+        return reply
+
+    created = call("openenv/session/create", {})["result"]
+    assert isinstance(created, dict)
+    session_id = created["session_id"]
+    for _ in range(10):
+        call("tools/list", {"session_id": session_id})
+    closed = call("openenv/session/close", {"session_id": session_id})["result"]
+    assert closed == {"session_id": session_id, "closed": True}
+
+
+def _connected(server: ServerProcess, count: int) -> list[envwire.Env]:  # type: ignore[name-defined]
+    envs = []
+    for _ in range(count):
+        env = envwire.make(server.url("gym-socket", "CartPole-v1"), timeout=30)
+        env.reset(seed=0)
+        envs.append(env)
+    return envs
+
+
+def test_a_killed_worker_is_replaced_and_the_others_sessions_go_on() -> None:
+    with ServerProcess(["CartPole-v1"], workers=2) as server:
+        workers = server.children()
+        assert len(workers) == 2
+        envs = _connected(server, 8)  # the kernel spreads them over both workers
+        os.kill(workers[0], signal.SIGKILL)
+        assert wait_until(lambda: not _alive(workers[0]), 10)
+        survived = failed = 0
+        for env in envs:
+            try:
+                for _ in range(5):
+                    _, _, terminated, _, _ = env.step(0)
+                    if terminated:
+                        env.reset()
+                survived += 1
+            except EnvwireError:
+                failed += 1
+            finally:
+                env.close()
+        assert survived and failed, (survived, failed)
+        assert wait_until(
+            lambda: len(server.children()) == 2 and workers[0] not in server.children(), 30
+        )
+        log = "".join(server.output)
+        assert f"worker 0 (process {workers[0]}) killed by SIGKILL" in log, log
+        assert "worker 0 replaced by process" in log, log
+        # the replacement serves new connections (in time both workers take them)
+        for env in _connected(server, 4):
+            env.step(1)
+            env.close()
+
+
+def test_sigterm_stops_every_worker_and_leaves_no_process() -> None:
+    server = ServerProcess(["CartPole-v1", "test/P-v0=envwire.testing.envs:DictEnv@process"])
+    server.command += ["--workers", "2"]
+    with server:
+        envs = [envwire.make(server.url("gym-socket", "test/P-v0"), timeout=30) for _ in range(4)]
+        for env in envs:
+            env.reset()
+        assert server.process is not None
+        below = _descendants(server.process.pid)
+        assert len(below) >= 4  # two workers and the env processes of their sessions
+        started = time.monotonic()
+        assert server.stop(timeout=30) == 0
+        assert time.monotonic() - started < 15
+        assert wait_until(lambda: not any(_alive(pid) for pid in below), 10), [
+            pid for pid in below if _alive(pid)
+        ]
+        for env in envs:
+            with contextlib.suppress(EnvwireError, OSError):
+                env.close()
+
+
+def test_sighup_reloads_tokens_in_every_worker(tmp_path: Path) -> None:
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text(TOKEN + "\n")
+    tokens.chmod(0o600)
+    with ServerProcess(
+        ["CartPole-v1"], ["--token-file", str(tokens)], front_ends=("http",), workers=2
+    ) as server:
+        url = f"http://127.0.0.1:{server.ports['http']}/envs/CartPole-v1/reset"
+
+        def statuses(token: str) -> set[int]:
+            """The answers to ten requests, each on a fresh connection (both workers)."""
+            auth = {"authorization": f"Bearer {token}"}
+            return {
+                httpx.post(url, json={}, headers=auth, timeout=30).status_code for _ in range(10)
+            }
+
+        assert statuses(TOKEN) == {200}
+        assert statuses(NEW_TOKEN) == {401}
+        tokens.write_text(NEW_TOKEN + "\n")
+        assert server.process is not None
+        server.process.send_signal(signal.SIGHUP)
+        assert wait_until(lambda: statuses(TOKEN) == {401}, 20)
+        assert statuses(NEW_TOKEN) == {200}
+        assert len(server.children()) == 2  # SIGHUP stopped nobody
