@@ -50,6 +50,7 @@ from envwire.server.relay import RelayMount, relay_front_end
 from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
 from envwire.server.supervisor import WorkerRole
+from envwire.server.tally import Tally
 from envwire.server.threads import ThreadPool
 from envwire.settings import Settings
 from envwire.sockets.buffers import BufferBudget
@@ -115,12 +116,16 @@ class Server:
         # no process starts until a session of an env with pool isolation opens
         self.pool = WorkerPool(settings.server.pool_workers)
         self.observe = Observability(_record(settings, catalog))
+        self.tally = None if role is None else Tally(role.tally, role.index, role.count)
+        if self.tally is not None:
+            self.tally.clear(self.tally.index)  # a replacement starts from nothing
         self.sessions = SessionTable(
             catalog,
             capacity=settings.server.capacity,
             monitor_root=settings.server.monitor_root,
             worker_factory=functools.partial(make_worker, ray=self.ray, pool=self.pool),
             observer=self.observe,
+            tally=self.tally,
         )
         #: The threads that serve connections while they have work, and where connections wait
         #: for their clients meanwhile (every front end but gRPC, which has its own threads).

@@ -37,6 +37,7 @@ from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from envwire.server.listener import BACKLOG
+from envwire.server.tally import Tally, make_tally_file
 
 __all__ = [
     "GRACE",
@@ -91,6 +92,7 @@ class WorkerRole:
         relays: every worker's Unix socket path, by index.
         ready_fd: the pipe to write one byte to once every front end listens.
         parent: the supervisor's process id.
+        tally: the file of the counts the workers share (:mod:`envwire.server.tally`).
     """
 
     index: int
@@ -101,6 +103,7 @@ class WorkerRole:
     relays: tuple[str, ...] = ()
     ready_fd: int = -1
     parent: int = 0
+    tally: str = ""
 
     def to_text(self) -> str:
         """The role as the environment variable holds it."""
@@ -114,6 +117,7 @@ class WorkerRole:
                 "relays": list(self.relays),
                 "ready_fd": self.ready_fd,
                 "parent": self.parent,
+                "tally": self.tally,
             }
         )
 
@@ -137,6 +141,7 @@ class WorkerRole:
             relays=tuple(str(p) for p in data["relays"]),
             ready_fd=int(data["ready_fd"]),
             parent=int(data["parent"]),
+            tally=str(data["tally"]),
         )
 
     def die_with_parent(self) -> None:
@@ -268,6 +273,9 @@ class Supervisor:
             relay.bind(path)
             relay.listen(BACKLOG)
             self.relays.append(relay)
+        self.tally_path = os.path.join(rundir, "tally")
+        make_tally_file(self.tally_path, count)
+        self.tally = Tally(self.tally_path, -1, count)
         self.children: list[_Child | None] = [None] * count
         self._due: dict[int, float] = {}  # workers to replace, and when
         self._stop = threading.Event()
@@ -288,6 +296,7 @@ class Supervisor:
             relays=self.relay_paths,
             ready_fd=ready_write,
             parent=os.getpid(),
+            tally=self.tally_path,
         )
         env = dict(os.environ, **{ROLE_VARIABLE: role.to_text()})
         try:
@@ -376,6 +385,7 @@ class Supervisor:
                 continue
             child.close_ready()
             self.children[index] = None
+            self.tally.clear(index)  # its sessions are gone
             early = now - child.started < RESTART_DELAY
             self._due[index] = child.started + RESTART_DELAY if early else now
             log.warning(
@@ -419,4 +429,5 @@ class Supervisor:
         self._due.clear()
         for sock in (*self.sockets.values(), *self.relays):
             sock.close()
+        self.tally.close()
         return self.status
