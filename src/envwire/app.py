@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import os
 import re
 import resource
 import signal
@@ -36,6 +37,7 @@ from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.frontends.openenv import OpenEnvMount, error_response, session_tokens
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
+from envwire.observe.gather import Gathered
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
 from envwire.protocols.http.http11 import Request
@@ -115,7 +117,7 @@ class Server:
         self.ray = _ray_runtime(catalog, settings)
         # no process starts until a session of an env with pool isolation opens
         self.pool = WorkerPool(settings.server.pool_workers)
-        self.observe = Observability(_record(settings, catalog))
+        self.observe = Observability(_record(settings, catalog, role))
         self.tally = None if role is None else Tally(role.tally, role.index, role.count)
         if self.tally is not None:
             self.tally.clear(self.tally.index)  # a replacement starts from nothing
@@ -189,6 +191,7 @@ class Server:
                     security=self.security,
                     threads=self.threads,
                     parking=self.parking,
+                    peers=self._peers(),
                 )
             )
         if self.role is not None:
@@ -203,7 +206,8 @@ class Server:
         settings, host = self.settings, self.settings.server.host
         security = self.security
         guard = Guard(security, host, error_response)
-        mounts: list[Mount] = [ObserveWeb(self.observe, security.tokens, security.public_metrics)]
+        web = ObserveWeb(self.observe, security.tokens, security.public_metrics)
+        mounts: list[Mount] = [Gathered(web, self._peers()) if self.role is not None else web]
         role = self.role
         arena_here = role is None or role.index == 0
         if settings.arena.arena_db is not None and arena_here:
@@ -244,6 +248,13 @@ class Server:
             threads=self.threads,
             parking=self.parking,
         )
+
+    def _peers(self) -> list[str]:
+        """The other workers' Unix sockets (none for a server of one process)."""
+        role = self.role
+        if role is None:
+            return []
+        return [path for i, path in enumerate(role.relays) if i != role.index]
 
     def _owner(self, request: Request) -> int | None:
         """The worker a request belongs to: worker 0 for the arena's paths, the worker an
@@ -318,7 +329,8 @@ class Server:
                 self.role.relay_listener(),
                 self.settings.http,
                 guard=Guard(self.security, self.settings.server.host, error_response),
-                mounts=self.local_mounts,
+                # this worker's own figures, for the others to sum (the folder is private)
+                mounts=[ObserveWeb(self.observe, None, True), *self.local_mounts[1:]],
                 threads=self.threads,
                 parking=self.parking,
             )
@@ -370,20 +382,29 @@ def _raise_file_limit() -> None:
             log.info("cannot raise the open-file limit from %d: %s", soft, exc)
 
 
-def _record(settings: Settings, catalog: Catalog) -> RecordSettings | None:
+def _record(
+    settings: Settings, catalog: Catalog, role: WorkerRole | None = None
+) -> RecordSettings | None:
     """What to record: every env with ``record`` set, else the envs whose ``[[env]]`` table
-    says ``record = true``, into ``record_dir``."""
+    says ``record = true``, into ``record_dir``. A worker of several records into its own
+    ``worker-<index>`` folder there (two processes never append to one dataset), with its
+    share of the disk budget."""
     observe = settings.observe
     chosen = frozenset(env_id for env_id, spec in catalog.items() if spec.record)
     if not observe.record and not chosen:
         return None
+    root = observe.record or observe.record_dir
+    max_bytes = observe.record_max_bytes
+    if role is not None:
+        root = os.path.join(root, f"worker-{role.index}")
+        max_bytes = max(1, max_bytes // role.count)
     return RecordSettings(
-        root=observe.record or observe.record_dir,
+        root=root,
         everything=bool(observe.record),
         envs=chosen,
         fraction=observe.record_fraction,
         frames=observe.record_frames,
-        max_bytes=observe.record_max_bytes,
+        max_bytes=max_bytes,
         overflow=observe.record_overflow,
     )
 

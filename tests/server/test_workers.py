@@ -12,10 +12,12 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 import envwire
 from envwire.errors import EnvwireError
@@ -129,6 +131,43 @@ def test_mcp_session_addressed_by_id_from_any_connection(server: ServerProcess) 
     assert closed == {"session_id": session_id, "closed": True}
 
 
+def _steps_counted(text: str, env: str) -> float:
+    """The ``envwire_steps_total`` of ``env`` in a ``/metrics`` answer, over front ends."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "envwire_steps_total" and sample.labels.get("env") == env:
+                total += sample.value
+    return total
+
+
+def test_metrics_and_dashboard_count_every_worker_exactly(server: ServerProcess) -> None:
+    """4 clients x 1,000 steps, spread over both workers: every scrape, whichever worker
+    answers it, counts 4,000 (each a fresh connection)."""
+    base = f"http://127.0.0.1:{server.ports['http']}"
+    before = _steps_counted(httpx.get(f"{base}/metrics", timeout=30).text, "CartPole-v1")
+    envs = _connected(server, 4)
+    try:
+
+        def run(env: envwire.Env) -> None:  # type: ignore[name-defined]
+            for i in range(1000):
+                _, _, terminated, truncated, _ = env.step(i % 2)
+                if terminated or truncated:
+                    env.reset()
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(run, envs))
+        for _ in range(6):
+            text = httpx.get(f"{base}/metrics", timeout=30).text
+            assert _steps_counted(text, "CartPole-v1") - before == 4000
+            live = httpx.get(f"{base}/dashboard/api/live", timeout=30).json()
+            mine = [row for row in live["sessions"] if row["env"] == "CartPole-v1"]
+            assert len(mine) >= 4
+    finally:
+        for env in envs:
+            env.close()
+
+
 def _connected(server: ServerProcess, count: int) -> list[envwire.Env]:  # type: ignore[name-defined]
     envs = []
     for _ in range(count):
@@ -215,3 +254,36 @@ def test_sighup_reloads_tokens_in_every_worker(tmp_path: Path) -> None:
         assert wait_until(lambda: statuses(TOKEN) == {401}, 20)
         assert statuses(NEW_TOKEN) == {200}
         assert len(server.children()) == 2  # SIGHUP stopped nobody
+
+
+def test_each_worker_records_its_own_datasets_and_none_is_lost(tmp_path: Path) -> None:
+    minari = pytest.importorskip("minari")
+    root = tmp_path / "datasets"
+    finished: list[int] = []
+    with ServerProcess(["CartPole-v1"], ("--record", str(root)), workers=2) as server:
+        envs = _connected(server, 4)
+
+        def play(env: envwire.Env) -> None:  # type: ignore[name-defined]
+            ended = 0
+            for _ in range(400):
+                _, _, terminated, truncated, _ = env.step(env.action_space.sample())
+                if terminated or truncated:
+                    ended += 1
+                    env.reset()
+            finished.append(ended)
+            env.close()
+
+        with ThreadPoolExecutor(4) as pool:
+            list(pool.map(play, envs))
+        assert server.stop(timeout=120) == 0  # SIGTERM: what is queued is written first
+    folders = sorted(p.name for p in root.iterdir())
+    assert folders == ["worker-0", "worker-1"]
+    recorded = 0
+    for folder in folders:
+        os.environ["MINARI_DATASETS_PATH"] = str(root / folder)
+        try:
+            recorded += int(minari.load_dataset("CartPole-v1").total_episodes)
+        finally:
+            del os.environ["MINARI_DATASETS_PATH"]
+    assert sum(finished) > 20
+    assert recorded == sum(finished)
