@@ -116,7 +116,7 @@ class Server:
         self.security = Security.from_settings(settings.security)
         self.ray = _ray_runtime(catalog, settings)
         # no process starts until a session of an env with pool isolation opens
-        self.pool = WorkerPool(settings.server.pool_workers)
+        self.pool = WorkerPool(_pool_size(settings.server.pool_workers, role))
         self.observe = Observability(_record(settings, catalog, role))
         self.tally = None if role is None else Tally(role.tally, role.index, role.count)
         if self.tally is not None:
@@ -380,6 +380,14 @@ def _raise_file_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
         except (ValueError, OSError) as exc:
             log.info("cannot raise the open-file limit from %d: %s", soft, exc)
+
+
+def _pool_size(setting: int, role: WorkerRole | None) -> int:
+    """The pool's processes in this worker: the setting, which is per worker; its default (0,
+    one per core) shares the cores among the workers."""
+    if setting or role is None:
+        return setting
+    return max(1, (os.cpu_count() or 1) // role.count)
 
 
 def _record(

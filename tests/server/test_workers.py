@@ -20,8 +20,10 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import envwire
+from envwire.client import arena
 from envwire.errors import EnvwireError
 from envwire.testing import ServerProcess, wait_until
+from tests.arena.web.conftest import SERVED, make_db
 
 pytestmark = pytest.mark.skipif(not Path("/proc/self/task").exists(), reason="Linux /proc")
 
@@ -210,15 +212,29 @@ def test_a_killed_worker_is_replaced_and_the_others_sessions_go_on() -> None:
 
 
 def test_sigterm_stops_every_worker_and_leaves_no_process() -> None:
-    server = ServerProcess(["CartPole-v1", "test/P-v0=envwire.testing.envs:DictEnv@process"])
-    server.command += ["--workers", "2"]
+    """With sessions in env processes of their own (@process) and in each worker's pool
+    (@pool): SIGTERM ends every process below the server, within the grace period."""
+    server = ServerProcess(
+        [
+            "test/P-v0=envwire.testing.envs:DictEnv@process",
+            "test/Pool-v0=envwire.testing.envs:DictEnv@pool",
+        ],
+        ["--pool-workers", "1"],
+        workers=2,
+    )
     with server:
-        envs = [envwire.make(server.url("gym-socket", "test/P-v0"), timeout=30) for _ in range(4)]
+        envs = [
+            envwire.make(server.url("gym-socket", env_id), timeout=30)
+            for env_id in ["test/P-v0", "test/Pool-v0"] * 4
+        ]
         for env in envs:
-            env.reset()
+            env.reset(seed=0)
+            for _ in range(3):
+                env.step(env.action_space.sample())
         assert server.process is not None
         below = _descendants(server.process.pid)
-        assert len(below) >= 4  # two workers and the env processes of their sessions
+        # two workers, the env processes of four sessions, a pool process in each worker
+        assert len(below) >= 2 + 4 + 2, below
         started = time.monotonic()
         assert server.stop(timeout=30) == 0
         assert time.monotonic() - started < 15
@@ -287,3 +303,34 @@ def test_each_worker_records_its_own_datasets_and_none_is_lost(tmp_path: Path) -
             del os.environ["MINARI_DATASETS_PATH"]
     assert sum(finished) > 20
     assert recorded == sum(finished)
+
+
+def test_the_arena_course_client_with_two_agents(tmp_path: Path) -> None:
+    """The arena lives in worker 0; requests that reach worker 1 are passed there: two
+    agents play their runs (one on a keep-alive connection, one on a fresh connection per
+    request) and every worker shows the same results."""
+    db = tmp_path / "arena.sqlite3"
+    _, configs = make_db(db)
+    args = ("--arena-db", str(db))
+    with ServerProcess(SERVED, args, front_ends=("http",), workers=2) as server:
+        base = f"http://127.0.0.1:{server.ports['http']}/"
+        fresh = httpx.Client(limits=httpx.Limits(max_keepalive_connections=0), timeout=30)
+        plays = [
+            ({**configs["alice"], "url": base}, None),
+            ({**configs["bob"], "url": base}, fresh),
+        ]
+        with ThreadPoolExecutor(2) as pool:
+            summaries = list(
+                pool.map(
+                    lambda play: arena.run(
+                        play[0], lambda left: left % 4 or 1, run_limit=12, client=play[1]
+                    ),
+                    plays,
+                )
+            )
+        fresh.close()
+        assert [len(s.finished) for s in summaries] >= [12, 12]
+        answers = {httpx.get(f"{base}arena/api/results/nim", timeout=30).text for _ in range(10)}
+        assert len(answers) == 1, answers  # whichever worker answered: the one arena
+        page = httpx.get(f"{base}arena/env/nim", timeout=30)
+        assert page.status_code == 200 and "alice" in page.text and "bob" in page.text

@@ -132,7 +132,7 @@ class ServerSettings(Section):
         0,
         Count(0),
         "worker processes of the pool that envs with pool isolation share, each hosting many "
-        "sessions' envs (0: one per core)",
+        "sessions' envs, in each server worker (0: one per core, shared among the --workers)",
         shown="one per core",
     )
     step_timeout: float | None = setting(
