@@ -40,6 +40,7 @@ from envwire.observe.dashboard import ObserveWeb
 from envwire.observe.gather import Gathered
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
+from envwire.observe.shipping import EPISODE_BODY, EpisodeInbox, episode_sender
 from envwire.protocols.http.http11 import Request
 from envwire.registry import Catalog
 from envwire.runtime.pool import WorkerPool
@@ -249,6 +250,13 @@ class Server:
             parking=self.parking,
         )
 
+    def _inbox(self) -> list[Mount]:
+        """Worker 0's mount taking the other workers' episodes, when recording."""
+        recorder = self.observe.recorder
+        if recorder is None or self.role is None or self.role.index != 0:
+            return []
+        return [EpisodeInbox(recorder.writer.offer)]
+
     def _peers(self) -> list[str]:
         """The other workers' Unix sockets (none for a server of one process)."""
         role = self.role
@@ -325,12 +333,19 @@ class Server:
             if announce is not None:
                 announce(f"envwire: {front.name} listening on {host}:{bound}{tls}")
         if self.role is not None:
+            http = self.settings.http
+            # the largest body is the client's, checked where it came in, or an episode
+            largest = max(http.max_message_size, EPISODE_BODY)
             relay = relay_front_end(
                 self.role.relay_listener(),
-                self.settings.http,
+                dataclasses.replace(http, max_message_size=largest),
                 guard=Guard(self.security, self.settings.server.host, error_response),
                 # this worker's own figures, for the others to sum (the folder is private)
-                mounts=[ObserveWeb(self.observe, None, True), *self.local_mounts[1:]],
+                mounts=[
+                    ObserveWeb(self.observe, None, True),
+                    *self._inbox(),
+                    *self.local_mounts[1:],
+                ],
                 threads=self.threads,
                 parking=self.parking,
             )
@@ -394,25 +409,23 @@ def _record(
     settings: Settings, catalog: Catalog, role: WorkerRole | None = None
 ) -> RecordSettings | None:
     """What to record: every env with ``record`` set, else the envs whose ``[[env]]`` table
-    says ``record = true``, into ``record_dir``. A worker of several records into its own
-    ``worker-<index>`` folder there (two processes never append to one dataset), with its
-    share of the disk budget."""
+    says ``record = true``, into ``record_dir``. A worker of several but worker 0 sends its
+    episodes to worker 0, which writes them all (:mod:`envwire.observe.shipping`)."""
     observe = settings.observe
     chosen = frozenset(env_id for env_id, spec in catalog.items() if spec.record)
     if not observe.record and not chosen:
         return None
-    root = observe.record or observe.record_dir
-    max_bytes = observe.record_max_bytes
-    if role is not None:
-        root = os.path.join(root, f"worker-{role.index}")
-        max_bytes = max(1, max_bytes // role.count)
+    forward = None
+    if role is not None and role.index != 0:  # worker 0 writes every worker's episodes
+        forward = episode_sender(role.relays[0])
     return RecordSettings(
-        root=root,
+        root=observe.record or observe.record_dir,
         everything=bool(observe.record),
         envs=chosen,
         fraction=observe.record_fraction,
         frames=observe.record_frames,
-        max_bytes=max_bytes,
+        max_bytes=observe.record_max_bytes,
+        forward=forward,
         overflow=observe.record_overflow,
     )
 

@@ -22,6 +22,7 @@ from prometheus_client.parser import text_string_to_metric_families
 import envwire
 from envwire.client import arena
 from envwire.errors import EnvwireError
+from envwire.server.supervisor import resolve_workers
 from envwire.testing import ServerProcess, wait_until
 from tests.arena.web.conftest import SERVED, make_db
 
@@ -272,7 +273,7 @@ def test_sighup_reloads_tokens_in_every_worker(tmp_path: Path) -> None:
         assert len(server.children()) == 2  # SIGHUP stopped nobody
 
 
-def test_each_worker_records_its_own_datasets_and_none_is_lost(tmp_path: Path) -> None:
+def test_every_worker_records_into_one_dataset_and_none_is_lost(tmp_path: Path) -> None:
     minari = pytest.importorskip("minari")
     root = tmp_path / "datasets"
     finished: list[int] = []
@@ -292,15 +293,12 @@ def test_each_worker_records_its_own_datasets_and_none_is_lost(tmp_path: Path) -
         with ThreadPoolExecutor(4) as pool:
             list(pool.map(play, envs))
         assert server.stop(timeout=120) == 0  # SIGTERM: what is queued is written first
-    folders = sorted(p.name for p in root.iterdir())
-    assert folders == ["worker-0", "worker-1"]
-    recorded = 0
-    for folder in folders:
-        os.environ["MINARI_DATASETS_PATH"] = str(root / folder)
-        try:
-            recorded += int(minari.load_dataset("CartPole-v1").total_episodes)
-        finally:
-            del os.environ["MINARI_DATASETS_PATH"]
+    # one dataset, written by worker 0, holding the episodes of both workers
+    os.environ["MINARI_DATASETS_PATH"] = str(root)
+    try:
+        recorded = int(minari.load_dataset("CartPole-v1").total_episodes)
+    finally:
+        del os.environ["MINARI_DATASETS_PATH"]
     assert sum(finished) > 20
     assert recorded == sum(finished)
 
@@ -334,3 +332,16 @@ def test_the_arena_course_client_with_two_agents(tmp_path: Path) -> None:
         assert len(answers) == 1, answers  # whichever worker answered: the one arena
         page = httpx.get(f"{base}arena/env/nim", timeout=30)
         assert page.status_code == 200 and "alice" in page.text and "bob" in page.text
+
+
+def test_workers_stop_when_the_supervisor_is_killed() -> None:
+    with ServerProcess(["CartPole-v1"], workers=2) as server:
+        workers = server.children()
+        assert len(workers) == 2 and server.process is not None
+        server.process.kill()
+        assert wait_until(lambda: not any(_alive(pid) for pid in workers), 20)
+
+
+def test_auto_is_the_cores_this_process_may_use() -> None:
+    assert resolve_workers("auto") == len(os.sched_getaffinity(0))
+    assert resolve_workers(3) == 3

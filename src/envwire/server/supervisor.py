@@ -92,6 +92,8 @@ class WorkerRole:
         relays: every worker's Unix socket path, by index.
         ready_fd: the pipe to write one byte to once every front end listens.
         parent: the supervisor's process id.
+        life_fd: a pipe the supervisor never writes to: its end of file means the supervisor
+            is gone (where ``PR_SET_PDEATHSIG`` is missing, or came late).
         tally: the file of the counts the workers share (:mod:`envwire.server.tally`).
     """
 
@@ -104,6 +106,7 @@ class WorkerRole:
     ready_fd: int = -1
     parent: int = 0
     tally: str = ""
+    life_fd: int = -1
 
     def to_text(self) -> str:
         """The role as the environment variable holds it."""
@@ -118,6 +121,7 @@ class WorkerRole:
                 "ready_fd": self.ready_fd,
                 "parent": self.parent,
                 "tally": self.tally,
+                "life_fd": self.life_fd,
             }
         )
 
@@ -142,6 +146,7 @@ class WorkerRole:
             ready_fd=int(data["ready_fd"]),
             parent=int(data["parent"]),
             tally=str(data["tally"]),
+            life_fd=int(data["life_fd"]),
         )
 
     def die_with_parent(self) -> None:
@@ -155,6 +160,17 @@ class WorkerRole:
                 log.info("cannot ask to end with the supervisor: no prctl")
         if os.getppid() != self.parent:
             os.kill(os.getpid(), signal.SIGTERM)
+        if self.life_fd >= 0:
+            threading.Thread(target=self._watch_parent, name="envwire-parent", daemon=True).start()
+
+    def _watch_parent(self) -> None:
+        """SIGTERM to this worker once the supervisor's end of the life pipe closes."""
+        while True:
+            ready, _, _ = select.select([self.life_fd], [], [], 60.0)
+            if ready and not os.read(self.life_fd, 1):
+                log.warning("worker %d: the server's supervisor is gone; stopping", self.index)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
 
     def listener(self, name: str) -> socket.socket | None:
         """The inherited listening socket of front end ``name``, if it has one."""
@@ -188,13 +204,19 @@ def bind_ports(
     """
     bound: dict[str, socket.socket] = {}
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    for name, port in ports.items():
-        if port is None:
+    for name, asked in ports.items():
+        if asked is None:
             continue
+        port = asked
         sock = socket.socket(family, socket.SOCK_STREAM)
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             if name in shared:
+                # a port some other process holds, even with SO_REUSEPORT, is an error, not a
+                # silently shared port: bind it alone first
+                with socket.socket(family, socket.SOCK_STREAM) as probe:
+                    probe.bind((host, port))
+                    port = probe.getsockname()[1]
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind((host, port))
             if name not in shared:
@@ -276,6 +298,7 @@ class Supervisor:
         self.tally_path = os.path.join(rundir, "tally")
         make_tally_file(self.tally_path, count)
         self.tally = Tally(self.tally_path, -1, count)
+        self._life = os.pipe()  # the workers hold the read end; this process, the write end
         self.children: list[_Child | None] = [None] * count
         self._due: dict[int, float] = {}  # workers to replace, and when
         self._stop = threading.Event()
@@ -297,6 +320,7 @@ class Supervisor:
             ready_fd=ready_write,
             parent=os.getpid(),
             tally=self.tally_path,
+            life_fd=self._life[0],
         )
         env = dict(os.environ, **{ROLE_VARIABLE: role.to_text()})
         try:
@@ -304,7 +328,7 @@ class Supervisor:
                 self.command,
                 env=env,
                 stdin=subprocess.DEVNULL,
-                pass_fds=(*fds.values(), role.relay_fd, ready_write),
+                pass_fds=(*fds.values(), role.relay_fd, ready_write, role.life_fd),
             )
         finally:
             os.close(ready_write)
@@ -430,4 +454,7 @@ class Supervisor:
         for sock in (*self.sockets.values(), *self.relays):
             sock.close()
         self.tally.close()
+        for fd in self._life:
+            with contextlib.suppress(OSError):
+                os.close(fd)
         return self.status

@@ -123,7 +123,7 @@ class ServerSettings(Section):
         shown="each env's",
     )
     workers: int | str = setting(
-        1,
+        "auto",
         Count(1, auto=True),
         "server processes sharing the ports, each serving every front end (auto: one per core "
         "this process may use); see the deployment guide",

@@ -39,7 +39,8 @@ class ServerProcess:
         front_ends: the front ends to run (on free ports, unless ``args`` sets their port) and
             wait for; every other front end is turned off.
         start_timeout: seconds to wait for every "listening on" line.
-        workers: server processes (``--workers``; 1: the default, one process).
+        workers: server processes (``--workers``, unless ``args`` sets it); one by default,
+            whatever the server's own default.
     """
 
     def __init__(
@@ -53,7 +54,7 @@ class ServerProcess:
         workers: int = 1,
     ) -> None:
         self.command = [sys.executable, "-m", "envwire", "serve", *envs, *args]
-        if workers != 1:
+        if "--workers" not in args:
             self.command += ["--workers", str(workers)]
         self.env_ids = [env.partition("=")[0].partition("@")[0] for env in envs]
         for name in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
