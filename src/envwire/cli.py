@@ -203,6 +203,8 @@ def _supervise(argv: Sequence[str], chosen: settings.Settings, count: int) -> in
         except WorkerFailed as exc:
             print(f"envwire: {exc}", file=sys.stderr)
             return 1
+        if supervisor.stopping:  # stopped while the workers started
+            return supervisor.stop()
         tls = " (TLS)" if chosen.security.tls_cert is not None else ""
         for name, sock in sockets.items():
             print_line(f"envwire: {name} listening on {host}:{sock.getsockname()[1]}{tls}")

@@ -10,6 +10,8 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -345,3 +347,23 @@ def test_workers_stop_when_the_supervisor_is_killed() -> None:
 def test_auto_is_the_cores_this_process_may_use() -> None:
     assert resolve_workers("auto") == len(os.sched_getaffinity(0))
     assert resolve_workers(3) == 3
+
+
+def test_sigterm_while_the_workers_start_stops_everything(tmp_path: Path) -> None:
+    """Stopped before it listens: no "listening" line, no process left."""
+    command = [sys.executable, "-m", "envwire", "serve", "CartPole-v1", "--workers", "2"]
+    command += ["--gym-socket", "0", "--http", "off", "--grpc", "off"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        # the workers exist once the parent has bound the ports and started them
+        assert wait_until(lambda: len(_descendants(process.pid)) >= 2, 60)
+        below = _descendants(process.pid)
+        process.send_signal(signal.SIGTERM)
+        output, _ = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=10)
+    assert process.returncode == 0, output
+    assert "listening on" not in output
+    assert wait_until(lambda: not any(_alive(pid) for pid in below), 10)

@@ -335,9 +335,8 @@ class Supervisor:
         return _Child(index, process, ready_read)
 
     def start(self, timeout: float = READY_TIMEOUT) -> None:
-        """Start every worker and wait until each listens; on the main thread, SIGINT and
-        SIGTERM from now on make :meth:`serve` stop them, and SIGHUP is passed to them when
-        ``forward_hup`` (:meth:`handle_signals`).
+        """Start every worker and wait until each listens (or a stop is asked for:
+        :attr:`stopping`).
 
         Raises:
             WorkerFailed: a worker exited, or did not start within ``timeout``, first (the
@@ -347,7 +346,7 @@ class Supervisor:
             self.children[index] = self._spawn(index)
         deadline = time.monotonic() + timeout
         waiting = {c.ready: c for c in self.children if c is not None}
-        while waiting:
+        while waiting and not self._stop.is_set():
             left = deadline - time.monotonic()
             if left <= 0:
                 self.stop()
@@ -361,6 +360,11 @@ class Supervisor:
                     status = child.process.wait(timeout)
                     self.stop()
                     raise WorkerFailed(f"worker {child.index} could not start ({_how(status)})")
+
+    @property
+    def stopping(self) -> bool:
+        """Whether SIGINT/SIGTERM (or :meth:`request_stop`) came."""
+        return self._stop.is_set()
 
     def handle_signals(self, forward_hup: bool) -> None:
         """On the main thread: SIGINT/SIGTERM stop the workers, SIGHUP (when ``forward_hup``)
