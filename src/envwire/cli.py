@@ -148,6 +148,15 @@ def _serve(args: argparse.Namespace) -> int:
     chosen, catalog = _load(args)
     unavailable = _check_loadable(catalog, chosen.server.allow_unavailable)
     count = resolve_workers(chosen.server.workers)
+    if role is None and count > 1 and _on_local_ray(catalog, chosen):
+        if chosen.server.workers != "auto":
+            raise ConfigError(
+                f"--workers {count}: envs with ray isolation need one Ray cluster that every "
+                "worker joins: start one (ray start --head) and give --ray-address (or "
+                "RAY_ADDRESS), or serve with --workers 1"
+            )
+        log.info("one worker: envs with ray isolation run on a local Ray started on demand")
+        count = 1
     if role is None and count > 1:
         return _supervise(args.argv, chosen, count)
     sandbox.configure(
@@ -181,6 +190,12 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _on_local_ray(catalog: Catalog, chosen: settings.Settings) -> bool:
+    """Whether an env runs on Ray with no cluster named: each process would start its own."""
+    named = chosen.server.ray_address or os.environ.get("RAY_ADDRESS")
+    return not named and any(s.resolved_isolation == "ray" for s in catalog.values())
 
 
 def _supervise(argv: Sequence[str], chosen: settings.Settings, count: int) -> int:

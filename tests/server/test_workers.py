@@ -367,3 +367,14 @@ def test_sigterm_while_the_workers_start_stops_everything(tmp_path: Path) -> Non
     assert process.returncode == 0, output
     assert "listening on" not in output
     assert wait_until(lambda: not any(_alive(pid) for pid in below), 10)
+
+
+def test_ray_envs_on_several_workers_need_a_named_cluster() -> None:
+    """Each worker would start a Ray of its own: refused, saying what to do (auto falls back
+    to one worker, where Ray starts on demand as before)."""
+    command = [sys.executable, "-m", "envwire", "serve", "CartPole-v1@ray", "--workers", "2"]
+    env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "ray start --head" in done.stderr and "--workers 1" in done.stderr
+    assert "listening" not in done.stdout
