@@ -183,10 +183,18 @@ def _connected(server: ServerProcess, count: int) -> list[envwire.Env]:  # type:
 
 
 def test_a_killed_worker_is_replaced_and_the_others_sessions_go_on() -> None:
-    with ServerProcess(["CartPole-v1"], workers=2) as server:
+    with ServerProcess(["CartPole-v1"], front_ends=("gym-socket", "http"), workers=2) as server:
         workers = server.children()
         assert len(workers) == 2
         envs = _connected(server, 8)  # the kernel spreads them over both workers
+        base = f"http://127.0.0.1:{server.ports['http']}/envs/CartPole-v1"
+        tokens: dict[str, str] = {}  # an HTTP session in each worker, by its mark
+        for _ in range(40):
+            token = httpx.post(f"{base}/reset", json={}, timeout=30).headers["envwire-session"]
+            tokens.setdefault(token[:3], token)
+            if len(tokens) == 2:
+                break
+        assert sorted(tokens) == ["w0.", "w1."]
         os.kill(workers[0], signal.SIGKILL)
         assert wait_until(lambda: not _alive(workers[0]), 10)
         survived = failed = 0
@@ -212,6 +220,19 @@ def test_a_killed_worker_is_replaced_and_the_others_sessions_go_on() -> None:
         for env in _connected(server, 4):
             env.step(1)
             env.close()
+        # worker 0's HTTP session ended with OpenEnv's answer for it; worker 1's goes on
+        for _ in range(6):  # fresh connections, reaching either worker
+            lost = httpx.post(
+                f"{base}/step",
+                json={"action": {"action": 0}},
+                headers={"envwire-session": tokens["w0."]},
+                timeout=30,
+            )
+            assert lost.status_code == 404, lost.text
+            kept = httpx.get(
+                f"{base}/state", headers={"envwire-session": tokens["w1."]}, timeout=30
+            )
+            assert kept.status_code == 200, kept.text
 
 
 def test_sigterm_stops_every_worker_and_leaves_no_process() -> None:
