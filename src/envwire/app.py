@@ -53,7 +53,7 @@ from envwire.server.relay import RelayMount, relay_front_end
 from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
 from envwire.server.supervisor import WorkerRole
-from envwire.server.tally import Tally
+from envwire.server.tally import SharedAddressLimiter, Tally
 from envwire.server.threads import ThreadPool
 from envwire.settings import Settings
 from envwire.sockets.buffers import BufferBudget
@@ -232,6 +232,7 @@ class Server:
                 idle_timeout=settings.server.idle_timeout,
                 health=self._health,
                 token_prefix="" if role is None else f"w{role.index}.",
+                http_sessions=self._http_sessions(),
             )
         )
         #: What the worker's relay socket serves to the other workers (no relay of its own).
@@ -248,6 +249,20 @@ class Server:
             budget=self.budget,
             threads=self.threads,
             parking=self.parking,
+        )
+
+    def _http_sessions(self) -> SharedAddressLimiter | None:
+        """OpenEnv's HTTP and MCP sessions counted across the workers (None: one process)."""
+        role, openenv = self.role, self.settings.openenv
+        if role is None:
+            return None
+        return SharedAddressLimiter(
+            openenv.http_max_sessions,
+            openenv.http_sessions_per_address,
+            "http sessions",
+            path=f"{role.tally}-http-sessions",
+            index=role.index,
+            count=role.count,
         )
 
     def _inbox(self) -> list[Mount]:

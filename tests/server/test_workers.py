@@ -399,3 +399,22 @@ def test_ray_envs_on_several_workers_need_a_named_cluster() -> None:
     assert done.returncode == 2, done.stderr
     assert "ray start --head" in done.stderr and "--workers 1" in done.stderr
     assert "listening" not in done.stdout
+
+
+def test_http_sessions_per_address_bound_the_whole_server() -> None:
+    """OpenEnv's HTTP sessions outlive their connections: one address's share and the total
+    count every worker's sessions (each reset on a fresh connection, on either worker)."""
+    args = ["--http-sessions-per-address", "3", "--http-max-sessions", "5"]
+    with ServerProcess(["CartPole-v1"], args, front_ends=("http",), workers=2) as server:
+        base = f"http://127.0.0.1:{server.ports['http']}/envs/CartPole-v1"
+        answers = [httpx.post(f"{base}/reset", json={}, timeout=30) for _ in range(8)]
+        opened = [a.headers["envwire-session"] for a in answers if a.status_code == 200]
+        assert len(opened) == 3, [a.status_code for a in answers]
+        assert {token[:3] for token in opened} <= {"w0.", "w1."}
+        refused = [a for a in answers if a.status_code != 200]
+        assert all(a.status_code == 503 and "holds" in a.text for a in refused), refused[0].text
+        # closing one (through either worker) makes room for one more
+        closed = httpx.delete(f"{base}/session", headers={"envwire-session": opened[0]}, timeout=30)
+        assert closed.status_code == 200, closed.text
+        again = httpx.post(f"{base}/reset", json={}, timeout=30)
+        assert again.status_code == 200, again.text

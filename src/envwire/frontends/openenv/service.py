@@ -114,6 +114,9 @@ class OpenEnvService:
         sessions: the server's session table; ``catalog`` its envs.
         token_prefix: what every session token begins with (a worker's mark, where the
             server has several: :mod:`envwire.server.relay`).
+        http_sessions: what counts the HTTP and MCP sessions (where the server has several
+            workers, one that counts every worker's: ``SharedAddressLimiter``); by default
+            this service's own, from the settings.
     """
 
     def __init__(
@@ -122,6 +125,7 @@ class OpenEnvService:
         sessions: SessionTable,
         catalog: Catalog,
         token_prefix: str = "",
+        http_sessions: AddressLimiter | None = None,
     ) -> None:
         self.table = sessions
         self.token_prefix = token_prefix
@@ -133,7 +137,7 @@ class OpenEnvService:
         self._tokens: dict[str, Record] = {}
         self._records: set[Record] = set()
         self._lock = threading.Lock()
-        self.http_sessions = AddressLimiter(
+        self.http_sessions = http_sessions or AddressLimiter(
             settings.http_max_sessions, settings.http_sessions_per_address, "http sessions"
         )
 
