@@ -37,7 +37,7 @@ from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.frontends.openenv import OpenEnvMount, error_response, session_tokens
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
-from envwire.observe.gather import Gathered
+from envwire.observe.gather import Gathered, Summed
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
 from envwire.observe.shipping import EPISODE_BODY, EpisodeInbox, episode_sender
@@ -222,21 +222,23 @@ class Server:
                     on_actions=self.observe.arena_acted,
                 )
             )
-        mounts.append(
-            OpenEnvMount(
-                settings.openenv,
-                sessions=self.sessions,
-                catalog=self.catalog,
-                observe=self.observe,
-                guard=guard,
-                idle_timeout=settings.server.idle_timeout,
-                health=self._health,
-                token_prefix="" if role is None else f"w{role.index}.",
-                http_sessions=self._http_sessions(),
-            )
+        openenv = OpenEnvMount(
+            settings.openenv,
+            sessions=self.sessions,
+            catalog=self.catalog,
+            observe=self.observe,
+            guard=guard,
+            idle_timeout=settings.server.idle_timeout,
+            health=self._health,
+            token_prefix="" if role is None else f"w{role.index}.",
+            http_sessions=self._http_sessions(),
         )
-        #: What the worker's relay socket serves to the other workers (no relay of its own).
-        self.local_mounts = list(mounts)
+        if role is not None:  # OpenEnv's /status counts every worker's sessions
+            mounts.append(Summed(openenv, self._peers(), "/status", frozenset({"capacity"})))
+        mounts.append(openenv)
+        #: What the worker's relay socket serves to the other workers: its own figures and
+        #: sessions (nothing passed on again, nothing summed again).
+        self.local_mounts = [m for m in mounts if not isinstance(m, Summed)]
         if role is not None:
             mounts.insert(0, RelayMount(role.index, role.relays, self._owner))
         limits = connection_limits(settings.security, settings.security.max_connections, host)

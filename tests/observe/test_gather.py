@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from envwire.observe.gather import merge_live, merge_metrics
+from envwire.observe.gather import add_json, merge_live, merge_metrics
 
 WORKER_0 = """\
 # HELP envwire_steps_total Steps taken.
@@ -81,3 +81,14 @@ def test_live_tables_are_joined_and_rates_added() -> None:
     assert merged["throughput"][0] == {"time": 8.0, "rates": {"X": 1.0}}
     assert [e["code"] for e in merged["errors"]] == ["b", "a"]
     assert merged["recording"] is True
+
+
+def test_status_counts_are_added_and_settings_kept() -> None:
+    a = {"sessions": 2, "capacity": 24, "openenv": {"websocket": 1, "http": 1}, "ok": True}
+    b = {"sessions": 3, "capacity": 24, "openenv": {"websocket": 0, "http": 2, "mcp": 1}}
+    assert add_json([a, b], frozenset({"capacity"})) == {
+        "sessions": 5,
+        "capacity": 24,
+        "openenv": {"websocket": 1, "http": 3, "mcp": 1},
+        "ok": True,
+    }

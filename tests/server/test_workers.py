@@ -168,6 +168,8 @@ def test_metrics_and_dashboard_count_every_worker_exactly(server: ServerProcess)
             live = httpx.get(f"{base}/dashboard/api/live", timeout=30).json()
             mine = [row for row in live["sessions"] if row["env"] == "CartPole-v1"]
             assert len(mine) >= 4
+            status = httpx.get(f"{base}/status", timeout=30).json()  # OpenEnv's, summed too
+            assert status["sessions"] >= 4 and status["capacity"] is None
     finally:
         for env in envs:
             env.close()

@@ -7,7 +7,7 @@ Prometheus samples of the same name and labels are added (counters, gauges, hist
 sums and counts, the process collector's CPU seconds and memory); ``process_start_time_seconds``
 is the earliest and ``process_max_fds`` the smallest. The dashboard's live table lists every
 worker's sessions, its throughput adds the workers' rates, and its errors and crashes are the
-newest of all.
+newest of all. OpenEnv's ``/status`` counts are added the same way (:class:`Summed`).
 """
 
 from __future__ import annotations
@@ -25,10 +25,10 @@ from envwire.observe.dashboard import ObserveWeb
 from envwire.observe.live import RECENT
 from envwire.observe.metrics import CONTENT_TYPE
 from envwire.protocols.http.http11 import Request, Response
-from envwire.server.http import HttpFrontEnd, OnHang, WebSocketHandler
+from envwire.server.http import HttpFrontEnd, Mount, OnHang, WebSocketHandler
 from envwire.server.relay import fetch
 
-__all__ = ["GATHER_TIMEOUT", "Gathered", "merge_live", "merge_metrics"]
+__all__ = ["GATHER_TIMEOUT", "Gathered", "Summed", "add_json", "merge_live", "merge_metrics"]
 
 log = logging.getLogger("envwire.observe")
 
@@ -138,6 +138,82 @@ class Gathered:
             return Response(200, merge_metrics(answers), CONTENT_TYPE)
         merged = merge_live([json.loads(text) for text in answers])
         return Response(200, json.dumps(merged).encode(), own.content_type)
+
+    def upgrade(self, request: Request) -> WebSocketHandler | Response | None:
+        return None
+
+    def body_limit(self, request: Request) -> int | None:
+        return None
+
+    def refuse(self, request: Request, status: int, message: str) -> Response | None:
+        return None
+
+    def start(self, front: HttpFrontEnd) -> None:
+        """Nothing to start."""
+
+    def stop(self) -> None:
+        """Nothing to stop."""
+
+
+def add_json(values: Sequence[Any], keep: frozenset[str] = frozenset()) -> Any:
+    """JSON values of several workers as one: numbers added, objects merged key by key (the
+    keys in ``keep`` are the first worker's: a server-wide setting, not a count), anything
+    else the first's."""
+    first = values[0]
+    if isinstance(first, dict):
+        keys = dict.fromkeys(k for v in values if isinstance(v, dict) for k in v)
+        return {
+            key: (
+                first.get(key)
+                if key in keep and key in first
+                else add_json([v[key] for v in values if isinstance(v, dict) and key in v], keep)
+            )
+            for key in keys
+        }
+    if isinstance(first, int | float) and not isinstance(first, bool):
+        return sum(v for v in values if isinstance(v, int | float) and not isinstance(v, bool))
+    return first
+
+
+class Summed:
+    """Placed before ``inner``, the mount that answers ``path`` (a JSON object of counts):
+    that answer here, plus the other workers' at ``peers``, added (:func:`add_json`; the keys
+    in ``keep`` are this worker's)."""
+
+    def __init__(
+        self,
+        inner: Mount,
+        peers: Sequence[str],
+        path: str,
+        keep: frozenset[str] = frozenset(),
+        timeout: float = GATHER_TIMEOUT,
+    ) -> None:
+        self.inner = inner
+        self.peers = tuple(peers)
+        self.path = path
+        self.keep = keep
+        self.timeout = timeout
+
+    def check(self, head: Request) -> Response | bool | None:
+        return None  # the inner mount judges the head
+
+    def respond(self, request: Request, on_hang: OnHang) -> Response | None:
+        if request.path != self.path or request.method != "GET":
+            return None
+        own = self.inner.respond(request, on_hang)
+        if own is None or own.status != 200:
+            return own
+        answers = [json.loads(own.body)]
+        for path in self.peers:
+            try:
+                theirs = fetch(path, request, self.timeout)
+            except OSError as exc:
+                log.warning("a worker gave no figures for %s: %s", request.path, exc)
+                continue
+            if theirs.status == 200:
+                answers.append(json.loads(theirs.body))
+        merged = add_json(answers, self.keep)
+        return Response(200, json.dumps(merged).encode(), own.content_type, own.headers)
 
     def upgrade(self, request: Request) -> WebSocketHandler | Response | None:
         return None
