@@ -146,6 +146,7 @@ def start_ceiling() -> tuple[str, subprocess.Popen[bytes]]:
 def start_envwire() -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     command = [sys.executable, "-m", "envwire", "serve", "envwire/Echo-v0", "--http", str(port)]
+    command += ["--workers", "1"]  # one process, as the peer's server is
     for name in FRONT_ENDS:
         if name != "http":
             command += [f"--{name}", "off"]

@@ -10,13 +10,21 @@ observer), never itself:
   and dashboard (:mod:`envwire.observe.dashboard`), the arena when ``arena_db`` is set
   (:mod:`envwire.arena.web`), then OpenEnv (:mod:`envwire.frontends.openenv`);
 - a metrics-only listener when ``metrics`` has a port (:mod:`envwire.observe.scrape`).
+
+As one worker of several (``--workers``, :mod:`envwire.server.supervisor`), it accepts on the
+sockets its supervisor bound, marks its OpenEnv session tokens with its index, passes requests
+for another worker's sessions (and the arena's, which worker 0 holds) to that worker, and serves
+its mounts to the other workers on its own Unix socket (:mod:`envwire.server.relay`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
+import os
+import re
 import resource
 import signal
 import socket
@@ -25,30 +33,40 @@ import threading
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from envwire.arena.web import arena_mount
+from envwire.arena.web import arena_mount, arena_paths
 from envwire.frontends.dmenvrpc import GrpcFrontEnd
 from envwire.frontends.gymsocket import GymSocketFrontEnd
-from envwire.frontends.openenv import OpenEnvMount, error_response
+from envwire.frontends.openenv import OpenEnvMount, error_response, session_tokens
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
+from envwire.observe.gather import Gathered, Summed
 from envwire.observe.gymspec import gymnasium_spec
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
+from envwire.observe.shipping import EPISODE_BODY, EpisodeInbox, episode_sender
+from envwire.protocols.http.http11 import Request
 from envwire.registry import Catalog
 from envwire.runtime.pool import WorkerPool
 from envwire.runtime.ray import RayOptions, RayRuntime, require_ray
 from envwire.runtime.workers import make_worker
 from envwire.server.http import Guard, HttpFrontEnd, Mount
+from envwire.server.listener import ThreadedListener
 from envwire.server.parking import Parking
+from envwire.server.relay import RelayMount, relay_front_end
 from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
+from envwire.server.supervisor import WorkerRole
+from envwire.server.tally import SharedAddressLimiter, Tally
 from envwire.server.threads import ThreadPool
 from envwire.settings import Settings
 from envwire.sockets.buffers import BufferBudget
 
-__all__ = ["FrontEnd", "Server", "print_line"]
+__all__ = ["FrontEnd", "Server", "print_line", "shutting_down"]
 
 log = logging.getLogger("envwire")
+
+#: A worker's mark on its OpenEnv session tokens: ``w<index>.`` ('.' is never in the rest).
+_MARK = re.compile(r"w(\d+)\.")
 
 
 class FrontEnd(Protocol):
@@ -79,6 +97,7 @@ class Server:
         health: extra fields of OpenEnv's ``/health`` (the code sandbox's enforcement).
         unavailable: envs of the catalog that cannot be loaded, with why (served anyway, at
             the operator's choice: ``/health`` names them).
+        role: this process's place among the workers of a server (None: the only one).
 
     Raises:
         ConfigError: a token or TLS file cannot be used, or Ray is needed and missing.
@@ -91,8 +110,10 @@ class Server:
         *,
         health: Callable[[], dict[str, Any]] = dict,
         unavailable: Mapping[str, str] | None = None,
+        role: WorkerRole | None = None,
     ) -> None:
         self.catalog = catalog
+        self.role = role
         self.settings = settings = settings or Settings()
         self.unavailable = dict(unavailable or {})
         self.health = health
@@ -101,18 +122,23 @@ class Server:
         # no process starts until a session of an env with pool isolation opens
         secrets = (settings.security.token_file, settings.security.tls_key)
         self.pool = WorkerPool(
-            settings.server.pool_workers, protected=tuple(p for p in secrets if p)
+            _pool_size(settings.server.pool_workers, role),
+            protected=tuple(p for p in secrets if p),
         )
-        self.observe = Observability(_record(settings, catalog))
+        self.observe = Observability(_record(settings, catalog, role))
         if self.observe.recorder is not None:
             specs = ((env_id, gymnasium_spec(spec)) for env_id, spec in catalog.items())
             self.observe.recorder.writer.env_specs = {k: v for k, v in specs if v is not None}
+        self.tally = None if role is None else Tally(role.tally, role.index, role.count)
+        if self.tally is not None:
+            self.tally.clear(self.tally.index)  # a replacement starts from nothing
         self.sessions = SessionTable(
             catalog,
             capacity=settings.server.capacity,
             monitor_root=settings.server.monitor_root,
             worker_factory=functools.partial(make_worker, ray=self.ray, pool=self.pool),
             observer=self.observe,
+            tally=self.tally,
         )
         #: The threads that serve connections while they have work, and where connections wait
         #: for their clients meanwhile (every front end but gRPC, which has its own threads).
@@ -121,6 +147,7 @@ class Server:
         self.budget = BufferBudget(settings.server.max_buffered)
         self.parking = Parking(self.threads)
         self.front_ends: list[FrontEnd] = []
+        self.local_mounts: list[Mount] = []
         self.addresses: dict[str, tuple[str, int]] = {}
         self._stopped = threading.Event()
 
@@ -150,9 +177,12 @@ class Server:
         if settings.grpc.port is not None:
             grpc = settings.grpc
             limits = connection_limits(security, grpc.grpc_max_connections, host)
+            if self.role is not None and "grpc" in self.role.ports:
+                grpc = dataclasses.replace(grpc, port=self.role.ports["grpc"])
             found.append(
                 GrpcFrontEnd(
                     grpc,
+                    shared_port=self.role is not None,
                     host=host,
                     sessions=self.sessions,
                     catalog=self.catalog,
@@ -174,8 +204,14 @@ class Server:
                     security=self.security,
                     threads=self.threads,
                     parking=self.parking,
+                    peers=self._peers(),
                 )
             )
+        if self.role is not None:
+            for front in found:
+                sock = self.role.listener(front.name)
+                if sock is not None and isinstance(front, ThreadedListener):
+                    front.adopt(sock)
         return found
 
     def _http(self) -> HttpFrontEnd:
@@ -183,8 +219,11 @@ class Server:
         settings, host = self.settings, self.settings.server.host
         security = self.security
         guard = Guard(security, host, error_response)
-        mounts: list[Mount] = [ObserveWeb(self.observe, security.tokens, security.public_metrics)]
-        if settings.arena.arena_db is not None:
+        web = ObserveWeb(self.observe, security.tokens, security.public_metrics)
+        mounts: list[Mount] = [Gathered(web, self._peers()) if self.role is not None else web]
+        role = self.role
+        arena_here = role is None or role.index == 0
+        if settings.arena.arena_db is not None and arena_here:
             mounts.append(
                 arena_mount(
                     settings.arena,
@@ -195,17 +234,25 @@ class Server:
                     on_actions=self.observe.arena_acted,
                 )
             )
-        mounts.append(
-            OpenEnvMount(
-                settings.openenv,
-                sessions=self.sessions,
-                catalog=self.catalog,
-                observe=self.observe,
-                guard=guard,
-                idle_timeout=settings.server.idle_timeout,
-                health=self._health,
-            )
+        openenv = OpenEnvMount(
+            settings.openenv,
+            sessions=self.sessions,
+            catalog=self.catalog,
+            observe=self.observe,
+            guard=guard,
+            idle_timeout=settings.server.idle_timeout,
+            health=self._health,
+            token_prefix="" if role is None else f"w{role.index}.",
+            http_sessions=self._http_sessions(),
         )
+        if role is not None:  # OpenEnv's /status counts every worker's sessions
+            mounts.append(Summed(openenv, self._peers(), "/status", frozenset({"capacity"})))
+        mounts.append(openenv)
+        #: What the worker's relay socket serves to the other workers: its own figures and
+        #: sessions (nothing passed on again, nothing summed again).
+        self.local_mounts = [m for m in mounts if not isinstance(m, Summed)]
+        if role is not None:
+            mounts.insert(0, RelayMount(role.index, role.relays, self._owner))
         limits = connection_limits(settings.security, settings.security.max_connections, host)
         return HttpFrontEnd(
             settings.http,
@@ -217,6 +264,49 @@ class Server:
             threads=self.threads,
             parking=self.parking,
         )
+
+    def _http_sessions(self) -> SharedAddressLimiter | None:
+        """OpenEnv's HTTP and MCP sessions counted across the workers (None: one process)."""
+        role, openenv = self.role, self.settings.openenv
+        if role is None:
+            return None
+        return SharedAddressLimiter(
+            openenv.http_max_sessions,
+            openenv.http_sessions_per_address,
+            "http sessions",
+            path=f"{role.tally}-http-sessions",
+            index=role.index,
+            count=role.count,
+        )
+
+    def _inbox(self) -> list[Mount]:
+        """Worker 0's mount taking the other workers' episodes, when recording."""
+        recorder = self.observe.recorder
+        if recorder is None or self.role is None or self.role.index != 0:
+            return []
+        return [EpisodeInbox(recorder.writer.offer)]
+
+    def _peers(self) -> list[str]:
+        """The other workers' Unix sockets (none for a server of one process)."""
+        role = self.role
+        if role is None:
+            return []
+        return [path for i, path in enumerate(role.relays) if i != role.index]
+
+    def _owner(self, request: Request) -> int | None:
+        """The worker a request belongs to: worker 0 for the arena's paths, the worker an
+        OpenEnv session token names; None for whichever worker got it."""
+        if self.settings.arena.arena_db is not None and self._arena_owns(request.path):
+            return 0
+        for token in session_tokens(request):
+            mark = _MARK.match(token)
+            if mark is not None:
+                return int(mark[1])
+        return None
+
+    @functools.cached_property
+    def _arena_owns(self) -> Callable[[str], bool]:
+        return arena_paths()
 
     def _health(self) -> dict[str, Any]:
         """``/health``'s extra fields: the caller's, and the envs that cannot be loaded."""
@@ -262,7 +352,9 @@ class Server:
         self.parking.start()
         tls = " (TLS)" if self.security.tls is not None else ""
         fronts = self._front_ends()
-        _check_ports(self.settings.server.host, self.settings.ports(), [f.name for f in fronts])
+        if self.role is None:  # a worker's ports were bound by its supervisor
+            names = [f.name for f in fronts]
+            _check_ports(self.settings.server.host, self.settings.ports(), names)
         for front in fronts:
             try:
                 host, bound = front.start()
@@ -273,6 +365,25 @@ class Server:
             self.addresses[front.name] = (host, bound)
             if announce is not None:
                 announce(f"envwire: {front.name} listening on {host}:{bound}{tls}")
+        if self.role is not None:
+            http = self.settings.http
+            # the largest body is the client's, checked where it came in, or an episode
+            largest = max(http.max_message_size, EPISODE_BODY)
+            relay = relay_front_end(
+                self.role.relay_listener(),
+                dataclasses.replace(http, max_message_size=largest),
+                guard=Guard(self.security, self.settings.server.host, error_response),
+                # this worker's own figures, for the others to sum (the folder is private)
+                mounts=[
+                    ObserveWeb(self.observe, None, True),
+                    *self._inbox(),
+                    *self.local_mounts[1:],
+                ],
+                threads=self.threads,
+                parking=self.parking,
+            )
+            relay.start()
+            self.front_ends.append(relay)
 
     def serve_forever(self, announce: Callable[[str], None] | None = None) -> None:
         """Block until SIGINT/SIGTERM (or :meth:`stop`), then shut down cleanly, announcing
@@ -283,8 +394,7 @@ class Server:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.default_int_handler)
         if announce is not None:
-            count = len(self.sessions)
-            announce(f"envwire: shutting down ({count} session{'' if count == 1 else 's'} open)")
+            announce(shutting_down(len(self.sessions)))
         self.shutdown()
         if announce is not None:
             announce("envwire: stopped")
@@ -351,13 +461,27 @@ def _raise_file_limit() -> None:
             log.info("cannot raise the open-file limit from %d: %s", soft, exc)
 
 
-def _record(settings: Settings, catalog: Catalog) -> RecordSettings | None:
+def _pool_size(setting: int, role: WorkerRole | None) -> int:
+    """The pool's processes in this worker: the setting, which is per worker; its default (0,
+    one per core) shares the cores among the workers."""
+    if setting or role is None:
+        return setting
+    return max(1, (os.cpu_count() or 1) // role.count)
+
+
+def _record(
+    settings: Settings, catalog: Catalog, role: WorkerRole | None = None
+) -> RecordSettings | None:
     """What to record: every env with ``record`` set, else the envs whose ``[[env]]`` table
-    says ``record = true``, into ``record_dir``."""
+    says ``record = true``, into ``record_dir``. A worker of several but worker 0 sends its
+    episodes to worker 0, which writes them all (:mod:`envwire.observe.shipping`)."""
     observe = settings.observe
     chosen = frozenset(env_id for env_id, spec in catalog.items() if spec.record)
     if not observe.record and not chosen:
         return None
+    forward = None
+    if role is not None and role.index != 0:  # worker 0 writes every worker's episodes
+        forward = episode_sender(role.relays[0])
     return RecordSettings(
         root=observe.record or observe.record_dir,
         everything=bool(observe.record),
@@ -365,6 +489,7 @@ def _record(settings: Settings, catalog: Catalog) -> RecordSettings | None:
         fraction=observe.record_fraction,
         frames=observe.record_frames,
         max_bytes=observe.record_max_bytes,
+        forward=forward,
         overflow=observe.record_overflow,
     )
 
@@ -382,6 +507,11 @@ def _ray_runtime(catalog: Catalog, settings: Settings) -> RayRuntime | None:
     for spec in on_ray:
         RayOptions.from_table(spec.id, spec.ray)
     return RayRuntime(settings.server.ray_address, settings.server.place_timeout)
+
+
+def shutting_down(sessions: int) -> str:
+    """The line a server prints when SIGINT or SIGTERM begins its shutdown."""
+    return f"envwire: shutting down ({sessions} session{'' if sessions == 1 else 's'} open)"
 
 
 def print_line(line: str) -> None:

@@ -13,6 +13,7 @@ import logging
 import os
 import re
 import sys
+import tempfile
 import warnings
 from argparse import SUPPRESS
 from collections.abc import Callable, Sequence
@@ -22,7 +23,7 @@ from typing import Any, NoReturn
 import gymnasium
 
 from envwire import __version__, settings
-from envwire.app import Server, print_line
+from envwire.app import Server, print_line, shutting_down
 from envwire.arena import cli as arena_cli
 from envwire.envs.coding import sandbox
 from envwire.errors import ConfigError, EnvwireError
@@ -37,6 +38,14 @@ from envwire.registry import (
     with_openenv,
 )
 from envwire.runtime.hosts import EnvHost
+from envwire.server.security import Security
+from envwire.server.supervisor import (
+    Supervisor,
+    WorkerFailed,
+    WorkerRole,
+    bind_ports,
+    resolve_workers,
+)
 from envwire.settings.config import ConfigFile, read
 from envwire.settings.envkwargs import kwargs_errors
 
@@ -149,9 +158,24 @@ def _check_kwargs(catalog: Catalog, config: Path | None) -> None:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    role = WorkerRole.from_environment()
+    if role is not None:
+        role.die_with_parent()
     chosen, catalog = _load(args)
     unavailable = _check_loadable(catalog, chosen.server.allow_unavailable)
     _check_kwargs(catalog, args.config)
+    count = resolve_workers(chosen.server.workers)
+    if role is None and count > 1 and _on_local_ray(catalog, chosen):
+        if chosen.server.workers != "auto":
+            raise ConfigError(
+                f"--workers {count}: envs with ray isolation need one Ray cluster that every "
+                "worker joins: start one (ray start --head) and give --ray-address (or "
+                "RAY_ADDRESS), or serve with --workers 1"
+            )
+        log.info("one worker: envs with ray isolation run on a local Ray started on demand")
+        count = 1
+    if role is None and count > 1:
+        return _supervise(args.argv, chosen, count)
     sandbox.configure(
         unsafe=True if chosen.server.unsafe_sandbox else None, runs=chosen.server.sandbox_runs
     )
@@ -161,17 +185,20 @@ def _serve(args: argparse.Namespace) -> int:
     # lock wakes once per interval to ask for it; with a thousand connections' threads those
     # wake-ups are a large share of the server's CPU (benchmarks/README.md, "Pooled isolation").
     sys.setswitchinterval(chosen.server.switch_interval)
-    server = Server(catalog, chosen, health=_sandbox_health, unavailable=unavailable)
+    server = Server(catalog, chosen, health=_sandbox_health, unavailable=unavailable, role=role)
     recorder = server.observe.recorder
     if recorder is not None:
         recorder.check_frames(catalog)
     try:
-        server.start(announce=print_line)
+        server.start(announce=print_line if role is None else None)
     except OSError as exc:
         server.shutdown()
         print(f"envwire: {_listen_error(exc, chosen)}", file=sys.stderr)
         return 1
-    server.serve_forever(announce=print_line)
+    if role is not None:
+        role.ready()
+    # the workers' supervisor says when the server shuts down, not each worker
+    server.serve_forever(announce=print_line if role is None else None)
     if recorder is not None and recorder.failed:
         # The episodes were lost while the server ran; the status lets a script notice.
         print(
@@ -181,6 +208,46 @@ def _serve(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _on_local_ray(catalog: Catalog, chosen: settings.Settings) -> bool:
+    """Whether an env runs on Ray with no cluster named: each process would start its own."""
+    named = chosen.server.ray_address or os.environ.get("RAY_ADDRESS")
+    return not named and any(s.resolved_isolation == "ray" for s in catalog.values())
+
+
+def _supervise(argv: Sequence[str], chosen: settings.Settings, count: int) -> int:
+    """``--workers N`` (N > 1): bind every port, run N workers of this same command on them,
+    and announce the ports once every worker listens."""
+    host = chosen.server.host
+    Security.from_settings(chosen.security).check_exposure(host)
+    try:
+        sockets = bind_ports(host, chosen.ports(), shared=("grpc",))
+    except OSError as exc:
+        print(f"envwire: {_listen_error(exc, chosen)}", file=sys.stderr)
+        return 1
+    with tempfile.TemporaryDirectory(prefix="envwire-") as rundir:
+        supervisor = Supervisor(
+            [sys.executable, "-m", "envwire", *argv], count, sockets, ("grpc",), rundir
+        )
+        supervisor.handle_signals(forward_hup=chosen.security.token_file is not None)
+        try:
+            supervisor.start()
+        except WorkerFailed as exc:
+            print(f"envwire: {exc}", file=sys.stderr)
+            return 1
+        if supervisor.stopping:  # stopped while the workers started
+            return supervisor.stop()
+        tls = " (TLS)" if chosen.security.tls_cert is not None else ""
+        for name, sock in sockets.items():
+            print_line(f"envwire: {name} listening on {host}:{sock.getsockname()[1]}{tls}")
+        log.info("%d workers serving: processes %s", count, supervisor.pids())
+        return supervisor.serve(announce=_announce_shutdown)
+
+
+def _announce_shutdown(sessions: int | None) -> None:
+    """The supervisor's shutdown lines, as a single server prints them."""
+    print_line(shutting_down(sessions) if sessions is not None else "envwire: stopped")
 
 
 def _listen_error(exc: OSError, chosen: settings.Settings) -> str:
@@ -311,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv[:1] == ["godot-bridge"]:  # GymGodot's --key=value contract, parsed by the bridge
         return _godot_bridge(argv[1:])
     args = _parser().parse_args(argv)
+    args.argv = argv  # the workers of --workers N run the same command
     configure_logging(args.log_level, args.log_format)
     try:
         return int(args.run(args))

@@ -11,11 +11,12 @@
     with launch("CartPole-v1", protocol="http") as env:  # a gymnasium.Env
         env.reset(seed=0)
 
-:func:`launch` starts ``python -m envwire serve <env> --http 0`` (every other front end off),
-waits for its "listening" line, and connects with :func:`envwire.make`. With ``image=...`` and a
-reachable Docker engine it runs that image instead (``docker run -d -p 127.0.0.1::<port>``) and
-connects once ``/health`` answers; without an engine it falls back to a local process for the
-same env id. Closing the client (or leaving the ``with`` block) stops the server.
+:func:`launch` starts ``python -m envwire serve <env> --http 0 --workers 1`` (every other front
+end off), waits for its "listening" line, and connects with :func:`envwire.make`. With
+``image=...`` and a reachable Docker engine it runs that image instead (``docker run -d -p
+127.0.0.1::<port>``) and connects once ``/health`` answers; without an engine it falls back to
+a local process for the same env id. Closing the client (or leaving the ``with`` block) stops
+the server.
 """
 
 from __future__ import annotations
@@ -180,6 +181,7 @@ def _launch_local(
     connect_kwargs: dict[str, object],
 ) -> Launched:
     command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, "--http", "0"]
+    command += ["--workers", "1"]  # one client: one process serves it, and starts soonest
     for name in FRONT_ENDS:
         if name != "http":
             command += [f"--{name}", "off"]

@@ -172,7 +172,7 @@ def test_serve_sets_the_switch_interval(tmp_path: Path) -> None:
         "class Stop(Exception): pass\n"
         "def fail(*a, **k): raise Stop(sys.getswitchinterval())\n"
         "cli.Server = fail\n"
-        "try: cli.main(['serve', 'CartPole-v1', '--switch-interval', '0.03'])\n"
+        "try: cli.main(['serve', 'CartPole-v1', '--switch-interval', '0.03', '--workers', '1'])\n"
         "except Stop as stop: print(stop)\n"
     )
     out = subprocess.run(

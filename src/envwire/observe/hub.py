@@ -4,6 +4,7 @@ the episode recorder, so every front end's sessions are seen the same way."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -14,6 +15,7 @@ from envwire.observe.episodes import (
     DEFAULT_MAX_EPISODE_BYTES,
     DEFAULT_MAX_EPISODE_STEPS,
     DEFAULT_QUEUE_SIZE,
+    Episode,
 )
 from envwire.observe.live import Activity
 from envwire.observe.metrics import Metrics
@@ -43,6 +45,8 @@ class RecordSettings:
         overflow: ``wait`` (recorded sessions wait for the writer; nothing is lost) or
             ``drop`` (episodes that find the queue full are dropped, counted and logged) when
             episodes end faster than they are written (``--record-overflow``).
+        forward: where finished episodes go instead of a writer of this process (a worker
+            of several: :mod:`envwire.observe.shipping`).
     """
 
     root: str
@@ -55,6 +59,7 @@ class RecordSettings:
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
     max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES
     overflow: str = "wait"
+    forward: Callable[[Episode], bool] | None = None
 
 
 class _FanOut:
@@ -115,6 +120,7 @@ class Observability:
                 overflow=record.overflow,
                 on_written=self.metrics.recorded_one,
                 on_drop=self.metrics.dropped_one,
+                forward=record.forward,
             )
         except (ValueError, OSError) as exc:
             raise ConfigError(f"cannot record to {record.root}: {exc}") from exc

@@ -19,6 +19,7 @@ from envwire.observe.episodes import (
     DEFAULT_MAX_EPISODE_BYTES,
     DEFAULT_MAX_EPISODE_STEPS,
     DEFAULT_QUEUE_SIZE,
+    Episode,
     EpisodeTap,
 )
 from envwire.registry import EnvSpec
@@ -43,6 +44,9 @@ class Recorder:
         max_episode_bytes: largest episode gathered in memory, in bytes.
         overflow: what a full queue does: ``wait`` or ``drop`` (see :class:`DatasetWriter`).
         on_written, on_drop: told of each episode written or dropped (metrics).
+        forward: where finished episodes go instead of this recorder's writer (a worker of
+            several sends them to worker 0's: :mod:`envwire.observe.shipping`); it returns
+            False for an episode it could not deliver, which counts as dropped.
 
     Raises:
         ValueError: a bound is out of range.
@@ -64,6 +68,7 @@ class Recorder:
         overflow: str = "wait",
         on_written: Callable[[str], None] = lambda env: None,
         on_drop: Callable[[str, str], None] = lambda env, reason: None,
+        forward: Callable[[Episode], bool] | None = None,
     ) -> None:
         if not 0.0 <= fraction <= 1.0:
             raise ValueError(f"record fraction must be within 0..1, got {fraction}")
@@ -74,6 +79,7 @@ class Recorder:
         self.max_episode_steps = max_episode_steps
         self.max_episode_bytes = max_episode_bytes
         self.on_drop = on_drop
+        self.forward = forward
         self.writer = DatasetWriter(
             root,
             on_written=on_written,
@@ -145,13 +151,19 @@ class Recorder:
             self._frames_missing(session.env_id, "vector sessions record no frames")
         return EpisodeTap(
             session,
-            self.writer.offer,
+            self.writer.offer if self.forward is None else self._send,
             self.on_drop,
             frames=self.frames,
             on_no_frame=lambda env: self._frames_missing(env, "the env drew no frame"),
             max_steps=self.max_episode_steps,
             max_bytes=self.max_episode_bytes,
         )
+
+    def _send(self, episode: Episode) -> None:
+        """Hand a finished episode to ``forward``; count it dropped when it is not taken."""
+        assert self.forward is not None
+        if not self.forward(episode):
+            self.on_drop(episode.env_id, "error")
 
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
         """Nothing to record."""

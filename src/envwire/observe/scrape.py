@@ -10,9 +10,12 @@ scraper to send its request and to take the answer.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from envwire.errors import EnvwireError
 from envwire.observe import Observability
 from envwire.observe.dashboard import ObserveWeb
+from envwire.observe.gather import Gathered
 from envwire.protocols.http.http11 import Response, json_response
 from envwire.server.http import Guard, HttpFrontEnd
 from envwire.server.parking import Parking
@@ -42,9 +45,11 @@ def metrics_listener(
     security: Security,
     threads: ThreadPool | None = None,
     parking: Parking | None = None,
+    peers: Sequence[str] = (),
 ) -> HttpFrontEnd:
     """The listener serving ``observe``'s metrics on ``host:port`` (0 picks a port), on the
-    server's ``threads`` and ``parking`` (its own when None)."""
+    server's ``threads`` and ``parking`` (its own when None), summed with those of the other
+    workers at ``peers`` (``--workers``: :mod:`envwire.observe.gather`)."""
     settings = HttpSettings(
         port=port,
         http_keepalive=SCRAPE_TIMEOUT,
@@ -61,12 +66,13 @@ def metrics_listener(
         handshake_timeout=SCRAPE_TIMEOUT,
     )
     web = ObserveWeb(observe, security.tokens, security.public_metrics, dashboard=False)
+    served = Gathered(web, peers) if peers else web
     front = HttpFrontEnd(
         settings,
         host=host,
         guard=Guard(security, host, _refusal),
         limits=limits,
-        mounts=[web],
+        mounts=[served],
         browsers=False,
         threads=threads,
         parking=parking,

@@ -219,6 +219,7 @@ class ThreadedListener(Generic[C]):
         parking: Parking | None = None,
     ) -> None:
         self._listener: socket.socket | None = None
+        self._adopted: socket.socket | None = None
         self._connections: set[C] = set()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
@@ -246,15 +247,23 @@ class ThreadedListener(Generic[C]):
         """Whether the listener is shutting down."""
         return self._stopping.is_set()
 
+    def adopt(self, sock: socket.socket) -> None:
+        """Accept on ``sock``, a socket already listening (one the server's supervisor bound
+        for all its workers, or a Unix socket), instead of binding one."""
+        self._adopted = sock
+
     def listen(self, backlog: int) -> tuple[str, int]:
         """Bind and listen (connections queue from now on), then start accepting."""
-        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
-        listener = socket.socket(family, socket.SOCK_STREAM)
-        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        listener.bind((self.host, self.port))
-        listener.listen(backlog)
+        listener = self._adopted
+        if listener is None:
+            family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+            listener = socket.socket(family, socket.SOCK_STREAM)
+            listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            listener.bind((self.host, self.port))
+            listener.listen(backlog)
         self._listener = listener
-        self.port = listener.getsockname()[1]
+        if listener.family != socket.AF_UNIX:
+            self.port = listener.getsockname()[1]
         self.parking.start()
         threading.Thread(target=self._accept_loop, name=self.thread_name, daemon=True).start()
         return self.host, self.port

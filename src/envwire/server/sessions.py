@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from collections.abc import Mapping
@@ -10,6 +11,7 @@ from typing import Any
 from envwire.errors import CapacityError, EnvCapacityError, EnvwireError
 from envwire.registry import Catalog
 from envwire.runtime import make_worker
+from envwire.server.tally import SESSIONS, Tally
 from envwire.session import Session, SessionObserver, WorkerFactory
 
 __all__ = ["SessionTable"]
@@ -28,6 +30,8 @@ class SessionTable:
             the cores for worker processes, the cluster's CPUs for Ray actors).
         observer: told of every session opened, refused, stepped and closed (metrics, logs,
             recording); None for none.
+        tally: the counts of the server's other workers (``--workers``): ``capacity`` bounds
+            the sessions of every worker together.
     """
 
     def __init__(
@@ -39,8 +43,10 @@ class SessionTable:
         worker_factory: WorkerFactory = make_worker,
         max_workers: int | None = None,
         observer: SessionObserver | None = None,
+        tally: Tally | None = None,
     ) -> None:
         self.observer = observer
+        self.tally = tally
         self.catalog = catalog
         self.max_workers = max_workers
         self.capacity = capacity
@@ -88,8 +94,10 @@ class SessionTable:
             if spec is not None and kwargs:
                 spec = spec.with_client_kwargs(kwargs)
             own = None if spec is None or transient else spec.max_sessions or limit
-            with self._lock:
+            with self._lock, self._everyone():
                 open_now = len(self._sessions) + self._opening
+                if self.tally is not None:
+                    open_now += self.tally.others(SESSIONS)
                 if self.capacity is not None and open_now >= self.capacity:
                     raise CapacityError(
                         f"server is at capacity ({self.capacity} sessions); try again later"
@@ -100,6 +108,7 @@ class SessionTable:
                         raise EnvCapacityError(env_id, active, own)
                     self._per_env[env_id] = active + 1
                 self._opening += 1
+                self._publish()
         except EnvwireError as exc:
             if self.observer is not None:
                 self.observer.refused(front_end, env_id, exc)
@@ -120,6 +129,7 @@ class SessionTable:
         except BaseException as exc:
             with self._lock:
                 self._opening -= 1
+                self._publish()
                 if counted:
                     self._uncount(env_id)
             if isinstance(exc, EnvwireError) and self.observer is not None:
@@ -131,6 +141,17 @@ class SessionTable:
             if counted:
                 self._counted.add(session.id)
         return session
+
+    def _everyone(self) -> contextlib.AbstractContextManager[None]:
+        """The lock that makes a capacity check and its place one step for every worker."""
+        if self.tally is None or self.capacity is None:
+            return contextlib.nullcontext()
+        return self.tally.locked()
+
+    def _publish(self) -> None:
+        """Tell the other workers how many sessions this one holds (under ``_lock``)."""
+        if self.tally is not None:
+            self.tally.set(SESSIONS, len(self._sessions) + self._opening)
 
     def _uncount(self, env_id: str) -> None:
         left = self._per_env.get(env_id, 0) - 1
@@ -153,6 +174,7 @@ class SessionTable:
             if self._sessions.pop(session.id, None) is not None and session.id in self._counted:
                 self._counted.discard(session.id)
                 self._uncount(session.env_id)
+            self._publish()
         session.close()
 
     def reap_idle(self, max_idle: float) -> list[Session]:
@@ -171,6 +193,7 @@ class SessionTable:
             self._sessions.clear()
             self._per_env.clear()
             self._counted.clear()
+            self._publish()
         for session in sessions:
             session.close()
 

@@ -123,11 +123,17 @@ class ServerSettings(Section):
         "actor per session)",
         shown="each env's",
     )
+    workers: int | str = setting(
+        "auto",
+        Count(1, auto=True),
+        "server processes sharing the ports, each serving every front end (auto: one per core "
+        "this process may use); see the deployment guide",
+    )
     pool_workers: int = setting(
         0,
         Count(0),
         "worker processes of the pool that envs with pool isolation share, each hosting many "
-        "sessions' envs (0: one per core)",
+        "sessions' envs, in each server worker (0: one per core, shared among the --workers)",
         shown="one per core",
     )
     step_timeout: float | None = setting(

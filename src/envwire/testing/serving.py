@@ -39,6 +39,8 @@ class ServerProcess:
         front_ends: the front ends to run (on free ports, unless ``args`` sets their port) and
             wait for; every other front end is turned off.
         start_timeout: seconds to wait for every "listening on" line.
+        workers: server processes (``--workers``, unless ``args`` sets it); one by default,
+            whatever the server's own default.
     """
 
     def __init__(
@@ -49,8 +51,11 @@ class ServerProcess:
         front_ends: Sequence[str] = ("gym-socket",),
         start_timeout: float = 60.0,
         cwd: str | Path | None = None,
+        workers: int = 1,
     ) -> None:
         self.command = [sys.executable, "-m", "envwire", "serve", *envs, *args]
+        if "--workers" not in args:
+            self.command += ["--workers", str(workers)]
         self.env_ids = [env.partition("=")[0].partition("@")[0] for env in envs]
         for name in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
             if f"--{name}" not in args:
@@ -102,6 +107,18 @@ class ServerProcess:
     def url(self, scheme: str, env_id: str, front_end: str | None = None) -> str:
         """``scheme://host:port/env_id`` for the front end (default: the scheme's name)."""
         return f"{scheme}://{self.host}:{self.ports[front_end or scheme]}/{env_id}"
+
+    def children(self) -> list[int]:
+        """The process ids of the server's child processes (its workers, with ``workers``
+        above 1; Linux only)."""
+        if self.process is None:
+            return []
+        pid = self.process.pid
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as listing:
+                return [int(word) for word in listing.read().split()]
+        except OSError:
+            return []
 
     def stop(self, timeout: float = 10.0) -> int | None:
         """SIGTERM, then SIGKILL after ``timeout``; returns the exit code."""

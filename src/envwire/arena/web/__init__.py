@@ -12,6 +12,7 @@ The arena itself (runs, store, accounts, ratings) is :mod:`envwire.arena`.
 """
 
 from collections.abc import Callable
+from typing import cast
 
 from envwire.arena.aisys.admin import CourseAdmin
 from envwire.arena.aisys.plugins import PluginFolder
@@ -24,7 +25,7 @@ from envwire.registry import Catalog
 from envwire.session import SessionObserver, WorkerFactory
 from envwire.settings import ArenaSettings
 
-__all__ = ["ArenaMount", "ArenaWeb", "arena_mount", "arena_web"]
+__all__ = ["ArenaMount", "ArenaWeb", "arena_mount", "arena_paths", "arena_web"]
 
 
 def arena_web(
@@ -61,3 +62,11 @@ def arena_mount(
         plugin_upload=settings.arena_plugin_upload,
     )
     return ArenaMount(arena, web, settings.arena_url)
+
+
+def arena_paths() -> Callable[[str], bool]:
+    """Whether a path is one of the arena's routes, known without opening an arena: for the
+    workers of a server that pass the arena's requests to the worker holding it."""
+    web = ArenaWeb(cast(Arena, None))
+    web.mount(AisysRoutes(web, cast(CourseAdmin, None)).routes)
+    return web.owns

@@ -166,7 +166,9 @@ class GrpcFrontEnd:
     arguments are as :class:`~envwire.frontends.gymsocket.GymSocketFrontEnd`'s, and
     ``per_address`` bounds the streams of one client address; a connection is closed when its
     handshake, or a time without any stream, passes ``handshake_timeout``, and connections past
-    ``max_transports`` (None: no bound) are refused (see the module docstring)."""
+    ``max_transports`` (None: no bound) are refused (see the module docstring);
+    ``shared_port`` binds with SO_REUSEPORT, for the workers of one server
+    (:mod:`envwire.server.supervisor`)."""
 
     name = "grpc"
 
@@ -184,10 +186,12 @@ class GrpcFrontEnd:
         idle_timeout: float | None,
         handshake_timeout: float = 10.0,
         max_transports: int | None = None,
+        shared_port: bool = False,
     ) -> None:
         self.host, self.port = host, settings.port or 0
         self.handshake_timeout = handshake_timeout
         self.max_transports = max_transports
+        self.shared_port = shared_port
         self.observe = observe
         self.worlds = WorldTable(sessions, settings.grpc_max_num_envs)
         self.properties = Properties(catalog, self.worlds)
@@ -226,7 +230,8 @@ class GrpcFrontEnd:
         # closes it (a client's channel reconnects by itself when it next calls).
         deadline_ms = max(int(self.handshake_timeout * 1000), 1)
         options = [
-            *_OPTIONS,
+            *(o for o in _OPTIONS if o[0] != "grpc.so_reuseport"),
+            ("grpc.so_reuseport", int(self.shared_port)),
             ("grpc.max_receive_message_length", limit),
             ("grpc.server_handshake_timeout_ms", deadline_ms),
             ("grpc.max_connection_idle_ms", deadline_ms),

@@ -11,6 +11,6 @@ speaks them, mounted on the server's HTTP front end (:mod:`envwire.server.http`)
 """
 
 from envwire.frontends.openenv.mount import OpenEnvMount
-from envwire.frontends.openenv.routes import error_response
+from envwire.frontends.openenv.routes import error_response, session_tokens
 
-__all__ = ["OpenEnvMount", "error_response"]
+__all__ = ["OpenEnvMount", "error_response", "session_tokens"]

@@ -25,6 +25,7 @@ Sessions: ``/reset`` and ``POST /session`` answer with the session token in the
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote, unquote
@@ -55,7 +56,15 @@ from envwire.protocols.openenv import (
     undeclared_body,
 )
 
-__all__ = ["ENDPOINTS", "HEADER", "COOKIE", "Router", "error_response", "split_path"]
+__all__ = [
+    "ENDPOINTS",
+    "HEADER",
+    "COOKIE",
+    "Router",
+    "error_response",
+    "session_tokens",
+    "split_path",
+]
 
 HEADER = "envwire-session"
 COOKIE = "envwire_session"
@@ -92,6 +101,22 @@ def split_path(path: str, served: Callable[[str], bool], default: str) -> tuple[
             env_id, endpoint = rest, ""
         return env_id, endpoint, "/envs/" + quote(env_id, safe="/:@!$&'()*+,;=-._~")
     return default, path.lstrip("/"), ""
+
+
+def session_tokens(request: Request) -> list[str]:
+    """The session tokens a request names: its header, its cookies, and for MCP over HTTP the
+    ``session_id`` of its JSON-RPC params (a body that does not parse names none)."""
+    tokens = [request.header(HEADER)] if request.header(HEADER) else []
+    tokens += request.cookie_values(COOKIE)
+    if request.method == "POST" and request.path.rstrip("/").endswith("/mcp") and request.body:
+        try:
+            params = json.loads(request.body).get("params")
+        except (ValueError, AttributeError):
+            return tokens
+        token = params.get("session_id") if isinstance(params, dict) else None
+        if isinstance(token, str):
+            tokens.append(token)
+    return tokens
 
 
 def _detail(status: int, text: str, **extra: object) -> Response:

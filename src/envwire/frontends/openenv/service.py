@@ -112,10 +112,23 @@ class OpenEnvService:
             from one client address; WebSocket sessions live with their connection, which the
             HTTP front end bounds, and transient records serve one request).
         sessions: the server's session table; ``catalog`` its envs.
+        token_prefix: what every session token begins with (a worker's mark, where the
+            server has several: :mod:`envwire.server.relay`).
+        http_sessions: what counts the HTTP and MCP sessions (where the server has several
+            workers, one that counts every worker's: ``SharedAddressLimiter``); by default
+            this service's own, from the settings.
     """
 
-    def __init__(self, settings: OpenEnvSettings, sessions: SessionTable, catalog: Catalog) -> None:
+    def __init__(
+        self,
+        settings: OpenEnvSettings,
+        sessions: SessionTable,
+        catalog: Catalog,
+        token_prefix: str = "",
+        http_sessions: AddressLimiter | None = None,
+    ) -> None:
         self.table = sessions
+        self.token_prefix = token_prefix
         self.catalog = catalog
         self.arrays: Arrays = "list" if settings.openenv_arrays == "list" else "base64"
         self.compat = Compat.of(settings.openenv_compat)
@@ -124,7 +137,7 @@ class OpenEnvService:
         self._tokens: dict[str, Record] = {}
         self._records: set[Record] = set()
         self._lock = threading.Lock()
-        self.http_sessions = AddressLimiter(
+        self.http_sessions = http_sessions or AddressLimiter(
             settings.http_max_sessions, settings.http_sessions_per_address, "http sessions"
         )
 
@@ -164,7 +177,7 @@ class OpenEnvService:
         with self._lock:
             self._records.add(record)
             if kind != "ws":
-                record.token = secrets.token_urlsafe(24)
+                record.token = self.token_prefix + secrets.token_urlsafe(24)
                 self._tokens[record.token] = record
         return record
 

@@ -166,6 +166,9 @@ class HttpFrontEnd(ThreadedListener["_Connection"]):
 
     name = "http"
     thread_name = "envwire-http"
+    #: Whether requests carry their client's address in ``envwire-forwarded`` (set on a
+    #: worker's relay socket alone: :mod:`envwire.server.relay`).
+    forwarded = False
 
     def __init__(
         self,
@@ -264,8 +267,9 @@ class _Connection:
         self.client = address_of(peer)
         self.peer_text = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) else str(peer)
         self.scheme = "https" if front.tls is not None else "http"
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+        if not front.forwarded:  # TCP (the relay's are Unix sockets)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
         settings = front.settings
         self.http = HttpConnection(
             sock,
@@ -346,6 +350,10 @@ class _Connection:
         for a client that shows an accepted token, the token's count instead of the address's.
         """
         head.client, head.peer, head.scheme = self.client, self.peer_text, self.scheme
+        if self.front.forwarded:  # passed by another worker: its client's address
+            client, _, rest = head.header("envwire-forwarded").partition(" ")
+            peer, _, scheme = rest.partition(" ")
+            head.client, head.peer, head.scheme = client, peer, scheme or "http"
         refused = self.front.check(head)
         if refused is not None:
             return refused

@@ -1,0 +1,475 @@
+"""``envwire serve --workers N``: one parent that binds every port once and runs N worker
+processes, each a whole server on those ports (as gunicorn's arbiter runs its workers).
+
+The parent (:class:`Supervisor`) binds each front end's port before any worker starts, so port
+0 picks one port that every worker serves. TCP listeners it binds and listens on itself, and each
+worker inherits the listening socket (``pass_fds``): the kernel hands each new connection to one
+worker blocked in ``accept``, and the connection stays in that worker, with no extra hop. gRPC's
+server binds by itself: the parent holds the port with ``SO_REUSEPORT`` set (bound, never
+listening) and each worker's gRPC server binds it with ``SO_REUSEPORT`` too.
+
+Each worker also gets a Unix socket of its own, made by the parent in a private folder and kept
+across the worker's replacements: the other workers reach it there for what clients address by
+id across connections (:mod:`envwire.server.relay`).
+
+The workers are ``envwire serve`` again, with the same arguments, told their role by the
+:data:`ROLE_VARIABLE` environment variable (:class:`WorkerRole`). A worker that dies is replaced,
+and the log says which one died, how, and by which process it was replaced. SIGHUP is passed to
+every worker; SIGINT and SIGTERM stop them all within :data:`GRACE` seconds (SIGKILL after), and a
+worker whose parent dies gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import logging
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Collection, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from envwire.server.listener import BACKLOG
+from envwire.server.tally import SESSIONS, Tally, make_tally_file
+
+__all__ = [
+    "GRACE",
+    "READY_TIMEOUT",
+    "ROLE_VARIABLE",
+    "Supervisor",
+    "WorkerFailed",
+    "WorkerRole",
+    "bind_ports",
+    "resolve_workers",
+]
+
+log = logging.getLogger("envwire.workers")
+
+#: The environment variable that makes ``envwire serve`` a worker of a supervisor.
+ROLE_VARIABLE = "ENVWIRE_WORKER"
+
+#: Seconds the workers have to stop after SIGINT or SIGTERM before they are killed.
+GRACE = 10.0
+
+#: Seconds a worker may take to start (import, load the catalog, start every front end).
+READY_TIMEOUT = 120.0
+
+#: Seconds between a worker's start and its replacement's, when it died as soon as it started
+#: (a worker that cannot start is not restarted in a tight loop).
+RESTART_DELAY = 1.0
+
+_PR_SET_PDEATHSIG = 1
+
+
+def resolve_workers(value: int | str) -> int:
+    """The number of workers a ``workers`` setting means (``auto``: the cores this process
+    may run on)."""
+    if value == "auto":
+        try:
+            return max(1, len(os.sched_getaffinity(0)))
+        except (AttributeError, OSError):  # no affinity on this platform
+            return max(1, os.cpu_count() or 1)
+    return max(1, int(value))
+
+
+@dataclass(frozen=True)
+class WorkerRole:
+    """What a worker process is told by its supervisor.
+
+    Attributes:
+        index: this worker's number, from 0 (worker 0 holds the arena).
+        count: how many workers the server has.
+        fds: the listening sockets it inherits, by front end name.
+        ports: the ports of the front ends that bind by themselves (gRPC), with SO_REUSEPORT.
+        relay_fd: its own listening Unix socket, where the other workers reach it.
+        relays: every worker's Unix socket path, by index.
+        ready_fd: the pipe to write one byte to once every front end listens.
+        parent: the supervisor's process id.
+        life_fd: a pipe the supervisor never writes to: its end of file means the supervisor
+            is gone (where ``PR_SET_PDEATHSIG`` is missing, or came late).
+        tally: the file of the counts the workers share (:mod:`envwire.server.tally`).
+    """
+
+    index: int
+    count: int
+    fds: dict[str, int] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    relay_fd: int = -1
+    relays: tuple[str, ...] = ()
+    ready_fd: int = -1
+    parent: int = 0
+    tally: str = ""
+    life_fd: int = -1
+
+    def to_text(self) -> str:
+        """The role as the environment variable holds it."""
+        return json.dumps(
+            {
+                "index": self.index,
+                "count": self.count,
+                "fds": self.fds,
+                "ports": self.ports,
+                "relay_fd": self.relay_fd,
+                "relays": list(self.relays),
+                "ready_fd": self.ready_fd,
+                "parent": self.parent,
+                "tally": self.tally,
+                "life_fd": self.life_fd,
+            }
+        )
+
+    @classmethod
+    def from_environment(cls, environ: Mapping[str, str] | None = None) -> WorkerRole | None:
+        """The role this process was given, or None when it is no supervisor's worker (the
+        variable is taken out of ``os.environ``: the processes a worker starts are not
+        workers)."""
+        text = (
+            os.environ.pop(ROLE_VARIABLE, None) if environ is None else environ.get(ROLE_VARIABLE)
+        )
+        if not text:
+            return None
+        data = json.loads(text)
+        return cls(
+            index=int(data["index"]),
+            count=int(data["count"]),
+            fds={str(k): int(v) for k, v in data["fds"].items()},
+            ports={str(k): int(v) for k, v in data["ports"].items()},
+            relay_fd=int(data["relay_fd"]),
+            relays=tuple(str(p) for p in data["relays"]),
+            ready_fd=int(data["ready_fd"]),
+            parent=int(data["parent"]),
+            tally=str(data["tally"]),
+            life_fd=int(data["life_fd"]),
+        )
+
+    def die_with_parent(self) -> None:
+        """Get SIGTERM from the kernel when the supervisor dies (Linux); end now if it died
+        already."""
+        if sys.platform == "linux":
+            try:
+                libc = ctypes.CDLL(None, use_errno=True)
+                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
+            except (OSError, AttributeError):
+                log.info("cannot ask to end with the supervisor: no prctl")
+        if os.getppid() != self.parent:
+            os.kill(os.getpid(), signal.SIGTERM)
+        if self.life_fd >= 0:
+            threading.Thread(target=self._watch_parent, name="envwire-parent", daemon=True).start()
+
+    def _watch_parent(self) -> None:
+        """SIGTERM to this worker once the supervisor's end of the life pipe closes."""
+        while True:
+            ready, _, _ = select.select([self.life_fd], [], [], 60.0)
+            if ready and not os.read(self.life_fd, 1):
+                log.warning("worker %d: the server's supervisor is gone; stopping", self.index)
+                os.kill(os.getpid(), signal.SIGTERM)
+                return
+
+    def listener(self, name: str) -> socket.socket | None:
+        """The inherited listening socket of front end ``name``, if it has one."""
+        fd = self.fds.get(name)
+        return None if fd is None else socket.socket(fileno=fd)
+
+    def relay_listener(self) -> socket.socket:
+        """This worker's own Unix socket, listening."""
+        return socket.socket(fileno=self.relay_fd)
+
+    def ready(self) -> None:
+        """Tell the supervisor that every front end listens (once)."""
+        try:
+            os.write(self.ready_fd, b"1")
+        except OSError:  # the supervisor stopped waiting: nothing to tell
+            pass
+        finally:
+            with contextlib.suppress(OSError):
+                os.close(self.ready_fd)
+
+
+def bind_ports(
+    host: str, ports: Mapping[str, int | None], shared: Collection[str] = ()
+) -> dict[str, socket.socket]:
+    """Bind each front end's port (None: off; 0: a free one): the listening sockets the
+    workers inherit, and for the names in ``shared`` a socket that holds the port with
+    SO_REUSEPORT for the workers to bind too.
+
+    Raises:
+        OSError: a port cannot be bound (``OSError.front_end`` names its front end).
+    """
+    bound: dict[str, socket.socket] = {}
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    for name, asked in ports.items():
+        if asked is None:
+            continue
+        port = asked
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if name in shared:
+                # a port some other process holds, even with SO_REUSEPORT, is an error, not a
+                # silently shared port: bind it alone first
+                with socket.socket(family, socket.SOCK_STREAM) as probe:
+                    probe.bind((host, port))
+                    port = probe.getsockname()[1]
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind((host, port))
+            if name not in shared:
+                sock.listen(BACKLOG)
+        except OSError as exc:
+            sock.close()
+            for other in bound.values():
+                other.close()
+            exc.front_end = name  # type: ignore[attr-defined]
+            raise
+        bound[name] = sock
+    return bound
+
+
+class WorkerFailed(Exception):
+    """A worker could not start (its own error is on stderr)."""
+
+
+def _how(status: int) -> str:
+    """A worker's exit status in words."""
+    if status < 0:
+        try:
+            return f"killed by {signal.Signals(-status).name}"
+        except ValueError:
+            return f"killed by signal {-status}"
+    return f"exited with status {status}"
+
+
+class _Child:
+    """One worker process and what the supervisor knows of it."""
+
+    def __init__(self, index: int, process: subprocess.Popen[bytes], ready: int) -> None:
+        self.index = index
+        self.process = process
+        self.ready = ready  # the read end of its ready pipe (-1 once closed)
+        self.started = time.monotonic()
+
+    def close_ready(self) -> None:
+        if self.ready >= 0:
+            os.close(self.ready)
+            self.ready = -1
+
+
+class Supervisor:
+    """Runs ``count`` workers of ``command`` on the ports in ``sockets``, replaces those that
+    die, and stops them all when told.
+
+    Args:
+        command: the worker's command line (``envwire serve`` with the server's arguments).
+        count: how many workers.
+        sockets: what :func:`bind_ports` bound, by front end name.
+        shared: the front ends whose port the workers bind themselves (SO_REUSEPORT).
+        rundir: a private folder (mode 0700) for the workers' Unix sockets.
+        grace: seconds the workers have to stop before they are killed.
+    """
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        count: int,
+        sockets: Mapping[str, socket.socket],
+        shared: Collection[str],
+        rundir: str,
+        *,
+        grace: float = GRACE,
+    ) -> None:
+        self.command = list(command)
+        self.count = count
+        self.sockets = dict(sockets)
+        self.shared = frozenset(shared)
+        self.grace = grace
+        self.relay_paths = tuple(os.path.join(rundir, f"worker-{i}.sock") for i in range(count))
+        self.relays: list[socket.socket] = []
+        for path in self.relay_paths:
+            relay = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            relay.bind(path)
+            relay.listen(BACKLOG)
+            self.relays.append(relay)
+        self.tally_path = os.path.join(rundir, "tally")
+        make_tally_file(self.tally_path, count)
+        self.tally = Tally(self.tally_path, -1, count)
+        self._life = os.pipe()  # the workers hold the read end; this process, the write end
+        self.children: list[_Child | None] = [None] * count
+        self._due: dict[int, float] = {}  # workers to replace, and when
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._hup = False
+        self.status = 0
+
+    def _spawn(self, index: int) -> _Child:
+        ready_read, ready_write = os.pipe()
+        fds = {n: s.fileno() for n, s in self.sockets.items() if n not in self.shared}
+        ports = {n: s.getsockname()[1] for n, s in self.sockets.items() if n in self.shared}
+        role = WorkerRole(
+            index=index,
+            count=self.count,
+            fds=fds,
+            ports=ports,
+            relay_fd=self.relays[index].fileno(),
+            relays=self.relay_paths,
+            ready_fd=ready_write,
+            parent=os.getpid(),
+            tally=self.tally_path,
+            life_fd=self._life[0],
+        )
+        env = dict(os.environ, **{ROLE_VARIABLE: role.to_text()})
+        try:
+            process = subprocess.Popen(
+                self.command,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(*fds.values(), role.relay_fd, ready_write, role.life_fd),
+            )
+        finally:
+            os.close(ready_write)
+        return _Child(index, process, ready_read)
+
+    def start(self, timeout: float = READY_TIMEOUT) -> None:
+        """Start every worker and wait until each listens (or a stop is asked for:
+        :attr:`stopping`).
+
+        Raises:
+            WorkerFailed: a worker exited, or did not start within ``timeout``, first (the
+                others are stopped).
+        """
+        for index in range(self.count):
+            self.children[index] = self._spawn(index)
+        deadline = time.monotonic() + timeout
+        waiting = {c.ready: c for c in self.children if c is not None}
+        while waiting and not self._stop.is_set():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.stop()
+                raise WorkerFailed(f"a worker did not start within {timeout:g} seconds")
+            readable, _, _ = select.select(list(waiting), [], [], min(left, 1.0))
+            for fd in readable:
+                child = waiting.pop(fd)
+                got = os.read(fd, 1)
+                child.close_ready()
+                if not got:  # the pipe closed unwritten: it exited
+                    status = child.process.wait(timeout)
+                    self.stop()
+                    raise WorkerFailed(f"worker {child.index} could not start ({_how(status)})")
+
+    @property
+    def stopping(self) -> bool:
+        """Whether SIGINT/SIGTERM (or :meth:`request_stop`) came."""
+        return self._stop.is_set()
+
+    def handle_signals(self, forward_hup: bool) -> None:
+        """On the main thread: SIGINT/SIGTERM stop the workers, SIGHUP (when ``forward_hup``)
+        is passed to each of them."""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, lambda *_: self.request_stop())
+        if forward_hup:
+            signal.signal(signal.SIGHUP, lambda *_: self._note_hup())
+
+    def _note_hup(self) -> None:
+        self._hup = True
+        self._wake.set()  # the loop tells the workers and goes on
+
+    def pids(self) -> list[int]:
+        """The workers' process ids now."""
+        return [c.process.pid for c in self.children if c is not None]
+
+    def serve(
+        self, poll: float = 0.2, announce: Callable[[int | None], None] | None = None
+    ) -> int:
+        """Watch the workers until SIGINT/SIGTERM (or :meth:`request_stop`), replacing those
+        that die; then stop them all, calling ``announce`` with the sessions open across the
+        workers when the shutdown begins and with None when it is done (from then on, on the
+        main thread, a second SIGINT stops this process at once). Returns the exit status: 0,
+        or 1 when a worker ended with an error of its own (a recording that failed)."""
+        while True:
+            self._wake.wait(poll)
+            self._wake.clear()
+            if self._hup:
+                self._hup = False
+                for child in self.children:
+                    if child is not None and child.process.poll() is None:
+                        child.process.send_signal(signal.SIGHUP)
+            if self._stop.is_set():
+                break
+            self._watch()
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+        if announce is not None:
+            announce(self.tally.others(SESSIONS))
+        status = self.stop()
+        if announce is not None:
+            announce(None)
+        return status
+
+    def request_stop(self) -> None:
+        """Make :meth:`serve` stop the workers and return (any thread)."""
+        self._stop.set()
+        self._wake.set()
+
+    def _watch(self) -> None:
+        """Note the workers that died; start the replacements that are due."""
+        now = time.monotonic()
+        for index, child in enumerate(self.children):
+            status = None if child is None else child.process.poll()
+            if child is None or status is None:
+                continue
+            child.close_ready()
+            self.children[index] = None
+            self.tally.clear(index)  # its sessions are gone
+            early = now - child.started < RESTART_DELAY
+            self._due[index] = child.started + RESTART_DELAY if early else now
+            log.warning(
+                "worker %d (process %d) %s; its sessions ended; it is being replaced",
+                index,
+                child.process.pid,
+                _how(status),
+            )
+        for index, due in list(self._due.items()):
+            if now >= due:
+                del self._due[index]
+                replacement = self._spawn(index)
+                replacement.close_ready()  # it serves when it is ready; nobody waits for it
+                self.children[index] = replacement
+                log.warning("worker %d replaced by process %d", index, replacement.process.pid)
+
+    def stop(self) -> int:
+        """SIGTERM every worker, SIGKILL those still running after the grace period, and
+        close the ports. Returns the exit status (see :meth:`serve`)."""
+        alive = [c for c in self.children if c is not None]
+        for child in alive:
+            if child.process.poll() is None:
+                child.process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace
+        for child in alive:
+            try:
+                child.process.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                log.warning(
+                    "worker %d (process %d) did not stop within %g seconds; killed",
+                    child.index,
+                    child.process.pid,
+                    self.grace,
+                )
+                child.process.kill()
+                child.process.wait(self.grace)
+            child.close_ready()
+            if child.process.returncode not in (0, -signal.SIGTERM, -signal.SIGKILL):
+                self.status = 1
+        self.children = [None] * self.count
+        self._due.clear()
+        for sock in (*self.sockets.values(), *self.relays):
+            sock.close()
+        self.tally.close()
+        for fd in self._life:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        return self.status
