@@ -151,8 +151,9 @@ def test_version_does_not_import_the_server(tmp_path: Path) -> None:
     assert not {"envwire.cli", "envwire.app", "grpc", "envwire.server"} & imported
 
 
-def test_ctrl_c_says_the_server_is_shutting_down_and_when_it_is_done() -> None:
-    server = ServerProcess(["CartPole-v1"]).start()
+@pytest.mark.parametrize("workers", [1, 2])
+def test_ctrl_c_says_the_server_is_shutting_down_and_when_it_is_done(workers: int) -> None:
+    server = ServerProcess(["CartPole-v1"], workers=workers).start()
     try:
         env = envwire.make(server.url("gym-socket", "CartPole-v1"))
         env.reset(seed=0)

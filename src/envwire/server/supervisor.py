@@ -382,9 +382,7 @@ class Supervisor:
         """The workers' process ids now."""
         return [c.process.pid for c in self.children if c is not None]
 
-    def serve(
-        self, poll: float = 0.2, announce: Callable[[int | None], None] | None = None
-    ) -> int:
+    def serve(self, poll: float = 0.2, announce: Callable[[int | None], None] | None = None) -> int:
         """Watch the workers until SIGINT/SIGTERM (or :meth:`request_stop`), replacing those
         that die; then stop them all, calling ``announce`` with the sessions open across the
         workers when the shutdown begins and with None when it is done (from then on, on the
