@@ -30,6 +30,7 @@ from envwire.protocols.arena import (
     parse_act_request,
 )
 from envwire.protocols.http.status import status_of
+from tests.budget import examples
 
 BASE = {"agent": "a", "pwd": "p"}
 
@@ -267,7 +268,7 @@ fields = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.dictionaries(
         fields, json_values | st.lists(st.dictionaries(fields, json_values, max_size=3), max_size=3)

@@ -37,6 +37,7 @@ from envwire.protocols.gymsocket.server import (
     MAX_UPLOAD_FIELD,
     MAX_VECTOR_OPTIONS,
 )
+from tests.budget import examples
 
 CARTPOLE_OBS = spaces.Box(
     np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32),
@@ -371,7 +372,7 @@ def test_deeply_nested_json_is_an_invalid_action_not_a_crash() -> None:
     assert isinstance(reset, Invalid) and "deeper than 100 levels" in str(reset.error)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200), st.integers(0, 7))
 def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags: int) -> None:
     server = server_after_handshake(flags)
@@ -397,7 +398,7 @@ def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=120))
 def test_garbage_replies_only_ever_yield_protocol_errors(garbage: bytes) -> None:
     client, _ = pair(ALL)

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from envwire import messages as m
 from envwire.errors import EnvwireError, ProtocolError, TooLargeError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, HandshakeReply
+from tests.budget import examples
 
 ALL = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 CARTPOLE_OBS = spaces.Box(-np.inf, np.inf, (4,), np.float32)
@@ -151,7 +152,7 @@ framed = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     request=st.sampled_from(REQUESTS),
     flags=st.sampled_from(FLAG_SETS),
