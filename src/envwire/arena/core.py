@@ -33,6 +33,7 @@ from envwire.arena.admin import ArenaAdmin, resolve_spec
 from envwire.arena.aisys.game import plugin_game
 from envwire.arena.aisys.plugins import is_plugin_id
 from envwire.arena.errors import (
+    ARENA_STATUS,
     ArenaBusyError,
     AuthenticationError,
     MalformedRequestError,
@@ -280,13 +281,16 @@ class Arena:
             request = parse_act_request(decode_body(body, content_type, self.max_body))
             return 200, encode_reply(self.act(env, request, client), request.version), []
         except RateLimitedError as exc:
-            return (*error_reply(exc), [("retry-after", str(max(round(exc.retry_after), 1)))])
+            return (
+                *error_reply(exc, ARENA_STATUS),
+                [("retry-after", str(max(round(exc.retry_after), 1)))],
+            )
         except EnvwireError as exc:
-            return (*error_reply(exc), [])
+            return (*error_reply(exc, ARENA_STATUS), [])
         except sqlite3.Error as exc:  # the database is busy or failing: nothing was changed
             log.error("act request for %r: database error: %s", env, exc)
             busy = ArenaBusyError(f"the arena's database is not available ({exc})")
-            return (*error_reply(busy), [])
+            return (*error_reply(busy, ARENA_STATUS), [])
         except Exception:
             log.exception("act request for %r failed", env)
             return 500, error_body(500, "internal server error; the server log has the details"), []
