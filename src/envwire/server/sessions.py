@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -154,15 +153,6 @@ class SessionTable:
                 self._counted.discard(session.id)
                 self._uncount(session.env_id)
         session.close()
-
-    def reap_idle(self, max_idle: float) -> list[Session]:
-        """Close sessions idle for more than ``max_idle`` seconds; return them."""
-        cutoff = time.monotonic() - max_idle
-        with self._lock:
-            idle = [s for s in self._sessions.values() if s.last_active < cutoff]
-        for session in idle:
-            self.close(session)
-        return idle
 
     def close_all(self) -> None:
         """Free every session (server shutdown)."""

@@ -45,7 +45,6 @@ __all__ = ["ArenaRoute", "ArenaWeb", "route"]
 
 log = logging.getLogger("envwire.arena")
 
-_JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _NAME = r"(?P<{}>[^/]+)"
 _SLASHES = re.compile(r"/{2,}")
