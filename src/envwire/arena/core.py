@@ -41,9 +41,7 @@ from envwire.arena.errors import (
 )
 from envwire.arena.games import Accepted, ArenaGame, Game
 from envwire.arena.logins import LoginLimits
-from envwire.arena.rules import RunSlot, request_limit, schedule
-from envwire.arena.settings import ArenaSettings
-from envwire.arena.store import (
+from envwire.arena.rows import (
     AgentRow,
     Batch,
     EnvRow,
@@ -52,8 +50,10 @@ from envwire.arena.store import (
     NewRun,
     RunRow,
     StepRow,
-    Store,
 )
+from envwire.arena.rules import RunSlot, request_limit, schedule
+from envwire.arena.settings import ArenaEnvSettings
+from envwire.arena.store import Store
 from envwire.errors import EnvwireError, RateLimitedError
 from envwire.jsonio import JsonValue
 from envwire.protocols.arena import (
@@ -87,7 +87,7 @@ class _Request:
     """The working state of one act request."""
 
     env: EnvRow
-    settings: ArenaSettings
+    settings: ArenaEnvSettings
     game: ArenaGame
     agent: str
     active: dict[int, RunRow]
@@ -169,7 +169,7 @@ class Arena:
         return self._clock()
 
     def _make_game(self, env: EnvRow) -> ArenaGame:
-        settings = ArenaSettings.build(env.settings)
+        settings = ArenaEnvSettings.build(env.settings)
         if is_plugin_id(env.env_id):
             return plugin_game(env, settings, self.store, live_runs=self.live_runs)
         spec = resolve_spec(env.env_id, self.catalog, settings.kwargs)
@@ -183,7 +183,7 @@ class Arena:
             observer=self.observer,
         )
 
-    def game(self, env: EnvRow) -> tuple[ArenaGame, ArenaSettings]:
+    def game(self, env: EnvRow) -> tuple[ArenaGame, ArenaEnvSettings]:
         """The game of an arena env (made on first use, remade when the env was redefined).
 
         Raises:

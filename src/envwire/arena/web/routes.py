@@ -33,7 +33,7 @@ from envwire.arena import history
 from envwire.arena.core import Arena
 from envwire.arena.errors import ARENA_STATUS, MalformedRequestError, NotFoundError
 from envwire.arena.history import OutcomeRow
-from envwire.arena.store import EnvRow, RunRow
+from envwire.arena.rows import EnvRow, RunRow
 from envwire.arena.web import pages
 from envwire.errors import ConfigError, EnvError, EnvwireError
 from envwire.jsonio import JsonObject, JsonValue
