@@ -9,7 +9,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from envwire.errors import InvalidArgumentError, StateError
-from envwire.frontends.dmenvrpc.dmworld import NativeWorld
+from envwire.frontends.dmenvrpc.native_world import NativeWorld
 from envwire.frontends.dmenvrpc.vector import VectorWorld
 from envwire.frontends.dmenvrpc.world import Connection, World
 from envwire.messages import autoreset_mode
