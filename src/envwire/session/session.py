@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import gymnasium
 import numpy as np
@@ -27,10 +27,10 @@ from envwire.errors import (
 )
 from envwire.kinds.dm_env import DmSpecs
 from envwire.registry import EnvSpec
-from envwire.session.contracts import SessionObserver, SessionTap, Worker, WorkerFactory
+from envwire.session.contracts import Worker, WorkerFactory
 from envwire.session.states import ALLOWED, OPENENV_ALLOWED, UPLOAD_GONE, State, confine
 
-__all__ = ["Session"]
+__all__ = ["Session", "SessionObserver", "SessionTap"]
 
 
 class Session:
@@ -411,3 +411,36 @@ class Session:
             "episode_return": self.episode_return,
             "total_steps": self.total_steps,
         }
+
+
+class SessionTap(Protocol):
+    """What an observer attaches to one session: told of every request the session carries out.
+
+    Calls come from the thread running the request, in order, while the session holds its
+    lock; they must be quick and must not raise (the step path waits for them).
+    """
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        """``request`` succeeded with ``reply`` after ``seconds``."""
+        ...
+
+    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
+        """``request`` raised ``error`` after ``seconds``."""
+        ...
+
+    def closed(self) -> None:
+        """The session closed (called once)."""
+        ...
+
+
+class SessionObserver(Protocol):
+    """Watches sessions (metrics, logs, recording): the one place every front end's sessions
+    are seen, whatever protocol opened them."""
+
+    def opened(self, session: Session) -> SessionTap:
+        """A session was made (its env is up); the tap it will report to."""
+        ...
+
+    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Opening a session for ``env_id`` failed with ``error``."""
+        ...
