@@ -28,6 +28,7 @@ from envwire.protocols.gymsocket import (
     HandshakeReply,
     Invalid,
     ServerConnection,
+    Upload,
 )
 from envwire.protocols.gymsocket.packets import MAX_MONITOR_DIR
 from envwire.protocols.gymsocket.server import (
@@ -155,7 +156,7 @@ def test_monitor_go_client_layout_has_a_video_byte_and_a_reply(how: str) -> None
 def test_render_has_no_reply_and_upload_answers_an_error_string() -> None:
     server = server_after_handshake()
     server.receive_data(b"\x05\x06" + s(b"dir") + s(b"key") + s(b"algo"))
-    assert events(server) == [m.Render(), m.Upload("dir", "key", "algo")]
+    assert events(server) == [m.Render(), Upload("dir", "key", "algo")]
     assert server.send_reply(m.RenderReply(None)) == b""
     assert server.send_error(RemoteError("gone")) == s(b"gone")
 
@@ -392,7 +393,7 @@ def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags
                 | m.SampleAction
                 | m.Monitor
                 | m.Render
-                | m.Upload,
+                | Upload,
             )
     except ProtocolError:
         pass

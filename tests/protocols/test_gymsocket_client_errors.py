@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from envwire import messages as m
 from envwire.errors import EnvwireError, ProtocolError, TooLargeError
-from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, HandshakeReply
+from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, HandshakeReply, Upload
 from tests.budget import examples
 
 ALL = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
@@ -99,7 +99,7 @@ def test_a_good_byte_list_still_reads() -> None:
 
 # -- fuzz: every reply kind, every flag set -----------------------------------------------------
 
-REQUESTS: list[tuple[m.Request, bool]] = [
+REQUESTS: list[tuple[m.Request | Upload, bool]] = [
     (m.Reset(), False),
     (m.Reset(seed=1), False),
     (m.Step(np.int64(1)), False),
@@ -108,7 +108,7 @@ REQUESTS: list[tuple[m.Request, bool]] = [
     (m.SampleAction(), False),
     (m.Monitor("d"), False),
     (m.Render(), False),
-    (m.Upload("d", "k", "a"), False),
+    (Upload("d", "k", "a"), False),
     (m.Reset(seed=0), True),
     (m.Step(np.zeros(2, np.int64)), True),
 ]

@@ -24,7 +24,7 @@ class Worker(Protocol):
         """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error.
 
         ``timeout`` is the seconds the call may take; None waits as long as the env takes
-        (OpenEnv's own envs, which openenv-core never cuts off).
+        (an env whose spec sets no deadline).
 
         Returns:
             What the host method returned (:class:`~envwire.runtime.EnvHost` has their
