@@ -14,6 +14,9 @@ from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ServerProcess
 # These machines are shared and noisy: no per-example deadlines, no "too slow" health checks
 # (correctness is what the property tests check; speed is the benchmarks' business).
 settings.register_profile("envwire", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# The fast lane's (docs/development.md): a tenth of the examples, for a quick loop while editing;
+# the suite runs the full count.
+settings.register_profile("fast", settings.get_profile("envwire"), max_examples=10)
 settings.load_profile("envwire")
 
 #: Why this host cannot build the code sandbox (no bubblewrap, no user namespaces), or None.

@@ -87,12 +87,21 @@ def test_imports_inside_functions_are_only_the_listed_ones() -> None:
     assert DEFERRED - found == set(), "a listed deferred import is gone: drop it from the list"
 
 
+def _type_checking(node: ast.stmt) -> bool:
+    """Whether ``node`` is ``if TYPE_CHECKING:`` (imports for the type checker alone)."""
+    return isinstance(node, ast.If) and ast.unparse(node.test) in (
+        "TYPE_CHECKING",
+        "typing.TYPE_CHECKING",
+    )
+
+
 def _top_level_imports(path: Path) -> set[str]:
-    """The envwire modules a module imports at its top level (``from a import b`` counts
-    ``a.b`` when it is a module)."""
+    """The envwire modules a module imports at its top level, type-only imports (under ``if
+    TYPE_CHECKING:``) included (``from a import b`` counts ``a.b`` when it is a module)."""
     modules = {_dotted(p) for p in _modules()}
     found: set[str] = set()
-    for node in ast.parse(path.read_text()).body:
+    body = ast.parse(path.read_text()).body
+    for node in [*body, *(n for top in body if _type_checking(top) for n in top.body)]:
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -113,7 +122,8 @@ def _dotted(path: Path) -> str:
 
 
 def test_no_import_circles() -> None:
-    """Between modules, through their top-level imports (a package's face counts as a module)."""
+    """Between modules, through their top-level imports, type-only ones included (a package's
+    face counts as a module)."""
     graph = {_dotted(p): _top_level_imports(p) for p in _modules()}
     index: dict[str, int] = {}
     low: dict[str, int] = {}

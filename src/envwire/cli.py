@@ -55,13 +55,6 @@ log = logging.getLogger("envwire")
 
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
-#: The flag that chooses each listener's port, by its name.
-_PORT_FLAGS = {
-    "gym-socket": "--gym-socket",
-    "http": "--http",
-    "grpc": "--grpc",
-    "metrics": "--metrics",
-}
 
 
 class _Parser(argparse.ArgumentParser):

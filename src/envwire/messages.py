@@ -42,14 +42,13 @@ __all__ = [
     "SpaceKind",
     "Step",
     "StepReply",
-    "Upload",
     "VectorStepReply",
     "autoreset_mode",
 ]
 
 
 class SpaceKind(IntEnum):
-    """Which of the env's spaces a :class:`GetSpace` asks for (gym-socket's numbering)."""
+    """Which of the env's spaces a :class:`GetSpace` asks for."""
 
     ACTION = 0
     OBSERVATION = 1
@@ -107,20 +106,11 @@ class Monitor:
 
 
 @dataclass(frozen=True, slots=True)
-class Upload:
-    """Upload a monitor directory to a scoreboard (which no longer exists)."""
-
-    directory: str
-    api_key: str
-    algorithm_id: str
-
-
-@dataclass(frozen=True, slots=True)
 class Close:
     """End the session and free its env."""
 
 
-Request = Reset | Step | GetSpace | SampleAction | Render | Monitor | Upload | Close
+Request = Reset | Step | GetSpace | SampleAction | Render | Monitor | Close
 
 
 @dataclass(frozen=True, slots=True)

@@ -183,6 +183,13 @@ class EnvSpec:
         return "inline" if self._target_module().startswith(_TRUSTED_PREFIXES) else "process"
 
     @property
+    def decides_steps(self) -> bool:
+        """Whether the env decides for itself what a step before the first reset, or after its
+        episode ended, means (OpenEnv's own envs: openenv-core passes every step to the env), so
+        that a session passes such steps on rather than refusing them."""
+        return self.openenv is not None
+
+    @property
     def resolved_step_timeout(self) -> float | None:
         """``step_timeout`` with ``auto`` decided: None (no deadline) for OpenEnv's own envs,
         as openenv-core has none, else :data:`DEFAULT_STEP_TIMEOUT`."""

@@ -10,6 +10,7 @@ puts it there).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import importlib.util
 import json
 import os
@@ -31,6 +32,7 @@ from tests.docs.blocks import (
     SHELL_LANGUAGES,
     Block,
 )
+from tests.docs.ports import PortMap
 from tests.docs.shell import COMMAND_TIME, BlockFailed, Shell, commands
 
 __all__ = [
@@ -190,6 +192,8 @@ class PageRun:
         for name in CHECKOUT_FOLDERS:
             (self.cwd / name).symlink_to(ROOT / name, target_is_directory=True)
         self.env = page_environment(folder / "bin")
+        #: The page's ports, documented -> real: its servers listen on free ones.
+        self.ports = PortMap(self.cwd)
         self.shell: Shell | None = None
         self.python: PythonPrompt | None = None
 
@@ -235,14 +239,16 @@ class PageRun:
         if block.file is not None:
             target = self.cwd / block.file
             target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(block.text)
+            # A config file keeps its ports: a server command reads them as documented ones.
+            configures = block.language in DATA_LANGUAGES
+            target.write_text(block.text if configures else self.ports.rewrite(block.text))
         elif block.language in PYTHON_LANGUAGES:
             if self.python is None:
                 self.python = PythonPrompt(self.cwd, self.env, self.logs / "python.log")
-            self.python.run(block)
+            self.python.run(dataclasses.replace(block, text=self.ports.rewrite(block.text)))
         elif block.language in SHELL_LANGUAGES:
             if self.shell is None:
-                self.shell = Shell(self.cwd, self.env, self.logs)
+                self.shell = Shell(self.cwd, self.env, self.logs, self.ports)
             for command in commands(block.text, block.language):
                 try:
                     self.shell.run(command)

@@ -6,7 +6,8 @@ holds in the next, as in a reader's terminal. A command that starts a server (``
 its output in a log; the next command waits until the server has announced every front end it
 was asked for (``envwire: NAME listening on HOST:PORT``). A page runs one server at a time, as a
 reader who stops one server before starting the next: a new ``envwire serve`` stops the server
-before it. Every wait is bounded.
+before it. Every wait is bounded. Servers listen on free ports, and the page's other commands
+have their documented ports replaced with those (:mod:`tests.docs.ports`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from tests.docs.ports import PortMap
 
 __all__ = ["BlockFailed", "Server", "Shell", "commands", "is_server", "listeners"]
 
@@ -230,10 +233,15 @@ class Shell:
         cwd: the page's folder.
         env: the environment (``PATH`` finds ``envwire`` and ``python`` of the worktree).
         logs: a folder for the shell's and the servers' output (outside ``cwd``).
+        ports: the page's ports (documented -> real), shared with its Python; a map of its own
+            when not given.
     """
 
-    def __init__(self, cwd: Path, env: dict[str, str], logs: Path) -> None:
+    def __init__(
+        self, cwd: Path, env: dict[str, str], logs: Path, ports: PortMap | None = None
+    ) -> None:
         self.logs = logs
+        self.ports = ports if ports is not None else PortMap(cwd)
         self.log = logs / "shell.log"
         self.servers: list[Server] = []
         self._status_read, status_write = os.pipe()
@@ -291,6 +299,7 @@ class Shell:
         if is_server(command):
             self._start_server(command)
             return
+        command = self.ports.rewrite(command)
         start = self.log.stat().st_size
         # In braces, so that cd and variables hold for the next command; stdin from /dev/null,
         # so that no command reads the commands after it from the shell's own input.
@@ -305,13 +314,16 @@ class Shell:
     def _start_server(self, command: str) -> None:
         self.stop_servers()
         log = self.logs / f"server-{len(list(self.logs.glob('server-*.log'))) + 1}.log"
+        # On free ports: port 0 for each listener, then the documented ports stand for the real.
+        on_free_ports, documented = self.ports.server_command(_strip_comment(command))
         self._send(
-            f"{_strip_comment(command)} > {shlex.quote(str(log))} 2>&1 < /dev/null &\n"
+            f"{on_free_ports} > {shlex.quote(str(log))} 2>&1 < /dev/null &\n"
             f"printf '%s\\n' \"$!\" >&{self._status_fd}\n"
         )
-        server = Server(int(self._status(repr(command), COMMAND_TIME)), command, log)
+        server = Server(int(self._status(repr(command), COMMAND_TIME)), on_free_ports, log)
         self.servers.append(server)
         server.wait_listening(listeners(command))
+        self.ports.learn(documented, server.addresses)
 
     def stop_servers(self) -> None:
         """Stop every server the page started.

@@ -1,7 +1,9 @@
 """Every code block of README.md and docs/ runs as written: one test per page.
 
 A page is a script (see :mod:`tests.docs.blocks` and :mod:`tests.docs.page`): its blocks run in
-order in a fresh folder, against the worktree's ``envwire``, on the default ports. A page whose
+order in a fresh folder, against the worktree's ``envwire``, its servers on free ports (the
+documented ports in its commands and blocks replaced with those: :mod:`tests.docs.ports`), so
+that two test runs at once do not collide. A page whose
 examples need an optional extra is skipped, naming the missing module, where it is not
 installed. A page that a known bug of envwire breaks is ``xfail(strict=True)``: the failure must
 come from the blocks the bug is about (any other failure fails the test), and the test fails

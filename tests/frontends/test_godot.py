@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +38,11 @@ from envwire.frontends.godot import (
 )
 from envwire.kinds.godot import GodotEnv
 
+#: Seconds any one wait of these tests may take: generous, for a loaded machine, where a game
+#: (a Python process that imports gymnasium) takes tens of seconds to start. A test still
+#: fails the moment what it waits for goes wrong (an exit, an error reply).
+PATIENCE = 180.0
+
 
 @dataclass
 class GymGodotServer:
@@ -52,13 +58,23 @@ class GymGodotServer:
         port: int = self.server.socket.getsockname()[1]
         return port
 
-    def accept(self) -> None:
-        self.ws = self.arrivals.get(timeout=30)
+    def accept(self, game: subprocess.Popen[bytes] | None = None) -> None:
+        """Wait for the game to connect (failing at once if ``game`` exits first)."""
+        deadline = time.monotonic() + PATIENCE
+        while self.ws is None:
+            try:
+                self.ws = self.arrivals.get(timeout=0.5)
+            except queue.Empty:
+                if game is not None and game.poll() is not None:
+                    assert game.stderr is not None
+                    pytest.fail(f"the game exited with {game.returncode}: {game.stderr.read()!r}")
+                if time.monotonic() > deadline:
+                    pytest.fail(f"no game connected within {PATIENCE:.0f} s")
 
     def ask(self, message: dict[str, Any] | str) -> dict[str, Any]:
         assert self.ws is not None
         self.ws.send(message if isinstance(message, str) else json.dumps(message))
-        reply: dict[str, Any] = json.loads(self.ws.recv(timeout=30))
+        reply: dict[str, Any] = json.loads(self.ws.recv(timeout=PATIENCE))
         return reply
 
     def tell(self, message: dict[str, Any]) -> None:
@@ -72,7 +88,7 @@ def gymgodot() -> Iterator[GymGodotServer]:
 
     def handler(ws: ServerConnection) -> None:
         holder[0].arrivals.put(ws)
-        holder[0].released.wait(60)
+        holder[0].released.wait(3 * PATIENCE)  # the connection lives until the test is over
 
     side = GymGodotServer(serve(handler, "127.0.0.1", 0))
     holder.append(side)
@@ -93,6 +109,7 @@ def contract(server: GymGodotServer, render_dir: Path) -> list[str]:
     ]
 
 
+@pytest.mark.timeout(4 * PATIENCE)
 def test_cartpole_as_a_game_executable(gymgodot: GymGodotServer, tmp_path: Path) -> None:
     game = subprocess.Popen(
         [
@@ -107,7 +124,7 @@ def test_cartpole_as_a_game_executable(gymgodot: GymGodotServer, tmp_path: Path)
         stderr=subprocess.PIPE,
     )
     try:
-        gymgodot.accept()
+        gymgodot.accept(game)
         first = gymgodot.ask({"cmd": "reset", "seed": 0})["init_observation"]
         assert len(first) == 4
         assert gymgodot.ask({"cmd": "reset", "seed": 0})["init_observation"] == first
@@ -127,7 +144,7 @@ def test_cartpole_as_a_game_executable(gymgodot: GymGodotServer, tmp_path: Path)
         assert "not in Discrete(2)" in refused["error"]
         assert refused["done"] is True  # the stand-in a GymGodot Python side reads
         gymgodot.tell({"cmd": "close"})
-        assert game.wait(timeout=30) == EXIT_CLOSED
+        assert game.wait(timeout=PATIENCE) == EXIT_CLOSED
     finally:
         game.kill()
         game.wait()
@@ -203,7 +220,7 @@ def test_render_seed_truncation_and_env_errors(gymgodot: GymGodotServer, tmp_pat
     assert (tmp_path / "0.png").is_file()  # the frame counter restarts at each reset
     assert not (tmp_path / "1.png").exists()
     gymgodot.tell({"cmd": "close"})
-    thread.join(30)
+    thread.join(PATIENCE)
     assert codes == [EXIT_CLOSED]
 
 
@@ -213,7 +230,7 @@ def test_the_server_goes_away(gymgodot: GymGodotServer, tmp_path: Path) -> None:
     gymgodot.ask({"cmd": "reset"})
     assert gymgodot.ws is not None
     gymgodot.ws.close()
-    thread.join(30)
+    thread.join(PATIENCE)
     assert codes == [EXIT_CONNECTION_LOST]
 
 
@@ -228,13 +245,14 @@ def test_unknown_env_id() -> None:
     assert main(["NoSuchEnv-v9", "--serverPort=1"]) == 2
 
 
+@pytest.mark.timeout(4 * PATIENCE)
 def test_godot_env_drives_the_bridge() -> None:
     """Both of envwire's sides together: GodotEnv launches the bridge as its game."""
     env = GodotEnv(
         spaces.Discrete(2),
         spaces.Box(-np.inf, np.inf, shape=(4,), dtype=np.float32),
         [sys.executable, "-m", "envwire.frontends.godot", "CartPole-v1", "--render-mode=none"],
-        connect_timeout=30.0,
+        connect_timeout=PATIENCE,
     )
     try:
         obs, _ = env.reset(seed=3)
@@ -279,7 +297,7 @@ def read_as_server_env(frame: str, reply: dict[str, Any]) -> Any:
 def exchange(server: GymGodotServer, frame: str) -> Any:
     assert server.ws is not None
     server.ws.send(frame)
-    return read_as_server_env(frame, json.loads(server.ws.recv(timeout=30)))
+    return read_as_server_env(frame, json.loads(server.ws.recv(timeout=PATIENCE)))
 
 
 def test_pendulum_actions_outside_the_box_reach_the_env(gymgodot: GymGodotServer) -> None:
@@ -306,7 +324,7 @@ def test_pendulum_actions_outside_the_box_reach_the_env(gymgodot: GymGodotServer
     for env in (local, clipped, pushed):
         env.close()
     gymgodot.tell({"cmd": "close"})
-    thread.join(30)
+    thread.join(PATIENCE)
     assert codes == [EXIT_CLOSED]
 
 
@@ -355,5 +373,5 @@ def test_every_reply_reads_as_server_env_reads_it(gymgodot: GymGodotServer, tmp_
     assert exchange(gymgodot, server_env_step([1]))[0].tolist() == [2.0] * 4
     assert gymgodot.ws is not None
     gymgodot.ws.send(SERVER_ENV_CLOSE)
-    thread.join(30)
+    thread.join(PATIENCE)
     assert codes == [EXIT_CLOSED]

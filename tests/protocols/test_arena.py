@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envwire.arena.errors import (
+    ARENA_STATUS,
     BodyTooLargeError,
     MalformedRequestError,
     NotJSONError,
@@ -18,6 +19,7 @@ from envwire.arena.errors import (
 )
 from envwire.errors import error_class_for_code
 from envwire.protocols.arena import (
+    ACT_STATUS,
     ActionIn,
     ActionRequest,
     ActReply,
@@ -30,6 +32,7 @@ from envwire.protocols.arena import (
     parse_act_request,
 )
 from envwire.protocols.http.status import status_of
+from tests.budget import examples
 
 BASE = {"agent": "a", "pwd": "p"}
 
@@ -91,7 +94,7 @@ def test_v0_malformed_fields_are_named(body: dict[str, Any], field: str) -> None
         parse_act_request(body)
     assert info.value.field == field
     assert str(info.value).startswith(f"{field}: ")
-    assert status_of(info.value) == 400
+    assert status_of(info.value, ACT_STATUS) == 400
 
 
 V1 = {**BASE, "protocol_version": 1}
@@ -123,7 +126,7 @@ def test_v1_malformed_fields_are_named(body: dict[str, Any], field: str) -> None
 def test_unknown_version_is_400(version: Any) -> None:
     with pytest.raises(UnsupportedVersionError, match="protocol_version") as info:
         parse_act_request({**BASE, "protocol_version": version})
-    assert status_of(info.value) == 400
+    assert status_of(info.value, ACT_STATUS) == 400
 
 
 # What the original server (pydantic's lax mode) accepted, observed against it, side by side.
@@ -186,11 +189,11 @@ def test_body_checks() -> None:
     assert decode_body(b"[]", "application/vnd.x+json", 100) == []
     with pytest.raises(BodyTooLargeError) as too_big:
         decode_body(b"x" * 101, "application/json", 100)
-    assert status_of(too_big.value) == 413
+    assert status_of(too_big.value, ACT_STATUS) == 413
     for content_type in (None, "", "text/plain", "application/x-www-form-urlencoded"):
         with pytest.raises(NotJSONError) as not_json:
             decode_body(b"{}", content_type, 100)
-        assert status_of(not_json.value) == 415
+        assert status_of(not_json.value, ACT_STATUS) == 415
     for body in (b"", b"  ", b"{", b"\xff\xfe\x00", b"[1,]"):
         with pytest.raises(MalformedRequestError) as bad:
             decode_body(body, "application/json", 100)
@@ -251,7 +254,7 @@ def test_error_bodies() -> None:
     status, body = error_reply(MalformedRequestError("actions[0].run", "missing"))
     assert status == 400
     assert json.loads(body)["description"] == "actions[0].run: missing"
-    assert status_of(error_class_for_code("unauthorized")) == 401
+    assert status_of(error_class_for_code("unauthorized"), ARENA_STATUS) == 401
 
 
 json_values = st.recursive(
@@ -267,7 +270,7 @@ fields = st.sampled_from(
 )  # fmt: skip
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.dictionaries(
         fields, json_values | st.lists(st.dictionaries(fields, json_values, max_size=3), max_size=3)

@@ -31,6 +31,7 @@ from envwire.protocols.dmenvrpc import (
     Phase,
 )
 from envwire.testing import assert_same_sample
+from tests.budget import examples
 from tests.spaces_catalog import IDS, SPACES
 
 NUMERIC = [row for row in DATA_TYPES if row.numpy is not None]
@@ -54,7 +55,7 @@ def same_array(a: Any, b: Any) -> None:
 
 
 @pytest.mark.parametrize("row", NUMERIC, ids=lambda r: r.name)
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_numeric_tensors_round_trip(row: dmenvrpc.DataType, data: st.DataObject) -> None:
     array = data.draw(hnp.arrays(row.numpy, SHAPES))
@@ -67,7 +68,7 @@ def test_numeric_tensors_round_trip(row: dmenvrpc.DataType, data: st.DataObject)
         same_array(official.reshape(array.shape), array)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(hnp.arrays(object, SHAPES, elements=st.text(max_size=6)))
 def test_string_tensors_round_trip(array: Any) -> None:
     packed = wire(dmenvrpc.pack(array, dmenvrpc.STRING))
@@ -75,7 +76,7 @@ def test_string_tensors_round_trip(array: Any) -> None:
     assert back.shape == array.shape and back.tolist() == array.tolist()
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(st.lists(st.integers(-(2**63), 2**63 - 1), max_size=6))
 def test_proto_tensors_round_trip(values: list[int]) -> None:
     messages = np.empty(len(values), object)
@@ -87,7 +88,7 @@ def test_proto_tensors_round_trip(values: list[int]) -> None:
     assert back.shape == messages.shape and list(back) == list(messages)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(st.sampled_from(NUMERIC), SHAPES, st.data())
 def test_official_tensors_unpack_here(row: dmenvrpc.DataType, shape: Any, data: Any) -> None:
     array = data.draw(hnp.arrays(row.numpy, shape))
@@ -277,7 +278,7 @@ def test_unknown_and_missing_action_uids_are_named() -> None:
         ACTIONS.read({2: actions()[2]})
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(
     n=st.integers(1, 300),
     start=st.integers(-200, 200),

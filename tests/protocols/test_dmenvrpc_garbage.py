@@ -21,6 +21,7 @@ from envwire.errors import InvalidActionError, InvalidArgumentError
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import DATA_TYPES, Layout
 from envwire.protocols.dmenvrpc.worldsettings import SETTINGS, read_settings
+from tests.budget import examples
 
 _NAMES = st.sampled_from([row.field for row in DATA_TYPES])
 _SCALARS = st.one_of(
@@ -61,7 +62,7 @@ def tensors(draw: st.DrawFn) -> Any:
     return tensor
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(tensors())
 def test_garbage_tensors_unpack_or_raise_invalid_argument(tensor: Any) -> None:
     try:  # a smaller limit than MAX_ELEMENTS (2**28) only keeps the test's memory down
@@ -84,7 +85,7 @@ ACTIONS = Layout(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.dictionaries(st.integers(-2, 6), tensors(), max_size=5))
 def test_garbage_actions_raise_only_action_errors(given_tensors: dict[int, Any]) -> None:
     try:
@@ -94,7 +95,7 @@ def test_garbage_actions_raise_only_action_errors(given_tensors: dict[int, Any])
     assert ACTIONS.space.contains(sample)
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     st.sampled_from(sorted(SETTINGS)),
     st.dictionaries(

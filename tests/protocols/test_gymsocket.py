@@ -28,6 +28,7 @@ from envwire.protocols.gymsocket import (
     HandshakeReply,
     Invalid,
     ServerConnection,
+    Upload,
 )
 from envwire.protocols.gymsocket.packets import MAX_MONITOR_DIR
 from envwire.protocols.gymsocket.server import (
@@ -37,6 +38,7 @@ from envwire.protocols.gymsocket.server import (
     MAX_UPLOAD_FIELD,
     MAX_VECTOR_OPTIONS,
 )
+from tests.budget import examples
 
 CARTPOLE_OBS = spaces.Box(
     np.array([-4.8, -np.inf, -0.42, -np.inf], np.float32),
@@ -154,7 +156,7 @@ def test_monitor_go_client_layout_has_a_video_byte_and_a_reply(how: str) -> None
 def test_render_has_no_reply_and_upload_answers_an_error_string() -> None:
     server = server_after_handshake()
     server.receive_data(b"\x05\x06" + s(b"dir") + s(b"key") + s(b"algo"))
-    assert events(server) == [m.Render(), m.Upload("dir", "key", "algo")]
+    assert events(server) == [m.Render(), Upload("dir", "key", "algo")]
     assert server.send_reply(m.RenderReply(None)) == b""
     assert server.send_error(RemoteError("gone")) == s(b"gone")
 
@@ -371,7 +373,7 @@ def test_deeply_nested_json_is_an_invalid_action_not_a_crash() -> None:
     assert isinstance(reset, Invalid) and "deeper than 100 levels" in str(reset.error)
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200), st.integers(0, 7))
 def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags: int) -> None:
     server = server_after_handshake(flags)
@@ -391,13 +393,13 @@ def test_garbage_only_ever_yields_the_protocols_own_errors(garbage: bytes, flags
                 | m.SampleAction
                 | m.Monitor
                 | m.Render
-                | m.Upload,
+                | Upload,
             )
     except ProtocolError:
         pass
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(st.binary(max_size=120))
 def test_garbage_replies_only_ever_yield_protocol_errors(garbage: bytes) -> None:
     client, _ = pair(ALL)

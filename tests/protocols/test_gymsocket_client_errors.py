@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from envwire import messages as m
 from envwire.errors import EnvwireError, ProtocolError, TooLargeError
-from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, HandshakeReply
+from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, HandshakeReply, Upload
+from tests.budget import examples
 
 ALL = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 CARTPOLE_OBS = spaces.Box(-np.inf, np.inf, (4,), np.float32)
@@ -98,7 +99,7 @@ def test_a_good_byte_list_still_reads() -> None:
 
 # -- fuzz: every reply kind, every flag set -----------------------------------------------------
 
-REQUESTS: list[tuple[m.Request, bool]] = [
+REQUESTS: list[tuple[m.Request | Upload, bool]] = [
     (m.Reset(), False),
     (m.Reset(seed=1), False),
     (m.Step(np.int64(1)), False),
@@ -107,7 +108,7 @@ REQUESTS: list[tuple[m.Request, bool]] = [
     (m.SampleAction(), False),
     (m.Monitor("d"), False),
     (m.Render(), False),
-    (m.Upload("d", "k", "a"), False),
+    (Upload("d", "k", "a"), False),
     (m.Reset(seed=0), True),
     (m.Step(np.zeros(2, np.int64)), True),
 ]
@@ -151,7 +152,7 @@ framed = st.builds(
 )
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     request=st.sampled_from(REQUESTS),
     flags=st.sampled_from(FLAG_SETS),

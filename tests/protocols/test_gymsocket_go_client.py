@@ -28,6 +28,7 @@ from envwire.protocols.gymsocket import (
     ServerConnection,
     monitor_has_video,
 )
+from tests.budget import examples
 
 
 def s(data: bytes) -> bytes:
@@ -201,7 +202,7 @@ def test_the_decision_byte_by_byte(body: bytes, decision: bool | None) -> None:
     assert monitor_has_video(b"\x04" + body, 1) is decision
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=examples(200), deadline=None)
 @given(
     layout=st.sampled_from(["seed", "video"]),
     flags=st.tuples(st.integers(0, 1), st.integers(0, 1), st.integers(0, 1)),

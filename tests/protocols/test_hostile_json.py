@@ -36,6 +36,7 @@ from envwire.protocols.openenv import (
     parse_server_message,
     parse_step_body,
 )
+from tests.budget import examples
 
 #: Just past the limit, and far past where Python's decoder gives up.
 DEPTHS = [jsonio.MAX_DEPTH + 1, 5000]
@@ -86,7 +87,7 @@ def test_openenv_a_type_that_is_not_a_string_is_an_unknown_type(kind: Any) -> No
     assert event.message == f"Unknown message type: {kind}"  # openenv-core's words
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=300) | st.text(max_size=300).map(str.encode))
 def test_openenv_http_bodies_raise_only_body_errors(body: bytes) -> None:
     for parse in (parse_reset_body, parse_step_body):
@@ -97,7 +98,7 @@ def test_openenv_http_bodies_raise_only_body_errors(body: bytes) -> None:
             json.dumps(error.detail)  # the detail can always be sent
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(st.binary(max_size=200) | st.text(max_size=200))
 def test_openenv_server_messages_raise_only_protocol_errors(text: bytes | str) -> None:
     error = _raised(parse_server_message, text)

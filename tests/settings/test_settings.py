@@ -165,6 +165,7 @@ def test_the_switch_interval_is_seconds_above_zero() -> None:
         load([Source("flags", {"switch_interval": 0})])
 
 
+@pytest.mark.process
 def test_serve_sets_the_switch_interval(tmp_path: Path) -> None:
     """``envwire serve`` sets the interval for its own process (it is the server's)."""
     code = (
@@ -197,6 +198,7 @@ def test_an_env_table_without_entry_point_changes_a_known_env(tmp_path: Path) ->
         "[[env]]\nid = 'CartPole-v1'\nmax_episode_steps = 'ten'\n",
     ],
 )
+@pytest.mark.process
 def test_serve_with_a_bad_config_exits_at_once_naming_the_key(tmp_path: Path, text: str) -> None:
     """Within a second (the interpreter's start aside), exit status 2, one line, no traceback,
     and nothing listens."""

@@ -36,9 +36,11 @@ def test_a_request_incomplete_at_the_deadline_gets_408(pair: Pair) -> None:
     conn, client = pair
     client.sendall(REQUEST[:20])
     started = time.monotonic()
-    reply = conn.next_request(5.0, deadline=started + 0.2)
+    # The deadline, not the read's minute of patience, ends the wait (a loaded machine may
+    # take seconds to get there; it never takes the minute).
+    reply = conn.next_request(60.0, deadline=started + 0.2)
     assert isinstance(reply, Response) and reply.status == 408
-    assert time.monotonic() - started < 2
+    assert time.monotonic() - started < 30
     assert not conn.keep_alive
 
 

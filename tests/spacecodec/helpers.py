@@ -11,13 +11,16 @@ import pytest
 from gymnasium import spaces
 from hypothesis import HealthCheck, settings
 
+from tests.budget import examples
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
 __all__ = ["CATALOG", "FAST", "GARBAGE", "assert_same_space", "compact", "wire"]
 
 CATALOG = pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
-FAST = settings(max_examples=8, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-GARBAGE = settings(max_examples=60, deadline=None)
+FAST = settings(
+    max_examples=examples(8), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
+GARBAGE = settings(max_examples=examples(60), deadline=None)
 
 
 def wire(value: Any, *, allow_nan: bool = True) -> Any:

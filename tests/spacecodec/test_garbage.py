@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from envwire.errors import InvalidActionError, InvalidArgumentError, ProtocolError
 from envwire.spacecodec import check, describe, from_description, from_json, to_json
+from tests.budget import examples
 from tests.spacecodec.helpers import CATALOG, GARBAGE, wire
 from tests.spaces_catalog import SPACES
 
@@ -97,7 +98,7 @@ ARRAY_OBJECTS = st.fixed_dictionaries(
 
 
 @CATALOG
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(value=JSON | ARRAY_OBJECTS | st.lists(ARRAY_OBJECTS | JSON, max_size=3))
 def test_from_json_garbage_only_invalid_argument(
     name: str, space: spaces.Space[Any], value: Any
@@ -147,7 +148,7 @@ def _wire_forms(name: str) -> tuple[Any, ...]:
 
 
 @CATALOG
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_mutated_descriptions_only_protocol_error(
     name: str, space: spaces.Space[Any], data: st.DataObject
@@ -162,7 +163,7 @@ def test_mutated_descriptions_only_protocol_error(
 
 
 @CATALOG
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(data=st.data())
 def test_mutated_samples_only_codec_errors(
     name: str, space: spaces.Space[Any], data: st.DataObject
@@ -178,7 +179,7 @@ def test_mutated_samples_only_codec_errors(
 
 
 @CATALOG
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(value=JSON)
 def test_check_garbage_only_invalid_action(name: str, space: spaces.Space[Any], value: Any) -> None:
     with contextlib.suppress(InvalidActionError):

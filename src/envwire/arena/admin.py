@@ -15,8 +15,9 @@ from typing import Any
 from envwire.arena.accounts import Verifier, check_name, hash_secret, new_secret
 from envwire.arena.aisys.plugins import arena_settings, is_plugin_id, load_env_class, make_plugin
 from envwire.arena.errors import AuthenticationError, ConflictError, NotFoundError
-from envwire.arena.settings import ArenaSettings
-from envwire.arena.store import AgentRow, EnvRow, Store
+from envwire.arena.rows import AgentRow, EnvRow
+from envwire.arena.settings import ArenaEnvSettings
+from envwire.arena.store import Store
 from envwire.errors import InvalidArgumentError
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 
@@ -97,7 +98,7 @@ class ArenaAdmin:
         if is_plugin_id(env_id):  # an env of the AISysProj plugin interface
             cls = load_env_class(env_id)
             plugin_defaults, about = arena_settings(cls)
-            merged = ArenaSettings.build(plugin_defaults, given)
+            merged = ArenaEnvSettings.build(plugin_defaults, given)
             make_plugin(cls, display_name or name, name, merged.config)  # it must construct
             return EnvRow(name, env_id, merged.to_json(), display_name or name,
                           description or about, time.time())  # fmt: skip
@@ -110,7 +111,7 @@ class ArenaAdmin:
             defaults = env.metadata.get("arena") if isinstance(env.metadata, dict) else None
         finally:
             env.close()
-        merged = ArenaSettings.build(defaults, given)
+        merged = ArenaEnvSettings.build(defaults, given)
         return EnvRow(name, env_id, merged.to_json(), display_name or name, description,
                       time.time())  # fmt: skip
 

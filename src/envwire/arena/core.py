@@ -33,6 +33,7 @@ from envwire.arena.admin import ArenaAdmin, resolve_spec
 from envwire.arena.aisys.game import plugin_game
 from envwire.arena.aisys.plugins import is_plugin_id
 from envwire.arena.errors import (
+    ARENA_STATUS,
     ArenaBusyError,
     AuthenticationError,
     MalformedRequestError,
@@ -40,9 +41,7 @@ from envwire.arena.errors import (
 )
 from envwire.arena.games import Accepted, ArenaGame, Game
 from envwire.arena.logins import LoginLimits
-from envwire.arena.rules import RunSlot, request_limit, schedule
-from envwire.arena.settings import ArenaSettings
-from envwire.arena.store import (
+from envwire.arena.rows import (
     AgentRow,
     Batch,
     EnvRow,
@@ -51,8 +50,10 @@ from envwire.arena.store import (
     NewRun,
     RunRow,
     StepRow,
-    Store,
 )
+from envwire.arena.rules import RunSlot, request_limit, schedule
+from envwire.arena.settings import ArenaEnvSettings
+from envwire.arena.store import Store
 from envwire.errors import EnvwireError, RateLimitedError
 from envwire.jsonio import JsonValue
 from envwire.protocols.arena import (
@@ -86,7 +87,7 @@ class _Request:
     """The working state of one act request."""
 
     env: EnvRow
-    settings: ArenaSettings
+    settings: ArenaEnvSettings
     game: ArenaGame
     agent: str
     active: dict[int, RunRow]
@@ -168,7 +169,7 @@ class Arena:
         return self._clock()
 
     def _make_game(self, env: EnvRow) -> ArenaGame:
-        settings = ArenaSettings.build(env.settings)
+        settings = ArenaEnvSettings.build(env.settings)
         if is_plugin_id(env.env_id):
             return plugin_game(env, settings, self.store, live_runs=self.live_runs)
         spec = resolve_spec(env.env_id, self.catalog, settings.kwargs)
@@ -182,7 +183,7 @@ class Arena:
             observer=self.observer,
         )
 
-    def game(self, env: EnvRow) -> tuple[ArenaGame, ArenaSettings]:
+    def game(self, env: EnvRow) -> tuple[ArenaGame, ArenaEnvSettings]:
         """The game of an arena env (made on first use, remade when the env was redefined).
 
         Raises:
@@ -280,13 +281,16 @@ class Arena:
             request = parse_act_request(decode_body(body, content_type, self.max_body))
             return 200, encode_reply(self.act(env, request, client), request.version), []
         except RateLimitedError as exc:
-            return (*error_reply(exc), [("retry-after", str(max(round(exc.retry_after), 1)))])
+            return (
+                *error_reply(exc, ARENA_STATUS),
+                [("retry-after", str(max(round(exc.retry_after), 1)))],
+            )
         except EnvwireError as exc:
-            return (*error_reply(exc), [])
+            return (*error_reply(exc, ARENA_STATUS), [])
         except sqlite3.Error as exc:  # the database is busy or failing: nothing was changed
             log.error("act request for %r: database error: %s", env, exc)
             busy = ArenaBusyError(f"the arena's database is not available ({exc})")
-            return (*error_reply(busy), [])
+            return (*error_reply(busy, ARENA_STATUS), [])
         except Exception:
             log.exception("act request for %r failed", env)
             return 500, error_body(500, "internal server error; the server log has the details"), []

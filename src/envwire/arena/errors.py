@@ -1,7 +1,7 @@
 """The arena's errors: envwire errors with the HTTP statuses the arena protocol uses.
 
-They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them) and
-add their statuses to the HTTP table (:mod:`envwire.protocols.http.status`). The
+They extend :mod:`envwire.errors` (so front ends and ``error_class_for_code`` know them);
+:data:`ARENA_STATUS` is the table the arena answers with (the act protocol's and their rows). The
 request errors (``ProtocolError`` subclasses) belong to the act protocol's codec,
 :mod:`envwire.protocols.arena`, and are re-exported here::
 
@@ -24,17 +24,21 @@ the request: they travel as messages in the reply.
 
 from __future__ import annotations
 
+from typing import Final
+
 from envwire import errors
 from envwire.errors import UsageError
 from envwire.protocols.arena import (
+    ACT_STATUS,
     BodyTooLargeError,
     MalformedRequestError,
     NotJSONError,
     UnsupportedVersionError,
 )
-from envwire.protocols.http.status import STATUS
+from envwire.protocols.http.status import StatusTable, statuses
 
 __all__ = [
+    "ARENA_STATUS",
     "ArenaBusyError",
     "AuthenticationError",
     "BodyTooLargeError",
@@ -83,14 +87,16 @@ class ArenaBusyError(UsageError):
     code = "arena_busy"
 
 
-# The statuses of the tree above. UnknownArenaEnvError would answer UsageError's 400 without a
-# row; the row records that 400, not 404, is the protocol's choice.
-STATUS.update(
+#: The statuses the arena answers with: the act protocol's and the tree above's.
+#: UnknownArenaEnvError would answer UsageError's 400 without a row; the row records that 400,
+#: not 404, is the protocol's choice.
+ARENA_STATUS: Final[StatusTable] = statuses(
+    ACT_STATUS,
     {
         UnknownArenaEnvError: 400,
         AuthenticationError: 401,
         NotFoundError: 404,
         ConflictError: 409,
         ArenaBusyError: 503,
-    }
+    },
 )

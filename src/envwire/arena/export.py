@@ -19,7 +19,7 @@ from envwire import spacecodec
 from envwire.arena.admin import resolve_spec
 from envwire.arena.errors import NotFoundError
 from envwire.arena.progress import EVERY, Progress
-from envwire.arena.settings import ArenaSettings
+from envwire.arena.settings import ArenaEnvSettings
 from envwire.arena.store import Store
 from envwire.errors import ConfigError
 from envwire.observe.episodes import Episode, EpisodeTap
@@ -66,7 +66,7 @@ def export_runs(
     env = store.env(env_name)
     if env is None:
         raise NotFoundError(f"no arena env {env_name!r}")
-    settings = ArenaSettings.build(env.settings)
+    settings = ArenaEnvSettings.build(env.settings)
     spec = resolve_spec(env.env_id, catalog, settings.kwargs)
     writer = _writer(Path(root))
     written: list[Episode] = []

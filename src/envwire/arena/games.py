@@ -32,7 +32,7 @@ from pydantic import BaseModel, ValidationError
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.arena.settings import ArenaSettings
+from envwire.arena.settings import ArenaEnvSettings
 from envwire.errors import EnvwireError, InvalidActionError, InvalidArgumentError
 from envwire.jsonio import JsonValue
 from envwire.kinds.typed.models import wire_fields
@@ -80,7 +80,7 @@ class ArenaGame(Protocol):
     """What the arena needs of a game: :class:`Game` (any envwire env, replayed from seeds) and
     :class:`~envwire.arena.aisys.game.PluginGame` (plugin envs, which store their state)."""
 
-    settings: ArenaSettings
+    settings: ArenaEnvSettings
 
     def start(self, run_id: int, seed: int, *, agent: str = "") -> Started:
         """Start a run."""
@@ -159,7 +159,7 @@ class Game:
         self,
         name: str,
         spec: EnvSpec,
-        settings: ArenaSettings,
+        settings: ArenaEnvSettings,
         load_actions: Callable[[int], list[str]],
         *,
         worker_factory: WorkerFactory,

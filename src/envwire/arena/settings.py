@@ -16,7 +16,7 @@ from typing import Any, Literal
 from envwire.errors import InvalidArgumentError
 from envwire.jsonio import JsonValue
 
-__all__ = ["ArenaSettings", "OutcomeRule", "PerceptForm"]
+__all__ = ["ArenaEnvSettings", "OutcomeRule", "PerceptForm"]
 
 PerceptForm = Literal["full", "observation"]
 OutcomeRule = Literal["auto", "return"]
@@ -29,7 +29,7 @@ _CHOICES: dict[str, tuple[str, ...]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class ArenaSettings:
+class ArenaEnvSettings:
     """How an arena env is run.
 
     Attributes:
@@ -62,7 +62,7 @@ class ArenaSettings:
     config: JsonValue = None
 
     @classmethod
-    def build(cls, *layers: Mapping[str, Any] | None) -> ArenaSettings:
+    def build(cls, *layers: Mapping[str, Any] | None) -> ArenaEnvSettings:
         """Settings from the defaults overlaid with each layer in turn.
 
         Raises:

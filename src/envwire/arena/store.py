@@ -32,27 +32,14 @@ from envwire.arena.rows import (
     AgentRow,
     Batch,
     EnvRow,
-    Finish,
     MessageRow,
-    NewRun,
     RunRow,
     StepRow,
 )
 from envwire.arena.rules import Objective, best_rating, rating
 from envwire.protocols.arena import RawJSON
 
-__all__ = [
-    "AgentRow",
-    "Batch",
-    "EnvRow",
-    "Finish",
-    "MessageRow",
-    "NewRun",
-    "RunRow",
-    "StepRow",
-    "Store",
-    "Sync",
-]
+__all__ = ["Store", "Sync"]
 
 Sync = Literal["full", "normal"]
 SCHEMA_VERSION = "1"

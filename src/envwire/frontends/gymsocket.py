@@ -33,9 +33,10 @@ from envwire.errors import (
     InvalidArgumentError,
     ProtocolError,
     TooLargeError,
+    UnsupportedError,
 )
 from envwire.observe import Observability
-from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnection
+from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnection, Upload
 from envwire.protocols.gymsocket.packets import NeedData
 from envwire.server.listener import BACKLOG, HOT_WINDOW, ThreadedListener
 from envwire.server.parking import Parking
@@ -44,7 +45,7 @@ from envwire.server.security import Security
 from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.sessions import SessionTable
 from envwire.server.threads import ThreadPool
-from envwire.session import Session
+from envwire.session import Session, confine
 from envwire.settings import GymSocketSettings
 from envwire.sockets import Stream, busy_poll, configure_stream, receive_timeout, send_buffers
 from envwire.sockets.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
@@ -151,6 +152,21 @@ def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
         "autoreset_mode": options.get("autoreset_mode", "NextStep"),
         "workers": workers,
     }
+
+
+def _upload_gone(monitor_root: str | None, upload: Upload) -> str:
+    """The answer to an Upload: the scoreboard is gone, and where the monitor files stay."""
+    if monitor_root is None:
+        kept = "no directory (Monitor is disabled on this server)"
+    else:
+        try:
+            kept = confine(monitor_root, upload.directory)
+        except InvalidArgumentError:
+            kept = f"no directory ({upload.directory!r} is not a usable monitor directory)"
+    return (
+        "Upload: the OpenAI Gym scoreboard this packet uploaded to was shut down in 2017, so "
+        f"nothing was uploaded; the monitor files stay in {kept} on the server"
+    )
 
 
 def is_typed_space(space: object) -> bool:
@@ -350,7 +366,7 @@ class _Connection:
             out.clear()
 
     def _handle(
-        self, event: Handshake | m.Request | Invalid
+        self, event: Handshake | m.Request | Upload | Invalid
     ) -> bytes | list[bytes | memoryview] | None:
         """The bytes answering one event (a list: buffers to send before the next event is
         handled, see ``ServerConnection.send_reply_buffers``); None means: close the connection
@@ -362,6 +378,8 @@ class _Connection:
         try:
             if isinstance(event, Invalid):
                 raise event.error
+            if isinstance(event, Upload):  # gym-socket's own: never reaches the session
+                raise UnsupportedError(_upload_gone(self.front.sessions.monitor_root, event))
             return codec.send_reply_buffers(self.session.handle(event))
         except EnvwireError as exc:
             self.front.observe.error(self.front.name, exc, self.session.env_id)

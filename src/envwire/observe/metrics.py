@@ -31,7 +31,6 @@ _KINDS: dict[type, str] = {
     m.SampleAction: "sample_action",
     m.Render: "render",
     m.Monitor: "monitor",
-    m.Upload: "upload",
     m.Close: "close",
 }
 

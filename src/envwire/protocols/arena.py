@@ -24,14 +24,15 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
-from typing import Literal, TypeVar
+from typing import Final, Literal, TypeVar
 
 from envwire import jsonio
 from envwire.errors import EnvwireError, ProtocolError
 from envwire.jsonio import JsonValue
-from envwire.protocols.http.status import STATUS, status_of
+from envwire.protocols.http.status import STATUS, StatusTable, status_of, statuses
 
 __all__ = [
+    "ACT_STATUS",
     "SUPPORTED_VERSIONS",
     "ActReply",
     "ActRequest",
@@ -93,7 +94,8 @@ class NotJSONError(ProtocolError):
     code = "not_json"
 
 
-STATUS.update({BodyTooLargeError: 413, NotJSONError: 415})
+#: The act protocol's HTTP statuses (its codec's errors' rows beside the core tree's).
+ACT_STATUS: Final[StatusTable] = statuses(STATUS, {BodyTooLargeError: 413, NotJSONError: 415})
 
 
 class RawJSON(str):
@@ -370,7 +372,8 @@ def error_body(status: int, description: str) -> bytes:
     return json.dumps({"errorcode": status, "errorname": name, "description": description}).encode()
 
 
-def error_reply(exc: EnvwireError) -> tuple[int, bytes]:
-    """The status and body that report ``exc`` (its status from the HTTP table)."""
-    status = status_of(exc)
+def error_reply(exc: EnvwireError, table: StatusTable = ACT_STATUS) -> tuple[int, bytes]:
+    """The status and body that report ``exc`` (its status from ``table``: the arena's own
+    for the errors of the layer above)."""
+    status = status_of(exc, table)
     return status, error_body(status, exc.message)

@@ -28,6 +28,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 from typing import Any, Final, Literal, TypeVar, overload
 
 import numpy as np
@@ -102,25 +103,31 @@ class ErrorCode(StrEnum):
 
 ERROR_CODES = frozenset(ErrorCode)
 
-#: error class -> the OpenEnv error code that reports it (:func:`code_of`); a module that
-#: defines an error which must report differently from its parent adds its row next to it.
-ERROR_TABLE: Final[dict[type[EnvwireError], ErrorCode]] = {
-    EnvwireError: ErrorCode.EXECUTION_ERROR,
-    ProtocolError: ErrorCode.INVALID_JSON,
-    UsageError: ErrorCode.VALIDATION_ERROR,
-    UnknownEnvError: ErrorCode.FACTORY_ERROR,
-    StateError: ErrorCode.SESSION_ERROR,
-    CapacityError: ErrorCode.CAPACITY_REACHED,
-    UnauthenticatedError: ErrorCode.SESSION_ERROR,
-    ForbiddenError: ErrorCode.SESSION_ERROR,
-    EnvError: ErrorCode.EXECUTION_ERROR,
-}
+#: error class -> the OpenEnv error code that reports it (:func:`code_of`), built once (read
+#: only); a front end whose errors must report differently from their parents builds its own
+#: table from this one's rows and theirs, and passes it to :func:`code_of`.
+ERROR_TABLE: Final[Mapping[type[EnvwireError], ErrorCode]] = MappingProxyType(
+    {
+        EnvwireError: ErrorCode.EXECUTION_ERROR,
+        ProtocolError: ErrorCode.INVALID_JSON,
+        UsageError: ErrorCode.VALIDATION_ERROR,
+        UnknownEnvError: ErrorCode.FACTORY_ERROR,
+        StateError: ErrorCode.SESSION_ERROR,
+        CapacityError: ErrorCode.CAPACITY_REACHED,
+        UnauthenticatedError: ErrorCode.SESSION_ERROR,
+        ForbiddenError: ErrorCode.SESSION_ERROR,
+        EnvError: ErrorCode.EXECUTION_ERROR,
+    }
+)
 
 
-def code_of(error: EnvwireError | type[EnvwireError]) -> ErrorCode:
+def code_of(
+    error: EnvwireError | type[EnvwireError],
+    table: Mapping[type[EnvwireError], ErrorCode] = ERROR_TABLE,
+) -> ErrorCode:
     """The OpenEnv error code that reports ``error`` (an instance or a class): its class's row
-    in :data:`ERROR_TABLE`, or its nearest ancestor's."""
-    return lookup(ERROR_TABLE, error)
+    in ``table``, or its nearest ancestor's."""
+    return lookup(table, error)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -176,15 +175,6 @@ class SessionTable:
                 self._uncount(session.env_id)
             self._publish()
         session.close()
-
-    def reap_idle(self, max_idle: float) -> list[Session]:
-        """Close sessions idle for more than ``max_idle`` seconds; return them."""
-        cutoff = time.monotonic() - max_idle
-        with self._lock:
-            idle = [s for s in self._sessions.values() if s.last_active < cutoff]
-        for session in idle:
-            self.close(session)
-        return idle
 
     def close_all(self) -> None:
         """Free every session (server shutdown)."""

@@ -9,13 +9,13 @@ table, then dispatches with ``match``. A request the state does not allow raises
       Close (any state) ──> CLOSED
 """
 
-from envwire.session.contracts import SessionObserver, SessionTap, Worker, WorkerFactory
-from envwire.session.session import Session
-from envwire.session.states import ALLOWED, OPENENV_ALLOWED, State, confine
+from envwire.session.contracts import Worker, WorkerFactory
+from envwire.session.session import Session, SessionObserver, SessionTap
+from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
 
 __all__ = [
     "ALLOWED",
-    "OPENENV_ALLOWED",
+    "ENV_STEPS_ALLOWED",
     "Session",
     "SessionObserver",
     "SessionTap",

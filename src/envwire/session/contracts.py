@@ -1,20 +1,17 @@
 """What a session needs from the rest of the server, as protocols: the worker its env lives
-in (``envwire.runtime`` has them), the factory that makes it, and the observer told of every
-request (``envwire.observe`` has it)."""
+in (``envwire.runtime`` has them) and the factory that makes it. The observer told of every
+request (``envwire.observe`` has it) is beside :class:`~envwire.session.session.Session`, which
+it is handed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
-from envwire import messages as m
-from envwire.errors import EnvTimeoutError, EnvwireError
+from envwire.errors import EnvTimeoutError
 from envwire.registry import EnvSpec
 
-if TYPE_CHECKING:
-    from envwire.session.session import Session
-
-__all__ = ["SessionObserver", "SessionTap", "Worker", "WorkerFactory"]
+__all__ = ["Worker", "WorkerFactory"]
 
 
 class Worker(Protocol):
@@ -27,7 +24,7 @@ class Worker(Protocol):
         """Run ``host.method(*args)``; raise what the host raised, or a timeout/crash error.
 
         ``timeout`` is the seconds the call may take; None waits as long as the env takes
-        (OpenEnv's own envs, which openenv-core never cuts off).
+        (an env whose spec sets no deadline).
 
         Returns:
             What the host method returned (:class:`~envwire.runtime.EnvHost` has their
@@ -52,36 +49,3 @@ class WorkerFactory(Protocol):
     def __call__(
         self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
     ) -> Worker: ...
-
-
-class SessionTap(Protocol):
-    """What an observer attaches to one session: told of every request the session carries out.
-
-    Calls come from the thread running the request, in order, while the session holds its
-    lock; they must be quick and must not raise (the step path waits for them).
-    """
-
-    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        """``request`` succeeded with ``reply`` after ``seconds``."""
-        ...
-
-    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
-        """``request`` raised ``error`` after ``seconds``."""
-        ...
-
-    def closed(self) -> None:
-        """The session closed (called once)."""
-        ...
-
-
-class SessionObserver(Protocol):
-    """Watches sessions (metrics, logs, recording): the one place every front end's sessions
-    are seen, whatever protocol opened them."""
-
-    def opened(self, session: Session) -> SessionTap:
-        """A session was made (its env is up); the tap it will report to."""
-        ...
-
-    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
-        """Opening a session for ``env_id`` failed with ``error``."""
-        ...

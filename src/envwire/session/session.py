@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, TypeGuard
+from typing import Any, Protocol, TypeGuard
 
 import gymnasium
 import numpy as np
@@ -25,12 +25,11 @@ from envwire.errors import (
     StateError,
     UnsupportedError,
 )
-from envwire.kinds.dm_env import DmSpecs
 from envwire.registry import EnvSpec
-from envwire.session.contracts import SessionObserver, SessionTap, Worker, WorkerFactory
-from envwire.session.states import ALLOWED, OPENENV_ALLOWED, UPLOAD_GONE, State, confine
+from envwire.session.contracts import Worker, WorkerFactory
+from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
 
-__all__ = ["Session"]
+__all__ = ["Session", "SessionObserver", "SessionTap"]
 
 
 class Session:
@@ -72,8 +71,8 @@ class Session:
         self.front_end = front_end
         self.peer = peer
         self.tap: SessionTap | None = None
-        # OpenEnv's own envs take a step before reset, as openenv-core's server lets them
-        self._table = OPENENV_ALLOWED if spec is not None and spec.openenv else ALLOWED
+        # An env that decides what a step before reset means takes one
+        self._table = ENV_STEPS_ALLOWED if spec is not None and spec.decides_steps else ALLOWED
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
             raise InvalidArgumentError(
                 f"num_envs must be 1, or >= 1 with an autoreset mode; got {num_envs}"
@@ -123,7 +122,7 @@ class Session:
         """The env's action space (one copy's, in a vector session).
 
         Raises:
-            StateError: the session has no env (gym-socket's empty env name).
+            StateError: the session has no env (it was opened without one).
         """
         return self._env_spaces()[0]
 
@@ -182,20 +181,19 @@ class Session:
             self.state = State.BROKEN
             raise
 
-    def native_specs(self) -> DmSpecs | None:
-        """The env's own specs when it is a dm_env env, else None; always None for vector
-        sessions."""
+    def native_specs(self) -> object:
+        """The env's own description beyond its spaces, when its kind has one (a dm_env env's
+        specs: :class:`~envwire.kinds.dm_env.DmSpecs`), else None; always None for vector
+        sessions. Whoever asks knows the kind it can read, and narrows the answer."""
         if self.autoreset_mode is not None or self.worker is None:
             return None
         with self._lock:
-            specs: DmSpecs | None = self._call("dm_specs")
-        return specs
+            return self._call("dm_specs")
 
     def extension(self, name: str, *args: object) -> Any:
-        """An operation of a typed or OpenEnv env beyond the message vocabulary (``state``,
-        ``call_tool``, ``mcp``: ``TypedGymEnv.extension`` and ``OpenEnvGymEnv.extension`` say
-        what each returns), in the env's worker, under the session's lock; a crash or a hang
-        breaks the session as in :meth:`handle`.
+        """An operation of the env beyond the message vocabulary, which the env's kind names and
+        types (its ``extension`` method says what each returns), in the env's worker, under the
+        session's lock; a crash or a hang breaks the session as in :meth:`handle`.
 
         Raises:
             EnvwireError: as the env's worker raises.
@@ -247,21 +245,10 @@ class Session:
                 return m.RenderReply(self._call("render"))
             case m.Monitor():
                 return self._monitor(request)
-            case m.Upload(directory=directory):
-                raise UnsupportedError(UPLOAD_GONE.format(directory=self._kept(directory)))
             case m.Close():
                 self._close()
                 return m.Ok()
         raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
-
-    def _kept(self, directory: str) -> str:
-        """Where Monitor keeps the files of ``directory`` on this server (Upload's answer)."""
-        if self.monitor_root is None:
-            return "no directory (Monitor is disabled on this server)"
-        try:
-            return confine(self.monitor_root, directory)
-        except InvalidArgumentError:
-            return f"no directory ({directory!r} is not a usable monitor directory)"
 
     def _refusal(self, request: m.Request) -> str:
         name = type(request).__name__
@@ -277,7 +264,7 @@ class Session:
             case State.BROKEN:
                 return f"{name} in {where}, whose env crashed or hung: Reset makes a fresh env"
             case State.NO_ENV:
-                return f"{name} in {where}: the handshake named no env"
+                return f"{name} in {where}: it was opened without an env"
         return f"{name} is not allowed in {where} while it is {self.state.value}"
 
     def _reset(self, seed: object, options: dict[str, Any] | None) -> m.ResetReply:
@@ -411,3 +398,36 @@ class Session:
             "episode_return": self.episode_return,
             "total_steps": self.total_steps,
         }
+
+
+class SessionTap(Protocol):
+    """What an observer attaches to one session: told of every request the session carries out.
+
+    Calls come from the thread running the request, in order, while the session holds its
+    lock; they must be quick and must not raise (the step path waits for them).
+    """
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        """``request`` succeeded with ``reply`` after ``seconds``."""
+        ...
+
+    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
+        """``request`` raised ``error`` after ``seconds``."""
+        ...
+
+    def closed(self) -> None:
+        """The session closed (called once)."""
+        ...
+
+
+class SessionObserver(Protocol):
+    """Watches sessions (metrics, logs, recording): the one place every front end's sessions
+    are seen, whatever protocol opened them."""
+
+    def opened(self, session: Session) -> SessionTap:
+        """A session was made (its env is up); the tap it will report to."""
+        ...
+
+    def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
+        """Opening a session for ``env_id`` failed with ``error``."""
+        ...

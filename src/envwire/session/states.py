@@ -8,7 +8,7 @@ from enum import Enum
 from envwire import messages as m
 from envwire.errors import InvalidArgumentError
 
-__all__ = ["ALLOWED", "OPENENV_ALLOWED", "UPLOAD_GONE", "State", "confine"]
+__all__ = ["ALLOWED", "ENV_STEPS_ALLOWED", "State", "confine"]
 
 
 class State(Enum):
@@ -18,35 +18,29 @@ class State(Enum):
     RUNNING = "running"  # an episode is under way
     ENDED = "ended"  # the episode terminated or was truncated; reset to go on
     BROKEN = "broken"  # the env crashed or hung; reset makes a fresh one
-    NO_ENV = "no env"  # gym-socket's empty env name: only Upload makes sense
+    NO_ENV = "no env"  # opened without an env (a client that named none): only Close
     CLOSED = "closed"
 
 
-_ANY_TIME = frozenset({m.GetSpace, m.SampleAction, m.Upload, m.Close, m.Monitor, m.Render})
+_ANY_TIME = frozenset({m.GetSpace, m.SampleAction, m.Close, m.Monitor, m.Render})
 
 #: Which request types each state accepts.
 ALLOWED: dict[State, frozenset[type]] = {
     State.NEW: _ANY_TIME | {m.Reset},
     State.RUNNING: _ANY_TIME | {m.Reset, m.Step},
     State.ENDED: _ANY_TIME | {m.Reset},
-    State.BROKEN: frozenset({m.Reset, m.GetSpace, m.SampleAction, m.Upload, m.Close}),
-    State.NO_ENV: frozenset({m.Upload, m.Close}),
+    State.BROKEN: frozenset({m.Reset, m.GetSpace, m.SampleAction, m.Close}),
+    State.NO_ENV: frozenset({m.Close}),
     State.CLOSED: frozenset(),
 }
 
-#: OpenEnv's own envs decide for themselves what a step before the first reset, or after the
-#: episode ended, means (openenv-core passes every step to the env): the same table, with Step
-#: allowed in NEW and ENDED.
-OPENENV_ALLOWED: dict[State, frozenset[type]] = {
+#: For an env that decides for itself what a step before the first reset, or after the episode
+#: ended, means (``EnvSpec.decides_steps``): the same table, with Step allowed in NEW and ENDED.
+ENV_STEPS_ALLOWED: dict[State, frozenset[type]] = {
     **ALLOWED,
     State.NEW: ALLOWED[State.NEW] | {m.Step},
     State.ENDED: ALLOWED[State.ENDED] | {m.Step},
 }
-
-UPLOAD_GONE = (
-    "Upload: the OpenAI Gym scoreboard this packet uploaded to was shut down in 2017, so nothing "
-    "was uploaded; the monitor files stay in {directory} on the server"
-)
 
 
 def confine(root: str, requested: str) -> str:

@@ -30,8 +30,8 @@ from typing import Any
 
 from envwire.errors import ConfigError, clip
 from envwire.registry import EnvSpec, parse_env_arg
-from envwire.settings.kinds import Choice, Count, Flag, Kind, Names, Seconds, Text
 from envwire.settings.load import Source, load
+from envwire.settings.values import Choice, Count, Flag, Kind, Names, Seconds, Text
 
 __all__ = ["ConfigFile", "ENV_KEYS", "env_spec", "read"]
 

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from envwire.errors import ConfigError, clip
-from envwire.settings.kinds import Choice, Flag, Kind, Names, Value
 from envwire.settings.sections import (
     SECTIONS,
     ArenaSettings,
@@ -31,6 +30,7 @@ from envwire.settings.sections import (
     ServerSettings,
     metas,
 )
+from envwire.settings.values import Choice, Flag, Kind, Names, Value
 
 __all__ = [
     "FRONT_ENDS",

@@ -16,7 +16,7 @@ from typing import ClassVar, TypeVar
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
 from envwire.protocols.http.websocket import DEFAULT_MAX_FRAGMENTS
-from envwire.settings.kinds import (
+from envwire.settings.values import (
     Choice,
     Count,
     Flag,

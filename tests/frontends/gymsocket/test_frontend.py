@@ -30,7 +30,8 @@ from envwire.errors import (
     StateError,
     TransportError,
 )
-from envwire.protocols.gymsocket import Flags
+from envwire.frontends.gymsocket import _upload_gone
+from envwire.protocols.gymsocket import Flags, Upload
 from envwire.testing import ServerProcess
 
 
@@ -181,7 +182,7 @@ def test_unknown_env_and_unknown_flags_are_handshake_errors(
     assert "unknown handshake flags 0x80" in flags.handshake_error and flags.closed()
 
 
-def test_empty_env_name_allows_only_upload(gym_server: ServerProcess, raw: Any) -> None:
+def test_empty_env_name_allows_only_upload_and_close(gym_server: ServerProcess, raw: Any) -> None:
     client = raw(gym_server.ports["gym-socket"], "")
     assert client.handshake_error == ""
     client.sock.sendall(b"\x06" + field(b"/tmp/mon") + field(b"key") + field(b"algo"))
@@ -191,6 +192,30 @@ def test_empty_env_name_allows_only_upload(gym_server: ServerProcess, raw: Any) 
     assert f"stay in {root}/tmp/mon on the server" in error  # where Monitor put them
     client.sock.sendall(b"\x00")  # reset without an env: the original closes
     assert client.closed()
+
+
+def test_upload_is_answered_by_the_front_end_beside_a_live_session(
+    gym_server: ServerProcess, raw: Any
+) -> None:
+    # gym-socket's own packet: the front end answers it; the session's episode goes on.
+    client = raw(gym_server.ports["gym-socket"], "CartPole-v1")
+    client.sock.sendall(b"\x00")
+    assert client.observation()[0] == 0
+    client.sock.sendall(b"\x06" + field(b"../../etc") + field(b"key") + field(b"algo"))
+    error = client.string()
+    root = gym_server.monitor_root  # type: ignore[attr-defined]
+    assert "scoreboard" in error and f"stay in {root}/etc on the server" in error
+    client.sock.sendall(b"\x01\x00" + field(b"1"))
+    assert client.observation()[0] == 0
+
+
+def test_upload_names_where_the_monitor_keeps_the_files(tmp_path: Path) -> None:
+    def answer(root: str | None, directory: str) -> str:
+        return _upload_gone(root, Upload(directory, "k", "a"))
+
+    assert f"stay in {tmp_path}/runs/catch on the server" in answer(str(tmp_path), "/runs/catch")
+    assert "no directory ('a\\x00b' is not a usable" in answer(str(tmp_path), "a\x00b")
+    assert "no directory (Monitor is disabled" in answer(None, "/runs/catch")
 
 
 def test_monitor_records_statistics_and_videos(gym_server: ServerProcess) -> None:

@@ -54,15 +54,33 @@ asyncio.run(main(sys.argv[1], int(sys.argv[2])))
 
 
 def status(base: str) -> dict[str, Any]:
-    data: dict[str, Any] = httpx.get(f"{base}/status", timeout=30).json()
+    data: dict[str, Any] = httpx.get(f"{base}/status", timeout=PATIENCE).json()
     return data
+
+
+#: Seconds any one wait of these tests may take: generous, for a loaded machine (a late reply
+#: fails nothing; only what never comes does).
+PATIENCE = 60.0
+#: Seconds a session of ``reaping_server`` may go unused: long enough that a loaded machine
+#: sees a new session before it goes.
+IDLE = 8.0
+#: Seconds a step of ``hanging_server`` may take (an Echo step takes microseconds).
+STEP_TIMEOUT = 3
 
 
 @pytest.fixture(scope="module")
 def crowd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("crowd")
-    # A pong may be seconds late while 500 sessions share one client process on a busy machine:
-    # the timeout leaves it that much room, and a half-open connection still goes in seconds.
+    # Pinged after 1 s of silence; a pong may be a minute late while 500 sessions share one
+    # client process on a busy machine.
+    with http_server(tmp, ["envwire/Echo-v0"], ping_interval=1.0, ping_timeout=PATIENCE) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def pinging_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp: Path = tmp_path_factory.mktemp("pinging")
+    # Its client never answers: the timeouts are the server's, never the test's to meet.
     with http_server(tmp, ["envwire/Echo-v0"], ping_interval=1.0, ping_timeout=5.0) as server:
         yield server
 
@@ -70,14 +88,28 @@ def crowd_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerPro
 @pytest.fixture(scope="module")
 def reaping_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     tmp: Path = tmp_path_factory.mktemp("reaping")
+    # Sessions unused for IDLE seconds go; pings every 0.3 s of silence do not count as use
+    # (a late pong is no reason to drop a connection here).
+    with http_server(
+        tmp,
+        ["envwire/Echo-v0"],
+        ping_interval=0.3,
+        ping_timeout=PATIENCE,
+        reap_interval=0.2,
+        idle_timeout=IDLE,
+    ) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def hanging_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    tmp: Path = tmp_path_factory.mktemp("hanging")
+    # HangEnv's second step never returns; sessions are never reaped for being idle in the
+    # test's lifetime.
     with http_server(
         tmp,
         ["envwire/Echo-v0", "test/HangInline-v0=envwire.testing.envs:HangEnv@inline"],
-        ("--step-timeout", "1"),
-        ping_interval=0.3,
-        ping_timeout=0.3,
-        reap_interval=0.2,
-        idle_timeout=1.5,
+        ("--step-timeout", str(STEP_TIMEOUT)),
     ) as server:
         yield server
 
@@ -108,16 +140,18 @@ def test_500_websocket_sessions_then_clients_vanish(crowd_server: ServerProcess)
         for pipe in (crowd.stdout, crowd.stderr):
             if pipe is not None:
                 pipe.close()
-    assert wait_until(lambda: status(base)["sessions"] == 0, 45), status(base)
+    assert wait_until(lambda: status(base)["sessions"] == 0, PATIENCE), status(base)
     assert status(base)["openenv"] == {"websocket": 0, "http": 0, "mcp": 0}
 
 
-def test_half_open_connection_is_dropped_by_keepalive_pings(crowd_server: ServerProcess) -> None:
+def test_half_open_connection_is_dropped_by_keepalive_pings(
+    pinging_server: ServerProcess,
+) -> None:
     # This server never reaps idle sessions in the test's lifetime: only pings can end it.
-    base = url_of(crowd_server)
+    base = url_of(pinging_server)
     before = status(base)["sessions"]
     # A client that completes the handshake, then never reads or answers again.
-    sock = socket.create_connection((crowd_server.host, crowd_server.ports["http"]))
+    sock = socket.create_connection((pinging_server.host, pinging_server.ports["http"]))
     try:
         sock.sendall(
             b"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
@@ -125,9 +159,9 @@ def test_half_open_connection_is_dropped_by_keepalive_pings(crowd_server: Server
             b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n"
         )
         assert sock.recv(4096).startswith(b"HTTP/1.1 101 ")
-        assert wait_until(lambda: status(base)["sessions"] == before + 1, 30)
+        assert wait_until(lambda: status(base)["sessions"] == before + 1, PATIENCE)
         # silence: pinged after 1 s, dropped when no pong came 5 s later
-        assert wait_until(lambda: status(base)["sessions"] == before, 30), status(base)
+        assert wait_until(lambda: status(base)["sessions"] == before, PATIENCE), status(base)
     finally:
         sock.close()
 
@@ -137,7 +171,7 @@ def test_idle_http_session_is_reaped(reaping_server: ServerProcess) -> None:
     with httpx.Client(base_url=base) as http:
         token = http.post("/reset").headers["envwire-session"]
         assert status(base)["openenv"]["http"] == 1
-        assert wait_until(lambda: status(base)["openenv"]["http"] == 0, 10)
+        assert wait_until(lambda: status(base)["openenv"]["http"] == 0, IDLE + PATIENCE)
         gone = http.post(
             "/step", json={"action": {"message": "late"}}, headers={"envwire-session": token}
         )
@@ -147,40 +181,40 @@ def test_idle_http_session_is_reaped(reaping_server: ServerProcess) -> None:
 def test_idle_websocket_session_is_reaped_with_a_message(reaping_server: ServerProcess) -> None:
     base = url_of(reaping_server)
     with connect("ws" + base[4:] + "/ws") as ws:  # answers pings, but sends nothing
-        notice = json.loads(ws.recv(timeout=10))
+        notice = json.loads(ws.recv(timeout=IDLE + PATIENCE))
         assert notice["type"] == "error" and notice["data"]["code"] == "SESSION_ERROR"
         assert "without requests" in notice["data"]["message"]
         with pytest.raises(ConnectionClosed):
-            ws.recv(timeout=10)
-    assert wait_until(lambda: status(base)["sessions"] == 0, 10)
+            ws.recv(timeout=PATIENCE)
+    assert wait_until(lambda: status(base)["sessions"] == 0, PATIENCE)
 
 
-def test_hung_inline_env_over_websocket(reaping_server: ServerProcess) -> None:
-    base = url_of(reaping_server)
+def test_hung_inline_env_over_websocket(hanging_server: ServerProcess) -> None:
+    base = url_of(hanging_server)
     with (
         connect("ws" + base[4:] + "/envs/test/HangInline-v0/ws") as ws,
         connect("ws" + base[4:] + "/ws") as bystander,
     ):
         bystander.send('{"type":"reset"}')
-        bystander.recv(timeout=10)
+        bystander.recv(timeout=PATIENCE)
         ws.send('{"type":"reset","data":{"seed":0}}')
-        ws.recv(timeout=10)
+        ws.recv(timeout=PATIENCE)
         ws.send('{"type":"step","data":{"action":[0,[0,1]]}}')
-        ws.recv(timeout=10)
+        ws.recv(timeout=PATIENCE)
         ws.send('{"type":"step","data":{"action":[0,[0,1]]}}')  # hangs on step 2
-        error = json.loads(ws.recv(timeout=20))
+        error = json.loads(ws.recv(timeout=STEP_TIMEOUT + PATIENCE))
         assert error["data"]["code"] == "EXECUTION_ERROR"
         assert "did not return within" in error["data"]["message"]
         with pytest.raises(ConnectionClosed):
-            ws.recv(timeout=10)
+            ws.recv(timeout=PATIENCE)
         bystander.send('{"type":"step","data":{"message":"still fine"}}')
-        assert json.loads(bystander.recv(timeout=10))["type"] == "observation"
-    assert wait_until(lambda: status(base)["sessions"] == 0, 10)
+        assert json.loads(bystander.recv(timeout=PATIENCE))["type"] == "observation"
+    assert wait_until(lambda: status(base)["sessions"] == 0, PATIENCE)
 
 
-def test_hung_inline_env_over_http(reaping_server: ServerProcess) -> None:
-    base = url_of(reaping_server)
-    with httpx.Client(base_url=f"{base}/envs/test/HangInline-v0", timeout=30) as http:
+def test_hung_inline_env_over_http(hanging_server: ServerProcess) -> None:
+    base = url_of(hanging_server)
+    with httpx.Client(base_url=f"{base}/envs/test/HangInline-v0", timeout=PATIENCE) as http:
         http.post("/reset", json={"seed": 0})
         http.post("/step", json={"action": {"action": [0, [0, 1]]}})
         hung = http.post("/step", json={"action": {"action": [0, [0, 1]]}})
@@ -189,4 +223,4 @@ def test_hung_inline_env_over_http(reaping_server: ServerProcess) -> None:
             hung.json()["code"] == "env_timeout"
             and "did not return within" in hung.json()["detail"]
         )
-    assert wait_until(lambda: status(base)["sessions"] == 0, 10)
+    assert wait_until(lambda: status(base)["sessions"] == 0, PATIENCE)

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from envwire.protocols.http.http11 import HttpError, Request, RequestParser
+from tests.budget import examples
 
 
 @dataclass(frozen=True)
@@ -170,7 +171,9 @@ def mutated(draw: st.DrawFn) -> bytes:
     return bytes(data)
 
 
-_FAST = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_FAST = settings(
+    max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @_FAST

@@ -1,14 +1,23 @@
-"""The HTTP table: the status of every envwire error, looked up along the class's MRO."""
+"""The HTTP tables: the status of every envwire error, looked up along the class's MRO in the
+table of what answers it; every table built once, whatever was imported."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
+import pytest
+
 from envwire import errors
-from envwire.arena.errors import AuthenticationError
-from envwire.protocols.http.status import STATUS, status_of
+from envwire.arena.errors import ARENA_STATUS, AuthenticationError
+from envwire.arena.web import routes as arena_routes
+from envwire.frontends.openenv import routes as openenv_routes
+from envwire.protocols.http.status import STATUS, status_of, statuses
 from tests.protocols.errortables import check_table
 
 #: The status of every error class as it was when classes carried ``http_status`` themselves
-#: (the two session classes split what one class decided per instance: 400 or 404).
+#: (the two session classes split what one class decided per instance: 400 or 404), but for
+#: dm_env_rpc's own three, which no HTTP front end answers: their parent's, UsageError's.
 BEFORE = {
     "errors.EnvwireError": 500,
     "errors.ProtocolError": 400,
@@ -35,9 +44,9 @@ BEFORE = {
     "protocols.arena.UnsupportedVersionError": 400,
     "protocols.arena.BodyTooLargeError": 413,
     "protocols.arena.NotJSONError": 415,
-    "protocols.dmenvrpc.status.UnknownWorldError": 404,
-    "protocols.dmenvrpc.status.UnknownPropertyError": 404,
-    "protocols.dmenvrpc.status.PropertyPermissionError": 403,
+    "protocols.dmenvrpc.status.UnknownWorldError": 400,
+    "protocols.dmenvrpc.status.UnknownPropertyError": 400,
+    "protocols.dmenvrpc.status.PropertyPermissionError": 400,
     "frontends.openenv.bindings.ActionRejected": 422,
     "frontends.openenv.mcp.UnknownToolError": 422,
     "frontends.openenv.routes._SessionMissing": 400,
@@ -56,7 +65,56 @@ BEFORE = {
 
 
 def test_every_error_keeps_its_status() -> None:
-    check_table(BEFORE, status_of)
+    # Each class in the table of what answers it: the arena's routes, OpenEnv's, or the core's.
+    answered = statuses(arena_routes._STATUS, openenv_routes._STATUS)
+    check_table(BEFORE, lambda cls: status_of(cls, answered))
+
+
+#: Run in a fresh interpreter: import the HTTP codec alone, read its table, then import every
+#: module that defines an error; the tables must be what they were, and read-only.
+_ALONE = """
+import importlib, sys
+from envwire.protocols.http import status
+from envwire.protocols import openenv
+before = (dict(status.STATUS), dict(openenv.ERROR_TABLE))
+from tests.protocols.errortables import error_classes
+error_classes()  # imports every module that defines an error class
+import envwire.frontends.openenv.routes, envwire.arena.web.routes
+assert (dict(status.STATUS), dict(openenv.ERROR_TABLE)) == before, "a table changed on import"
+for table in (status.STATUS, openenv.ERROR_TABLE):
+    try:
+        table[KeyError] = 0
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a table can be changed")
+print(len(before[0]), len(before[1]))
+"""
+
+
+@pytest.mark.process
+def test_tables_are_built_once_whatever_is_imported() -> None:
+    done = subprocess.run(
+        [sys.executable, "-c", _ALONE], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [str(len(STATUS)), "9"]
+
+
+@pytest.mark.process
+def test_the_arena_codec_alone_answers_its_errors() -> None:
+    # Only the act protocol's codec imported: its errors answer with their own statuses.
+    code = (
+        "import sys\n"
+        "from envwire.protocols.arena import NotJSONError, BodyTooLargeError, error_reply\n"
+        "assert 'envwire.arena' not in sys.modules, sorted(sys.modules)\n"
+        "print(error_reply(NotJSONError('x'))[0], error_reply(BodyTooLargeError('x'))[0])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["415", "413"]
 
 
 def test_instances_answer_as_their_class() -> None:
@@ -77,4 +135,4 @@ def test_a_new_subclass_answers_with_its_parents_status() -> None:
 
     assert Stale not in STATUS and Staler not in STATUS
     assert status_of(Stale("x")) == status_of(Staler) == 409
-    assert status_of(Locked("x")) == 401
+    assert status_of(Locked("x"), ARENA_STATUS) == 401

@@ -25,7 +25,7 @@ from envwire.arena.aisys.plugins import PREFIX, PluginFolder, is_plugin_id, load
 from envwire.arena.core import Arena
 from envwire.arena.errors import ConflictError, ForbiddenError, NotFoundError
 from envwire.arena.groups import Groups
-from envwire.arena.store import EnvRow
+from envwire.arena.rows import EnvRow
 from envwire.errors import ConfigError, InvalidArgumentError
 from envwire.jsonio import JsonObject, JsonValue
 

@@ -33,7 +33,7 @@ from typing import Protocol
 from envwire.arena.aisys.plugins import Plugin, load_env_class, make_plugin, run_data
 from envwire.arena.games import Accepted, Rejected, Started
 from envwire.arena.rows import EnvRow
-from envwire.arena.settings import ArenaSettings
+from envwire.arena.settings import ArenaEnvSettings
 from envwire.errors import EnvError
 from envwire.jsonio import JsonValue
 from envwire.protocols.arena import RawJSON, dumps
@@ -81,7 +81,7 @@ class PluginGame:
         self,
         name: str,
         env: Plugin,
-        settings: ArenaSettings,
+        settings: ArenaEnvSettings,
         load_run: Callable[[int], StoredRun],
         *,
         live_runs: int = 1024,
@@ -221,7 +221,7 @@ class _Store(Protocol):
 
 
 def plugin_game(
-    env: EnvRow, settings: ArenaSettings, store: _Store, *, live_runs: int = 1024
+    env: EnvRow, settings: ArenaEnvSettings, store: _Store, *, live_runs: int = 1024
 ) -> PluginGame:
     """The game of an arena env whose id names a plugin env (``aisys:module:Class``).
 

@@ -44,7 +44,8 @@ from envwire.arena.aisys.plugins import PREFIX, Plugin, load_env_class, make_plu
 from envwire.arena.aisys.replay import finish_order, replay
 from envwire.arena.history import MIGRATED_AT
 from envwire.arena.progress import EVERY, Progress
-from envwire.arena.store import EnvRow, Store
+from envwire.arena.rows import EnvRow
+from envwire.arena.store import Store
 from envwire.errors import ConfigError
 from envwire.protocols.arena import dumps
 

@@ -43,7 +43,12 @@ import traceback
 from collections.abc import Callable
 
 from envwire.arena.aisys.admin import CourseAdmin
-from envwire.arena.errors import AuthenticationError, MalformedRequestError, NotFoundError
+from envwire.arena.errors import (
+    ARENA_STATUS,
+    AuthenticationError,
+    MalformedRequestError,
+    NotFoundError,
+)
 from envwire.arena.maintenance import delete_unused_agents, disk_usage, prune_runs
 from envwire.arena.web import pages
 from envwire.arena.web.routes import ArenaRoute, ArenaWeb, route
@@ -91,7 +96,7 @@ def _json(value: object) -> Response:
 def _fail(exc: EnvwireError, *, not_found: int = 400) -> Response:
     """The arena's error body, with that server's statuses: a name that exists or does not
     exist, or an env that cannot be made, is a bad request there."""
-    status, body = error_reply(exc)
+    status, body = error_reply(exc, ARENA_STATUS)
     if isinstance(exc, ConfigError | EnvError) or status in (404, 409, 422):
         status = not_found if status == 404 else 400
         body = error_body(status, exc.message)

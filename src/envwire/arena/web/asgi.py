@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from envwire.arena.core import Arena
-from envwire.arena.errors import BodyTooLargeError, NotFoundError
+from envwire.arena.errors import ARENA_STATUS, BodyTooLargeError, NotFoundError
 from envwire.arena.opening import open_arena
 from envwire.arena.web import arena_web
 from envwire.protocols.arena import error_reply
@@ -63,12 +63,12 @@ def create_app(
             error = BodyTooLargeError(
                 f"request body of {int(declared)} bytes is over the {limit}-byte limit"
             )
-            await _send(send, Response(*error_reply(error)))
+            await _send(send, Response(*error_reply(error, ARENA_STATUS)))
             return
         body, too_big = await _read(receive, limit)
         if too_big:
             error = BodyTooLargeError(f"request body is over the {limit}-byte limit")
-            await _send(send, Response(*error_reply(error)))
+            await _send(send, Response(*error_reply(error, ARENA_STATUS)))
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         request = Request(
@@ -81,7 +81,9 @@ def create_app(
         )
         response = await asyncio.to_thread(web.handle, request)
         if response is None:
-            response = Response(*error_reply(NotFoundError(f"no arena page {request.path}")))
+            response = Response(
+                *error_reply(NotFoundError(f"no arena page {request.path}"), ARENA_STATUS)
+            )
         await _send(send, response, head=scope["method"] == "HEAD")
 
     return app

@@ -17,7 +17,7 @@ from urllib.parse import quote
 
 from envwire.arena.groups import Group
 from envwire.arena.history import CarriedRun, OutcomeRow
-from envwire.arena.store import AgentRow, EnvRow, MessageRow, RunRow, StepRow
+from envwire.arena.rows import AgentRow, EnvRow, MessageRow, RunRow, StepRow
 from envwire.arena.web import charts
 from envwire.protocols.arena import RawJSON
 

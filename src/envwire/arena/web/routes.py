@@ -31,21 +31,20 @@ from http import HTTPStatus
 
 from envwire.arena import history
 from envwire.arena.core import Arena
-from envwire.arena.errors import MalformedRequestError, NotFoundError
+from envwire.arena.errors import ARENA_STATUS, MalformedRequestError, NotFoundError
 from envwire.arena.history import OutcomeRow
-from envwire.arena.store import EnvRow, RunRow
+from envwire.arena.rows import EnvRow, RunRow
 from envwire.arena.web import pages
 from envwire.errors import ConfigError, EnvError, EnvwireError
 from envwire.jsonio import JsonObject, JsonValue
 from envwire.protocols.arena import decode_body, error_body, error_reply
 from envwire.protocols.http.http11 import Request, Response
-from envwire.protocols.http.status import STATUS, status_of
+from envwire.protocols.http.status import StatusTable, status_of, statuses
 
 __all__ = ["ArenaRoute", "ArenaWeb", "route"]
 
 log = logging.getLogger("envwire.arena")
 
-_JSON = "application/json"
 _HTML = "text/html; charset=utf-8"
 _NAME = r"(?P<{}>[^/]+)"
 _SLASHES = re.compile(r"/{2,}")
@@ -79,12 +78,12 @@ def _json(status: int, value: object) -> Response:
 
 
 def _error(exc: EnvwireError) -> Response:
-    status, body = error_reply(exc)
+    status, body = error_reply(exc, _STATUS)
     return Response(status, body)
 
 
 def _html_error(exc: EnvwireError) -> Response:
-    status = status_of(exc)
+    status = status_of(exc, _STATUS)
     page = pages.error_page(status, HTTPStatus(status).phrase, exc.message)
     return Response(status, page.encode(), _HTML)
 
@@ -425,4 +424,5 @@ class _NotAllowed(EnvwireError):
     remote = True
 
 
-STATUS.update({_NotAllowed: 405})
+#: The statuses these routes answer with: the arena's and a wrong method's.
+_STATUS: StatusTable = statuses(ARENA_STATUS, {_NotAllowed: 405})

@@ -49,7 +49,7 @@ from envwire import spacecodec
 from envwire._version import __version__
 from envwire.errors import ConfigError, InvalidArgumentError, ProtocolError, UnsupportedError
 from envwire.frontends.dmenvrpc.world import Connection, World
-from envwire.frontends.dmenvrpc.worlds import WorldTable
+from envwire.frontends.dmenvrpc.world_table import WorldTable
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import (
     DataType,

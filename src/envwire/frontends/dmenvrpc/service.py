@@ -7,7 +7,7 @@ the stream goes on. Requests arrive as raw bytes and are parsed here, so that ev
 are not an ``EnvironmentRequest`` get an in-band error instead of a broken stream.
 
 Worlds and seats are in :mod:`.world` (vector worlds in :mod:`.vector`), their table and
-lifetimes in :mod:`.worlds`, the properties extension in :mod:`.properties`, the tensors, specs
+lifetimes in :mod:`.world_table`, the properties extension in :mod:`.properties`, the tensors, specs
 and state table in :mod:`envwire.protocols.dmenvrpc`.
 
 Settings (:class:`~envwire.settings.GrpcSettings`): ``grpc_max_connections`` (streams at once;
@@ -44,7 +44,7 @@ from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 from envwire.errors import CapacityError, EnvError, EnvwireError
 from envwire.frontends.dmenvrpc.properties import Properties
 from envwire.frontends.dmenvrpc.world import Connection
-from envwire.frontends.dmenvrpc.worlds import WorldTable
+from envwire.frontends.dmenvrpc.world_table import WorldTable
 from envwire.observe import Observability
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase

@@ -17,7 +17,7 @@ every seat when ``info["rewards"]`` lists one reward per seat.
 A world made with the CreateWorld setting ``num_envs`` is a vector world
 (:class:`~envwire.frontends.dmenvrpc.vector.VectorWorld`): N copies stepped together, one player.
 
-Lifetime (:class:`~envwire.frontends.dmenvrpc.worlds.WorldTable`): a world lives while its
+Lifetime (:class:`~envwire.frontends.dmenvrpc.world_table.WorldTable`): a world lives while its
 creator's connection is open or some connection is joined; when neither holds, it is destroyed
 at once and its session freed.
 """

@@ -26,7 +26,8 @@ Sessions: ``/reset`` and ``POST /session`` answer with the session token in the
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any
 from urllib.parse import quote, unquote
 
@@ -42,7 +43,7 @@ from envwire.frontends.openenv.bindings import ActionRejected
 from envwire.frontends.openenv.service import FRONT_END, OpenEnvService, Record
 from envwire.observe import Observability
 from envwire.protocols.http.http11 import Request, Response, json_response
-from envwire.protocols.http.status import STATUS, status_of
+from envwire.protocols.http.status import STATUS, StatusTable, status_of, statuses
 from envwire.protocols.openenv import (
     ERROR_TABLE,
     BodyError,
@@ -128,11 +129,11 @@ def error_response(exc: EnvwireError, loc: tuple[str, ...] = ("body",)) -> Respo
     """The HTTP answer to an envwire error (422 bodies carry FastAPI's detail list)."""
     if isinstance(exc, ActionRejected):
         return json_response(422, dumps({"detail": exc.detail, "code": exc.code}))
-    status = status_of(exc)
+    status = status_of(exc, _STATUS)
     if status == 422:
         entry = {"type": "value_error", "loc": list(loc), "msg": str(exc), "input": None}
         return json_response(422, dumps({"detail": [entry], "code": exc.code}))
-    return _detail(status, str(exc), code=exc.code, openenv_code=code_of(exc))
+    return _detail(status, str(exc), code=exc.code, openenv_code=code_of(exc, _CODES))
 
 
 class Router:
@@ -194,7 +195,11 @@ class Router:
             return json_response(exc.status, dumps({"detail": exc.detail}))
         except EnvwireError as exc:
             self.observe.error(FRONT_END, exc, env_id)
-            if isinstance(exc, EnvError) and status_of(exc) == 500 and not compat.named_env_errors:
+            if (
+                isinstance(exc, EnvError)
+                and status_of(exc, _STATUS) == 500
+                and not compat.named_env_errors
+            ):
                 # openenv-core lets the env's exception reach Starlette's last-resort handler.
                 return Response(500, b"Internal Server Error", "text/plain; charset=utf-8")
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
@@ -391,8 +396,11 @@ class _SessionUnknown(_SessionMissing):
     _TEXT = "unknown or expired session for {env_id}: POST /reset (or /session) opens a new one"
 
 
-STATUS.update({_SessionMissing: 400, _SessionUnknown: 404})
-ERROR_TABLE.update({_SessionMissing: ErrorCode.SESSION_ERROR})
+#: The statuses and OpenEnv codes these routes answer with: the tables' and the sessions' rows.
+_STATUS: StatusTable = statuses(STATUS, {_SessionMissing: 400, _SessionUnknown: 404})
+_CODES: Mapping[type[EnvwireError], ErrorCode] = MappingProxyType(
+    {**ERROR_TABLE, _SessionMissing: ErrorCode.SESSION_ERROR}
+)
 
 
 def _reset_body(raw: bytes) -> dict[str, Any]:

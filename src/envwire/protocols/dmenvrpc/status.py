@@ -31,7 +31,6 @@ from envwire.errors import (
     error_class_for_code,
     lookup,
 )
-from envwire.protocols.http.status import STATUS
 
 __all__ = [
     "CODES",
@@ -87,9 +86,6 @@ CODES: Final[dict[type[EnvwireError], int]] = {
     UnknownPropertyError: code_pb2.NOT_FOUND,
     PropertyPermissionError: code_pb2.PERMISSION_DENIED,
 }
-
-# No HTTP front end answers these errors today; the rows keep the statuses they always had.
-STATUS.update({UnknownWorldError: 404, UnknownPropertyError: 404, PropertyPermissionError: 403})
 
 
 def code_of(error: EnvwireError | type[EnvwireError]) -> int:

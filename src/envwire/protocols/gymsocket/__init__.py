@@ -34,6 +34,7 @@ from envwire.protocols.gymsocket.packets import (
     Invalid,
     MonitorLayout,
     Packet,
+    Upload,
     json_default,
     monitor_has_video,
 )
@@ -52,6 +53,7 @@ __all__ = [
     "MonitorLayout",
     "Packet",
     "ServerConnection",
+    "Upload",
     "json_default",
     "monitor_has_video",
 ]

@@ -39,6 +39,7 @@ from envwire.protocols.gymsocket.packets import (
     NeedData,
     Packet,
     Side,
+    Upload,
     decode_text,
     json_bytes,
     pack_field,
@@ -92,10 +93,10 @@ class ClientConnection(Side):
             opening += pack_field(json_bytes(vector or {}))
         return opening
 
-    def send_request(self, request: m.Request) -> bytes:
+    def send_request(self, request: m.Request | Upload) -> bytes:
         """Encode a request; its reply arrives through ``next_event`` in order."""
         extended = self._extended
-        if self._vector and type(request) in (m.Step, m.Reset):
+        if self._vector and isinstance(request, m.Step | m.Reset):
             return self._vector_request(request)
         if type(request) is m.Step:
             packet = Packet.STEP_EX if extended else Packet.STEP
@@ -124,7 +125,7 @@ class ClientConnection(Side):
                 body = bytes([mon.resume, mon.force]) + video + pack_field(mon.directory.encode())
             case m.Render():
                 packet, body = Packet.RENDER, b""
-            case m.Upload() as up:
+            case Upload() as up:
                 packet = Packet.UPLOAD
                 body = b"".join(
                     pack_field(s.encode()) for s in (up.directory, up.api_key, up.algorithm_id)

@@ -52,6 +52,7 @@ __all__ = [
     "NeedData",
     "Packet",
     "Side",
+    "Upload",
     "decode_text",
     "info_field",
     "json_array",
@@ -149,6 +150,16 @@ class Invalid:
     """A well-framed request the server must refuse (bad action, unknown packet, ...)."""
 
     error: EnvwireError
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    """An Upload packet: upload a monitor directory to the OpenAI Gym scoreboard, which was shut
+    down in 2017. gym-socket's own request, never a session's: the front end answers it."""
+
+    directory: str
+    api_key: str
+    algorithm_id: str
 
 
 json_default = jsonio.plain_default

@@ -37,6 +37,7 @@ from envwire.protocols.gymsocket.packets import (
     MonitorLayout,
     NeedData,
     Packet,
+    Upload,
     decode_text,
     monitor_has_video,
     pack_field,
@@ -66,7 +67,7 @@ MAX_RESET_OPTIONS: Final = 1024 * 1024
 MAX_UPLOAD_FIELD: Final = 64 * 1024
 
 #: What a packet parser returns: the event and the end offset (None: the packet is incomplete).
-_Parsed = tuple[m.Request | Invalid, int]
+_Parsed = tuple[m.Request | Upload | Invalid, int]
 
 
 #: The first bytes of what other protocols' clients send first: an HTTP/1.1 request line (its
@@ -119,7 +120,7 @@ class ServerConnection(ReplyWriter):
         box = type(observation_space) is Box and observation_space.dtype.kind in "iuf"
         self._json_box = observation_space.dtype if box else None
 
-    def next_event(self) -> Handshake | m.Request | Invalid | NeedData:
+    def next_event(self) -> Handshake | m.Request | Upload | Invalid | NeedData:
         """The next complete event.
 
         Raises:
@@ -356,7 +357,7 @@ class ServerConnection(ReplyWriter):
                 return None
             fields.append(decode_text(got[0], "upload field"))
             pos = got[1]
-        return m.Upload(*fields), pos
+        return Upload(*fields), pos
 
 
 _VECTOR_PACKETS = frozenset({Packet.VECTOR_RESET, Packet.VECTOR_STEP})

@@ -31,6 +31,7 @@ import numpy as np
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
 from envwire.frontends.dmenvrpc.world import DISCOUNT, REWARD, Connection, World
+from envwire.kinds.dm_env import DmSpecs
 from envwire.protocols.dmenvrpc import WORLD_OBSERVATIONS, Leaf, Phase, write
 from envwire.protocols.dmenvrpc.dmspecs import NativeLayout, native_leaf
 
@@ -49,7 +50,7 @@ class NativeWorld(World):
 
     def _lay_out(self) -> None:
         native = self.session.native_specs()
-        assert native is not None  # the world table makes a NativeWorld for dm_env envs only
+        assert isinstance(native, DmSpecs)  # the world table makes one for dm_env envs only
         self.actions = NativeLayout(native.action, "action")
         self.observations = NativeLayout(
             native.observation, "observation", reserved=WORLD_OBSERVATIONS

@@ -9,9 +9,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from envwire.errors import InvalidArgumentError, StateError
-from envwire.frontends.dmenvrpc.dmworld import NativeWorld
+from envwire.frontends.dmenvrpc.native_world import NativeWorld
 from envwire.frontends.dmenvrpc.vector import VectorWorld
 from envwire.frontends.dmenvrpc.world import Connection, World
+from envwire.kinds.dm_env import DmSpecs
 from envwire.messages import autoreset_mode
 from envwire.protocols.dmenvrpc import UnknownWorldError
 from envwire.server.sessions import SessionTable
@@ -83,7 +84,8 @@ class WorldTable:
             if vector:
                 kind: type[World] = VectorWorld
             else:
-                kind = World if session.native_specs() is None else NativeWorld
+                native = isinstance(session.native_specs(), DmSpecs)
+                kind = NativeWorld if native else World
             world = kind(session, settings, creator)
         except BaseException:
             self.sessions.close(session)
