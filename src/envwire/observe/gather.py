@@ -25,7 +25,7 @@ from envwire.observe.dashboard import ObserveWeb
 from envwire.observe.live import RECENT
 from envwire.observe.metrics import CONTENT_TYPE
 from envwire.protocols.http.http11 import Request, Response
-from envwire.server.http import HttpFrontEnd, Mount, OnHang, WebSocketHandler
+from envwire.server.http import Mount, OnHang, PlainMount
 from envwire.server.relay import fetch
 
 __all__ = ["GATHER_TIMEOUT", "Gathered", "Summed", "add_json", "merge_live", "merge_metrics"]
@@ -105,7 +105,7 @@ def merge_live(snapshots: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
-class Gathered:
+class Gathered(PlainMount):
     """The ``/metrics`` and dashboard mount of one worker of several: ``local`` answers for
     this worker (and judges tokens), the other workers are asked at ``peers`` (their Unix
     sockets) for theirs."""
@@ -139,21 +139,6 @@ class Gathered:
         merged = merge_live([json.loads(text) for text in answers])
         return Response(200, json.dumps(merged).encode(), own.content_type)
 
-    def upgrade(self, request: Request) -> WebSocketHandler | Response | None:
-        return None
-
-    def body_limit(self, request: Request) -> int | None:
-        return None
-
-    def refuse(self, request: Request, status: int, message: str) -> Response | None:
-        return None
-
-    def start(self, front: HttpFrontEnd) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
-
 
 def add_json(values: Sequence[Any], keep: frozenset[str] = frozenset()) -> Any:
     """JSON values of several workers as one: numbers added, objects merged key by key (the
@@ -175,7 +160,7 @@ def add_json(values: Sequence[Any], keep: frozenset[str] = frozenset()) -> Any:
     return first
 
 
-class Summed:
+class Summed(PlainMount):
     """Placed before ``inner``, the mount that answers ``path`` (a JSON object of counts):
     that answer here, plus the other workers' at ``peers``, added (:func:`add_json`; the keys
     in ``keep`` are this worker's)."""
@@ -214,18 +199,3 @@ class Summed:
                 answers.append(json.loads(theirs.body))
         merged = add_json(answers, self.keep)
         return Response(200, json.dumps(merged).encode(), own.content_type, own.headers)
-
-    def upgrade(self, request: Request) -> WebSocketHandler | Response | None:
-        return None
-
-    def body_limit(self, request: Request) -> int | None:
-        return None
-
-    def refuse(self, request: Request, status: int, message: str) -> Response | None:
-        return None
-
-    def start(self, front: HttpFrontEnd) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""

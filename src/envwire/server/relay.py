@@ -18,7 +18,7 @@ from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
 from envwire.protocols.http.http11 import Request, Response, json_response
-from envwire.server.http import Guard, HttpFrontEnd, Mount, OnHang, WebSocketHandler
+from envwire.server.http import Guard, HttpFrontEnd, Mount, OnHang, PlainMount, WebSocketHandler
 from envwire.server.parking import Parking
 from envwire.server.security.admission import ConnectionLimits
 from envwire.server.threads import ThreadPool
@@ -93,7 +93,7 @@ def _quote_path(target: str) -> str:
     return quote(path, safe="/:@!$&'()*+,;=-._~") + sep + query
 
 
-class RelayMount:
+class RelayMount(PlainMount):
     """The first mount of a worker's HTTP front end: a request whose owner (``owner``: a
     worker's index, or None for any) is another worker is passed to it.
 
@@ -116,6 +116,8 @@ class RelayMount:
         self.owner = owner
         self.timeout = timeout
 
+    # No WebSocket here: a WebSocket's session lives in the worker that accepted it.
+
     def check(self, head: Request) -> Response | bool | None:
         return None  # the mounts behind judge the head: they run in every worker alike
 
@@ -132,21 +134,6 @@ class RelayMount:
                 '{"detail":"the server worker holding this session is not answering; try again"}',
                 [("retry-after", "1")],
             )
-
-    def upgrade(self, request: Request) -> WebSocketHandler | Response | None:
-        return None  # a WebSocket's session lives in the worker that accepted it
-
-    def body_limit(self, request: Request) -> int | None:
-        return None
-
-    def refuse(self, request: Request, status: int, message: str) -> Response | None:
-        return None
-
-    def start(self, front: HttpFrontEnd) -> None:
-        """Nothing to start."""
-
-    def stop(self) -> None:
-        """Nothing to stop."""
 
 
 class Borrowed:
