@@ -159,6 +159,37 @@ def test_two_servers_serve_from_one_cluster(server: ServerProcess, cluster: str)
         assert no_env_actors(cluster)
 
 
+def test_workers_of_one_server_share_one_cluster(cluster: str) -> None:
+    """``--workers 2`` with a named cluster: each worker joins it as a driver of its own, and
+    every session's env is an actor there, whichever worker accepted the connection."""
+    with ServerProcess(
+        ["CartPole-v1@ray"],
+        (*SERVER_ARGS, "--ray-address", cluster),
+        front_ends=("gym-socket",),
+        workers=2,
+    ) as server:
+        envs: list[Any] = []
+        jobs: set[Any] = set()
+        try:
+            # Connections go to whichever worker accepts first: open sessions until both
+            # workers hold some (20 all landing on one worker would be a fault of their own).
+            while len(jobs) < 2 and len(envs) < 20:
+                env = envwire.make(server.url("gym-socket", "CartPole-v1"), timeout=60)
+                envs.append(env)
+                env.reset(seed=0)
+                env.step(0)
+                jobs = {actor.job_id for actor in env_actors(cluster, detail=True)}
+            assert len(env_actors(cluster)) == len(envs)
+            assert len(jobs) == 2, f"every worker is a driver of its own, got jobs {jobs}"
+        finally:
+            for env in envs:
+                env.close()
+        deadline = time.monotonic() + 60
+        while not no_env_actors(cluster) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert no_env_actors(cluster), "the workers left env actors behind"
+
+
 def test_the_arena_plays_its_runs_in_ray_actors(cluster: str, tmp_path: Path) -> None:
     from tests.arena.web.conftest import make_db
 
