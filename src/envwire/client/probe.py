@@ -286,10 +286,15 @@ def _probe_tls(host: str, port: int, ca: str | None, deadline: float) -> Finding
     sock = _connect(host, port, deadline)
     if isinstance(sock, Finding):
         return sock
-    context = client_context(ca)
-    # gRPC's TLS servers choose h2 here, before any byte of HTTP/2; the others choose none.
-    context.set_alpn_protocols(["h2", "http/1.1"])
-    with context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False) as tls:
+    try:
+        context = client_context(ca)
+        # gRPC's TLS servers choose h2 here, before any byte of HTTP/2; the others choose none.
+        context.set_alpn_protocols(["h2", "http/1.1"])
+        tls_sock = context.wrap_socket(sock, server_hostname=host, do_handshake_on_connect=False)
+    except BaseException:  # a CA file that cannot be read, say: the probe's socket goes too
+        sock.close()
+        raise
+    with tls_sock as tls:
         try:
             tls.settimeout(max(deadline - time.monotonic(), 0))
             tls.do_handshake()

@@ -197,7 +197,7 @@ class _Connection:
         #: The pool thread serving the connection now (forsaken if its env hangs).
         self.thread = 0
         #: Whether the next receive polls first (busy polling: see ``_receive_polled``).
-        self._poll = False
+        self._poll = True
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
     def fileno(self) -> int:
@@ -286,8 +286,9 @@ class _Connection:
         codec = self.codec
         data = b"?"  # not EOF: the first round parses what came with the handshake
         parse = codec.buffered > 0
+        # Polled while the client's requests come within the window (_receive_polled); a
+        # connection that waited for its client past the hot window begins again unpolled.
         window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
-        self._poll = window > 0  # polled while the client's requests come within the window
         while not self._dead:
             if not parse:
                 if codec.buffered and self.packet_began is None:
@@ -297,6 +298,7 @@ class _Connection:
                 try:
                     data = self._receive_polled(window) if window else self.sock.recv(_RECV)
                 except (TimeoutError, BlockingIOError):
+                    self._poll = False  # silent past the window: its next wait sleeps at once
                     return self._silent_until()
                 step = codec.lean_step(data)
                 if step is not None:  # the usual request: one step, alone

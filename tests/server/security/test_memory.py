@@ -46,16 +46,20 @@ def frame(opcode: int, payload: bytes, fin: bool) -> bytes:
 def open_websocket(server: ServerProcess) -> socket.socket:
     """A WebSocket to the Echo env that showed the token."""
     sock = socket.create_connection((server.host, server.ports["http"]), timeout=30)
-    key = base64.b64encode(os.urandom(16)).decode()
-    sock.sendall(
-        f"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
-        f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
-        f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
-    )
-    head = b""
-    while not head.endswith(b"\r\n\r\n"):
-        head += exact(sock, 1)
-    assert head.startswith(b"HTTP/1.1 101"), head
+    try:
+        key = base64.b64encode(os.urandom(16)).decode()
+        sock.sendall(
+            f"GET /envs/envwire/Echo-v0/ws HTTP/1.1\r\nHost: 127.0.0.1\r\nUpgrade: websocket\r\n"
+            f"Connection: Upgrade\r\nSec-WebSocket-Key: {key}\r\nSec-WebSocket-Version: 13\r\n"
+            f"Authorization: Bearer {TOKEN}\r\n\r\n".encode()
+        )
+        head = b""
+        while not head.endswith(b"\r\n\r\n"):
+            head += exact(sock, 1)
+        assert head.startswith(b"HTTP/1.1 101"), head
+    except BaseException:
+        sock.close()
+        raise
     return sock
 
 
@@ -129,8 +133,10 @@ def read_message(sock: socket.socket) -> bytes:
 def burst(server: ServerProcess, clients: int, size: int) -> None:
     """``clients`` WebSockets at once, each stepping the Echo env with a ``size``-byte message
     and reading its echo, then closing."""
-    socks = [open_websocket(server) for _ in range(clients)]
+    socks: list[socket.socket] = []
     try:
+        for _ in range(clients):
+            socks.append(open_websocket(server))
         text = b"x" * size
         for sock in socks:
             send_message(sock, b'{"type":"reset","data":{}}')
