@@ -105,6 +105,21 @@ def merge_live(snapshots: Sequence[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def _ask_peers(peers: Sequence[str], request: Request, timeout: float) -> list[bytes]:
+    """The bodies of the other workers' 200 answers to ``request``; a worker that does not
+    answer is logged and left out (its figures are missing, the rest are still summed)."""
+    bodies = []
+    for path in peers:
+        try:
+            theirs = fetch(path, request, timeout)
+        except OSError as exc:
+            log.warning("a worker gave no figures for %s: %s", request.path, exc)
+            continue
+        if theirs.status == 200:
+            bodies.append(theirs.body)
+    return bodies
+
+
 class Gathered(PlainMount):
     """The ``/metrics`` and dashboard mount of one worker of several: ``local`` answers for
     this worker (and judges tokens), the other workers are asked at ``peers`` (their Unix
@@ -124,16 +139,9 @@ class Gathered(PlainMount):
         own = self.local.respond(request, on_hang)
         if own is None or own.status != 200 or request.path not in _GATHERED:
             return own
-        answers = [own.body.decode()]
         ask = Request("GET", request.path, headers={"host": "localhost"})
-        for path in self.peers:
-            try:
-                theirs = fetch(path, ask, self.timeout)
-            except OSError as exc:
-                log.warning("a worker gave no figures for %s: %s", request.path, exc)
-                continue
-            if theirs.status == 200:
-                answers.append(theirs.body.decode())
+        answers = [own.body.decode()]
+        answers += [body.decode() for body in _ask_peers(self.peers, ask, self.timeout)]
         if request.path == "/metrics":
             return Response(200, merge_metrics(answers), CONTENT_TYPE)
         merged = merge_live([json.loads(text) for text in answers])
@@ -189,13 +197,6 @@ class Summed(PlainMount):
         if own is None or own.status != 200:
             return own
         answers = [json.loads(own.body)]
-        for path in self.peers:
-            try:
-                theirs = fetch(path, request, self.timeout)
-            except OSError as exc:
-                log.warning("a worker gave no figures for %s: %s", request.path, exc)
-                continue
-            if theirs.status == 200:
-                answers.append(json.loads(theirs.body))
+        answers += [json.loads(body) for body in _ask_peers(self.peers, request, self.timeout)]
         merged = add_json(answers, self.keep)
         return Response(200, json.dumps(merged).encode(), own.content_type, own.headers)
