@@ -31,8 +31,6 @@ DEFERRED = {
     ("arena/aisys/plugins.py", "<user plugin>"),
     ("adapters/connect.py", "<client of a URL scheme>"),
     ("entrypoints.py", "<the module of an entry point>"),
-    # the command answers --version without importing the server (seconds of imports)
-    ("__main__.py", "envwire.cli"),
 }
 
 

@@ -7,6 +7,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -142,11 +143,27 @@ def test_an_unknown_env_is_the_same_error_over_every_scheme(
         envwire.make(url, timeout=30)
 
 
-def test_version_does_not_import_the_server(tmp_path: Path) -> None:
-    command = [sys.executable, "-X", "importtime", "-m", "envwire", "--version"]
-    done = subprocess.run(command, check=False, cwd=tmp_path, capture_output=True, text=True)
+def _imported(command: list[str], cwd: Path) -> set[str]:
+    """The modules ``command`` (a Python run with ``-X importtime``) imports; it must print the
+    version and nothing else."""
+    done = subprocess.run(command, check=False, cwd=cwd, capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout == f"envwire {envwire.__version__}\n"
-    imported = {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+    return {line.split("|")[-1].strip() for line in done.stderr.splitlines()}
+
+
+def test_the_command_answers_version_without_importing_the_package(tmp_path: Path) -> None:
+    # what the installed ``envwire`` script runs (pyproject.toml's [project.scripts])
+    script = "import sys; from _envwire_command import main; sys.exit(main(['--version']))"
+    imported = _imported([sys.executable, "-X", "importtime", "-c", script], tmp_path)
+    assert "_envwire_command" in imported
+    assert not {"envwire", "gymnasium", "numpy"} & imported
+    project = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    assert project["project"]["scripts"]["envwire"] == "_envwire_command:main"
+
+
+def test_python_m_envwire_version_does_not_import_the_server(tmp_path: Path) -> None:
+    command = [sys.executable, "-X", "importtime", "-m", "envwire", "--version"]
+    imported = _imported(command, tmp_path)
     assert "envwire._version" in imported
     assert not {"envwire.cli", "envwire.app", "grpc", "envwire.server"} & imported
 

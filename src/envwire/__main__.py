@@ -1,25 +1,10 @@
-"""``python -m envwire`` and the ``envwire`` command: :func:`envwire.cli.main`, but
-``envwire --version`` is answered here, without importing the server (seconds of imports for
-one line)."""
+"""``python -m envwire``: the ``envwire`` command (``_envwire_command.main``)."""
 
 import sys
-from collections.abc import Sequence
 
-from envwire._version import __version__
+from _envwire_command import main
 
 __all__ = ["main"]
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns the exit status."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    if args == ["--version"]:
-        print(f"envwire {__version__}")
-        return 0
-    from envwire.cli import main as command  # the server's imports, for every other command
-
-    return command(args)
-
 
 if __name__ == "__main__":  # worker processes import this module again: do nothing then
     sys.exit(main())

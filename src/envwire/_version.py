@@ -1,8 +1,7 @@
-"""envwire's version (``pyproject.toml`` holds it), in a module of its own so that any layer can
-read it without importing the package's public API."""
+"""envwire's version, in a module of its own so that any layer can read it without importing the
+package's public API. The string lives in the command's entry point (``_envwire_command``), which
+answers ``envwire --version`` without importing this package."""
 
-from importlib.metadata import version
+from _envwire_command import __version__
 
 __all__ = ["__version__"]
-
-__version__ = version("envwire")
