@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 from hypothesis import HealthCheck, settings
+from xdist.scheduler import LoadFileScheduling
 
 from envwire.envs.coding import host
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ServerProcess
@@ -68,3 +69,26 @@ def gym_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProce
     with ServerProcess(CONFORMANCE_ENVS, args) as server:
         server.monitor_root = root  # type: ignore[attr-defined]
         yield server
+
+
+#: Test files whose tests share no fixture: with ``--dist loadfile`` (pyproject's addopts) each
+#: of their tests is a unit of its own, spread over the workers, instead of the whole file going
+#: to one worker (the docs' pages take minutes together: on one worker they were the suite's
+#: longest thread).
+SPREAD_FILES = ("tests/docs/test_examples.py",)
+
+
+class _LoadFileSpreading(LoadFileScheduling):
+    """``--dist loadfile``, but a test of :data:`SPREAD_FILES` is its own unit."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.partition("::")[0] in SPREAD_FILES:
+            return nodeid
+        return super()._split_scope(nodeid)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """The scheduler for ``--dist loadfile``; any other mode keeps xdist's own."""
+    if config.getoption("dist") == "loadfile":
+        return _LoadFileSpreading(config, log)
+    return None
