@@ -15,7 +15,7 @@ from envwire.app import Server
 from envwire.cli import _parser
 from envwire.client.probe import Found, probe
 from envwire.errors import ConfigError
-from envwire.ports import DMENVRPC, FRONT_ENDS, PortRow, by_name
+from envwire.ports import DMENVRPC, FRONT_ENDS, PortRow
 from envwire.registry import Catalog, parse_env_arg
 from envwire.settings import SECTIONS, Settings
 from envwire.settings.sections import metas
@@ -33,7 +33,6 @@ def _port_meta(row: PortRow) -> tuple[object, str, str, object]:
 def test_each_row_names_its_settings_section_and_its_port(row: PortRow) -> None:
     default, key, flag, _ = _port_meta(row)
     assert (default, key, flag) == (row.default_port, row.key, row.flag)
-    assert by_name(row.name) is row
     assert Settings().ports()[row.name] == row.default_port
     assert Settings.of(**{row.key: 0}).ports()[row.name] == 0
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["DMENVRPC", "FRONT_ENDS", "GYM_SOCKET", "HTTP", "PortRow", "by_name"]
+__all__ = ["DMENVRPC", "FRONT_ENDS", "GYM_SOCKET", "HTTP", "PortRow"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,8 +90,3 @@ DMENVRPC = PortRow(
 
 #: Every front end, in the order the server starts them.
 FRONT_ENDS: tuple[PortRow, ...] = (GYM_SOCKET, HTTP, DMENVRPC)
-
-
-def by_name(name: str) -> PortRow | None:
-    """The front end whose port is called ``name`` (None: no front end is)."""
-    return next((row for row in FRONT_ENDS if row.name == name), None)
