@@ -249,7 +249,7 @@ def markdown() -> str:
     """The settings table of ``docs/guides/serving.md``: a table per section."""
     lines: list[str] = []
     for section in SECTIONS:
-        lines += [f"#### {section.title.capitalize()}", ""]
+        lines += [f"#### {section.title[:1].upper()}{section.title[1:]}", ""]
         lines += ["| key | flag | default | what |", "|---|---|---|---|"]
         for name, meta in metas(section):
             default = meta.shown or meta.kind.show(getattr(section(), name))
