@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import importlib
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -17,7 +18,8 @@ from envwire.client.probe import Found, probe
 from envwire.errors import ConfigError
 from envwire.ports import DMENVRPC, FRONT_ENDS, PortRow
 from envwire.registry import Catalog, parse_env_arg
-from envwire.settings import SECTIONS, Settings
+from envwire.settings import SECTIONS, Settings, load
+from envwire.settings.config import read
 from envwire.settings.sections import metas
 
 
@@ -109,3 +111,18 @@ def test_a_port_left_off_is_not_built() -> None:
     settings = Settings.of(**{row.key: 0 if row is DMENVRPC else "off" for row in FRONT_ENDS})
     built = Server(catalog, settings)._front_ends()
     assert [front.name for front in built] == [DMENVRPC.name]
+
+
+def test_a_config_file_sets_dm_env_rpcs_port_by_its_key_and_names_it_for_the_codes_name(
+    tmp_path: Path,
+) -> None:
+    """The config file's key is grpc, as the flag is --grpc; a user who writes the protocol's
+    name in the code, dmenvrpc, is pointed at it."""
+    config = tmp_path / "envwire.toml"
+    config.write_text("[server]\ngrpc = 7000\ngrpc_max_num_envs = 8\n")
+    chosen = load([read(config).server])
+    assert (chosen.dmenvrpc.port, chosen.dmenvrpc.grpc_max_num_envs) == (7000, 8)
+    assert chosen.ports()[DMENVRPC.name] == 7000
+    config.write_text("[server]\ndmenvrpc = 7000\n")
+    with pytest.raises(ConfigError, match="unknown key 'dmenvrpc' \\(did you mean 'grpc'\\?\\)"):
+        load([read(config).server])

@@ -120,7 +120,10 @@ def keys() -> list[str]:
 
 
 def _nearest(key: str) -> str:
-    close = difflib.get_close_matches(key, [*_index(), *_ALIASES], n=1, cutoff=0.6)
+    # a front end's name in the code (its section: dmenvrpc) stands for its port's key (grpc)
+    ports = {row.section: row.key for row in FRONT_ENDS}
+    close = [ports[key]] if key in ports else []
+    close = close or difflib.get_close_matches(key, [*_index(), *_ALIASES], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
