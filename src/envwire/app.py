@@ -433,7 +433,7 @@ class Server:
 
 
 #: How each front end of :data:`envwire.ports.FRONT_ENDS` is built, by its port's name: the
-#: one place above the front ends that names them (a test checks every row has its builder).
+#: only table above the front ends that names them (a test checks every row has its builder).
 _BUILDERS: dict[str, Callable[[Server], FrontEnd]] = {
     GYM_SOCKET.name: Server._gym_socket,
     HTTP.name: Server._http,
