@@ -34,7 +34,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
 from envwire.arena.web import arena_mount, arena_paths
-from envwire.frontends.dmenvrpc import GrpcFrontEnd
+from envwire.frontends.dmenvrpc import DmEnvRpcFrontEnd
 from envwire.frontends.gymsocket import GymSocketFrontEnd
 from envwire.frontends.openenv import OpenEnvMount, error_response, session_tokens
 from envwire.observe import Observability
@@ -44,6 +44,7 @@ from envwire.observe.gymspec import gymnasium_spec
 from envwire.observe.hub import RecordSettings
 from envwire.observe.scrape import metrics_listener
 from envwire.observe.shipping import EPISODE_BODY, EpisodeInbox, episode_sender
+from envwire.ports import DMENVRPC, FRONT_ENDS, GYM_SOCKET, HTTP
 from envwire.protocols.http.http11 import Request
 from envwire.registry import Catalog
 from envwire.runtime.pool import WorkerPool
@@ -152,49 +153,15 @@ class Server:
         self._stopped = threading.Event()
 
     def _front_ends(self) -> list[FrontEnd]:
-        """The listeners the settings turn on, in the order they start."""
+        """The listeners the settings turn on, in the order they start: each front end of
+        :data:`envwire.ports.FRONT_ENDS` with a port, built by its row's builder, then the
+        metrics listener."""
         settings, host = self.settings, self.settings.server.host
-        security, idle = settings.security, settings.server.idle_timeout
-        found: list[FrontEnd] = []
-        if settings.gym_socket.port is not None:
-            limits = connection_limits(security, security.max_connections, host)
-            found.append(
-                GymSocketFrontEnd(
-                    settings.gym_socket,
-                    host=host,
-                    sessions=self.sessions,
-                    security=self.security,
-                    limits=limits,
-                    observe=self.observe,
-                    idle_timeout=idle,
-                    budget=self.budget,
-                    threads=self.threads,
-                    parking=self.parking,
-                )
-            )
-        if settings.http.port is not None:
-            found.append(self._http())
-        if settings.grpc.port is not None:
-            grpc = settings.grpc
-            limits = connection_limits(security, grpc.grpc_max_connections, host)
-            if self.role is not None and "grpc" in self.role.ports:
-                grpc = dataclasses.replace(grpc, port=self.role.ports["grpc"])
-            found.append(
-                GrpcFrontEnd(
-                    grpc,
-                    shared_port=self.role is not None,
-                    host=host,
-                    sessions=self.sessions,
-                    catalog=self.catalog,
-                    security=self.security,
-                    per_address=limits.per_address,
-                    per_token=limits.per_token,
-                    observe=self.observe,
-                    idle_timeout=idle,
-                    handshake_timeout=limits.handshake_timeout,
-                    max_transports=security.max_connections,
-                )
-            )
+        found = [
+            _BUILDERS[row.name](self)
+            for row in FRONT_ENDS
+            if settings.port(row.section) is not None
+        ]
         if settings.observe.metrics is not None:
             found.append(
                 metrics_listener(
@@ -213,6 +180,46 @@ class Server:
                 if sock is not None and isinstance(front, ThreadedListener):
                     front.adopt(sock)
         return found
+
+    def _gym_socket(self) -> GymSocketFrontEnd:
+        """The gym-socket port."""
+        settings, host = self.settings, self.settings.server.host
+        security = settings.security
+        return GymSocketFrontEnd(
+            settings.gym_socket,
+            host=host,
+            sessions=self.sessions,
+            security=self.security,
+            limits=connection_limits(security, security.max_connections, host),
+            observe=self.observe,
+            idle_timeout=settings.server.idle_timeout,
+            budget=self.budget,
+            threads=self.threads,
+            parking=self.parking,
+        )
+
+    def _dmenvrpc(self) -> DmEnvRpcFrontEnd:
+        """The dm_env_rpc port (gRPC's server, which binds its port itself: in a worker, the
+        port its supervisor chose)."""
+        settings, host = self.settings, self.settings.server.host
+        security, section = settings.security, settings.dmenvrpc
+        limits = connection_limits(security, section.grpc_max_connections, host)
+        if self.role is not None and DMENVRPC.name in self.role.ports:
+            section = dataclasses.replace(section, port=self.role.ports[DMENVRPC.name])
+        return DmEnvRpcFrontEnd(
+            section,
+            shared_port=self.role is not None,
+            host=host,
+            sessions=self.sessions,
+            catalog=self.catalog,
+            security=self.security,
+            per_address=limits.per_address,
+            per_token=limits.per_token,
+            observe=self.observe,
+            idle_timeout=settings.server.idle_timeout,
+            handshake_timeout=limits.handshake_timeout,
+            max_transports=security.max_connections,
+        )
 
     def _http(self) -> HttpFrontEnd:
         """The HTTP port: the dashboard, the arena (when on), then OpenEnv."""
@@ -423,6 +430,15 @@ class Server:
 
     def __exit__(self, *exc: object) -> None:
         self.shutdown()
+
+
+#: How each front end of :data:`envwire.ports.FRONT_ENDS` is built, by its port's name: the
+#: only table above the front ends that names them (a test checks every row has its builder).
+_BUILDERS: dict[str, Callable[[Server], FrontEnd]] = {
+    GYM_SOCKET.name: Server._gym_socket,
+    HTTP.name: Server._http,
+    DMENVRPC.name: Server._dmenvrpc,
+}
 
 
 def _check_ports(host: str, ports: Mapping[str, int | None], names: list[str]) -> None:

@@ -29,6 +29,7 @@ from envwire.envs.coding import sandbox
 from envwire.errors import ConfigError, EnvwireError
 from envwire.frontends.godot import main as bridge_main
 from envwire.observe import configure_logging
+from envwire.ports import FRONT_ENDS
 from envwire.registry import (
     Catalog,
     EnvSpec,
@@ -53,6 +54,8 @@ __all__ = ["build_catalog", "main"]
 
 log = logging.getLogger("envwire")
 
+#: The front ends whose port every worker binds itself (the others' sockets it inherits).
+_BINDS_ITSELF = tuple(row.name for row in FRONT_ENDS if row.binds_itself)
 _LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 
@@ -215,13 +218,13 @@ def _supervise(argv: Sequence[str], chosen: settings.Settings, count: int) -> in
     host = chosen.server.host
     Security.from_settings(chosen.security).check_exposure(host)
     try:
-        sockets = bind_ports(host, chosen.ports(), shared=("grpc",))
+        sockets = bind_ports(host, chosen.ports(), shared=_BINDS_ITSELF)
     except OSError as exc:
         print(f"envwire: {_listen_error(exc, chosen)}", file=sys.stderr)
         return 1
     with tempfile.TemporaryDirectory(prefix="envwire-") as rundir:
         supervisor = Supervisor(
-            [sys.executable, "-m", "envwire", *argv], count, sockets, ("grpc",), rundir
+            [sys.executable, "-m", "envwire", *argv], count, sockets, _BINDS_ITSELF, rundir
         )
         supervisor.handle_signals(forward_hup=chosen.security.token_file is not None)
         try:

@@ -39,7 +39,7 @@ import httpx
 
 from envwire.adapters.connect import make
 from envwire.errors import ConfigError, TransportError
-from envwire.settings import FRONT_ENDS
+from envwire.ports import FRONT_ENDS, HTTP
 
 if TYPE_CHECKING:
     from envwire.client.openenv import TypedClient
@@ -180,11 +180,11 @@ def _launch_local(
     start_timeout: float,
     connect_kwargs: dict[str, object],
 ) -> Launched:
-    command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, "--http", "0"]
+    command = [sys.executable, "-m", "envwire", "serve", env, "--host", host, HTTP.flag, "0"]
     command += ["--workers", "1"]  # one client: one process serves it, and starts soonest
-    for name in FRONT_ENDS:
-        if name != "http":
-            command += [f"--{name}", "off"]
+    for row in FRONT_ENDS:
+        if row is not HTTP:
+            command += [row.flag, "off"]
     token_dir = None
     if connect_kwargs.get("token"):
         token_dir = tempfile.TemporaryDirectory(prefix="envwire-launch-")

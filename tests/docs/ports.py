@@ -26,19 +26,18 @@ import socket
 import tomllib
 from pathlib import Path
 
+from envwire.ports import FRONT_ENDS
+
 __all__ = ["DEFAULT_PORTS", "PortMap"]
 
 #: The listeners a server command may open and their default ports (``metrics`` is off unless
 #: asked for).
 DEFAULT_PORTS: dict[str, int | None] = {
-    "gym-socket": 5001,
-    "http": 8000,
-    "grpc": 50051,
+    **{row.name: row.default_port for row in FRONT_ENDS},
     "metrics": None,
 }
-_FLAG = re.compile(
-    r"(?P<flag>--(?P<name>gym-socket|http|grpc|metrics))(?P<sep>=|\s+)(?P<port>\d+)\b"
-)
+_NAMES = "|".join(re.escape(name) for name in DEFAULT_PORTS)
+_FLAG = re.compile(rf"(?P<flag>--(?P<name>{_NAMES}))(?P<sep>=|\s+)(?P<port>\d+)\b")
 
 
 def _free_port() -> int:
@@ -98,7 +97,7 @@ class PortMap:
             return f"{match['flag']}{match['sep']}{self._bind(int(match['port']))}"
 
         rewritten = _FLAG.sub(to_zero, command)
-        named = set(re.findall(r"--(gym-socket|http|grpc|metrics)\b(?!-)", command))
+        named = set(re.findall(rf"--({_NAMES})\b(?!-)", command))
         configured = self._config_ports(command)
         added = []
         for name, default in DEFAULT_PORTS.items():

@@ -25,6 +25,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from envwire.ports import FRONT_ENDS
 from tests.docs.ports import PortMap
 
 __all__ = ["BlockFailed", "Server", "Shell", "commands", "is_server", "listeners"]
@@ -39,7 +40,7 @@ _LISTENING = re.compile(
     r"^envwire: (?P<name>\S+) listening on (?P<host>\S+):(?P<port>\d+)( \(TLS\))?$"
 )
 _UNAVAILABLE = re.compile(r"^envwire: (?P<name>\S+) front end unavailable")
-_FRONT_ENDS = ("gym-socket", "http", "grpc")
+_FRONT_ENDS = tuple(row.name for row in FRONT_ENDS)
 
 
 class BlockFailed(AssertionError):

@@ -18,6 +18,7 @@ from gymnasium.utils.env_checker import data_equivalence
 from gymnasium.vector import SyncVectorEnv
 
 import envwire
+import envwire.ports
 from envwire.client import arena
 from envwire.errors import CapacityError, TransportError
 from envwire.registry import parse_env_arg
@@ -26,7 +27,7 @@ from tests.ray_helpers import env_actors, local_ray, no_env_actors
 
 #: Fewer sessions than the kit's default: each one here is a Ray worker process.
 CAPACITY = 3
-FRONT_ENDS = ("gym-socket", "http", "grpc")
+FRONT_ENDS = tuple(row.name for row in envwire.ports.FRONT_ENDS)
 #: An env that needs a custom resource no node of the test's cluster has.
 GODOT_CONFIG = """
 [[env]]

@@ -14,9 +14,9 @@ import pytest
 
 from envwire.cli import _parser
 from envwire.errors import ConfigError
-from envwire.settings import Settings, Source, given, keys, load, markdown
+from envwire.settings import SECTIONS, Settings, Source, given, keys, load, markdown
 from envwire.settings.config import read
-from envwire.settings.sections import SECTIONS, metas
+from envwire.settings.sections import metas
 
 ROOT = Path(__file__).resolve().parents[2]
 

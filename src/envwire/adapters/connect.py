@@ -1,7 +1,8 @@
 """URL -> connected env: :func:`make` and :func:`make_vec`, one opener per URL scheme.
 
-The openers live with their transports in :mod:`envwire.client` and are imported on first use
-(the gRPC and OpenEnv clients are heavy imports that ``import envwire`` should not pay for).
+The openers live with their transports in :mod:`envwire.client`, each named by its front end's
+row (:data:`envwire.ports.FRONT_ENDS`), and are imported on first use (the gRPC and OpenEnv
+clients are heavy imports that ``import envwire`` should not pay for).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from envwire.adapters.gymenv import RemoteEnv
 from envwire.adapters.vector import RemoteVectorEnv
 from envwire.client.transport import Transport, VectorTransport
 from envwire.errors import InvalidArgumentError, ProtocolError
+from envwire.ports import FRONT_ENDS
 
 if TYPE_CHECKING:
     from envwire.client.openenv import TypedClient
@@ -24,25 +26,23 @@ if TYPE_CHECKING:
 __all__ = ["SCHEMES", "VECTOR_SCHEMES", "make", "make_vec"]
 
 #: URL scheme -> "module:function" taking (url, **kwargs) and returning a transport (or, for a
-#: typed env over OpenEnv, a ``TypedClient``).
+#: typed env over OpenEnv, a ``TypedClient``): each front end's opener, under its schemes.
 SCHEMES: dict[str, str] = {
-    "gym-socket": "envwire.client.gymsocket:open_url",
-    "gym-sockets": "envwire.client.gymsocket:open_url",
-    "ws": "envwire.client.openenv:open_url",
-    "wss": "envwire.client.openenv:open_url",
-    "http": "envwire.client.openenv:open_url",
-    "https": "envwire.client.openenv:open_url",
-    "grpc": "envwire.client.dmenvrpc.stream:open_url",
-    "grpcs": "envwire.client.dmenvrpc.stream:open_url",
+    scheme: row.opener
+    for row in FRONT_ENDS
+    if row.opener is not None
+    for pair in row.schemes
+    for scheme in pair
 }
 
 #: URL scheme -> "module:function" taking (url, num_envs=..., autoreset_mode=..., workers=...,
-#: **kwargs) and returning a vector transport.
+#: **kwargs) and returning a vector transport: the front ends' with a batched path.
 VECTOR_SCHEMES: dict[str, str] = {
-    "gym-socket": "envwire.client.gymsocket:open_vector_url",
-    "gym-sockets": "envwire.client.gymsocket:open_vector_url",
-    "grpc": "envwire.client.dmenvrpc.vector:open_vector_url",
-    "grpcs": "envwire.client.dmenvrpc.vector:open_vector_url",
+    scheme: row.vector_opener
+    for row in FRONT_ENDS
+    if row.vector_opener is not None
+    for pair in row.schemes
+    for scheme in pair
 }
 
 

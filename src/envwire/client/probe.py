@@ -31,6 +31,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from envwire.ports import FRONT_ENDS
 from envwire.sockets.tls import client_context
 
 __all__ = [
@@ -56,8 +57,8 @@ _TLS_RECORDS = frozenset({0x15, 0x16})
 _HTTP2_FRAMES = frozenset({0x04, 0x07})
 #: What :func:`probe` reads at most: enough to recognize any answer.
 _HEAD = 64
-#: The URL schemes of each client, without TLS and with.
-_SECURE = {"gym-socket": "gym-sockets", "ws": "wss", "http": "https", "grpc": "grpcs"}
+#: The URL schemes of each front end, without TLS and with.
+_SECURE = {plain: secure for row in FRONT_ENDS for plain, secure in row.schemes}
 _PLAIN = {secure: plain for plain, secure in _SECURE.items()}
 #: ssl's reasons for a handshake whose answer was not TLS at all (OpenSSL names it by the
 #: record header it could not read; BoringSSL, in gRPC, the same).
@@ -81,8 +82,9 @@ class Found(enum.Enum):
     OTHER = "another protocol"
 
 
-#: The ``envwire serve`` flag of the front end that answers each protocol.
-_FLAGS = {Found.HTTP: "--http", Found.HTTP2: "--grpc", Found.GYM_SOCKET: "--gym-socket"}
+#: The ``envwire serve`` flag of the front end that answers each protocol (each row names its
+#: answer by its member's name here).
+_FLAGS = {Found[row.answer]: row.flag for row in FRONT_ENDS}
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,7 @@ def explain(finding: Finding, expecting: Expecting, scheme: str) -> str | None:
     match finding.found:
         case expecting.answer:
             return None
-        case Found.HTTP | Found.HTTP2 | Found.GYM_SOCKET:
+        case found if found in _FLAGS:
             return (
                 f"the server answered {finding.found.value}: is this the "
                 f"{_FLAGS[finding.found]} port? {expecting.protocol}'s default port is "

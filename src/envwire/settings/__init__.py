@@ -6,7 +6,7 @@ the whole server.
 """
 
 from envwire.settings.load import (
-    FRONT_ENDS,
+    SECTIONS,
     Settings,
     Source,
     add_arguments,
@@ -17,7 +17,7 @@ from envwire.settings.load import (
 )
 from envwire.settings.sections import (
     ArenaSettings,
-    GrpcSettings,
+    DmEnvRpcSettings,
     GymSocketSettings,
     HttpSettings,
     ObserveSettings,
@@ -27,9 +27,9 @@ from envwire.settings.sections import (
 )
 
 __all__ = [
-    "FRONT_ENDS",
+    "SECTIONS",
     "ArenaSettings",
-    "GrpcSettings",
+    "DmEnvRpcSettings",
     "GymSocketSettings",
     "HttpSettings",
     "ObserveSettings",

@@ -14,18 +14,19 @@ import dataclasses
 import difflib
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, get_type_hints
 
 from envwire.errors import ConfigError, clip
+from envwire.ports import FRONT_ENDS
 from envwire.settings.sections import (
-    SECTIONS,
     ArenaSettings,
-    GrpcSettings,
+    DmEnvRpcSettings,
     GymSocketSettings,
     HttpSettings,
     Meta,
     ObserveSettings,
     OpenEnvSettings,
+    Section,
     SecuritySettings,
     ServerSettings,
     metas,
@@ -33,7 +34,7 @@ from envwire.settings.sections import (
 from envwire.settings.values import Choice, Flag, Kind, Names, Value
 
 __all__ = [
-    "FRONT_ENDS",
+    "SECTIONS",
     "Settings",
     "Source",
     "add_arguments",
@@ -46,32 +47,32 @@ __all__ = [
 #: Old keys kept working: the key, and the (key, value) it stands for when true.
 _ALIASES: dict[str, tuple[str, str]] = {"legacy_monitor_reply": ("monitor_layout", "video")}
 
-#: The front ends ``envwire serve`` starts unless they are off, by name (each name is its
-#: port's flag: ``--gym-socket``, ``--http``, ``--grpc``).
-FRONT_ENDS = ("gym-socket", "http", "grpc")
-
 
 @dataclass(frozen=True, slots=True)
 class Settings:
-    """Everything ``envwire serve`` can set, section by section."""
+    """Everything ``envwire serve`` can set, section by section (in the order of ``--help``
+    and the docs); each front end of :data:`envwire.ports.FRONT_ENDS` has the section its row
+    names."""
 
     server: ServerSettings = field(default_factory=ServerSettings)
     security: SecuritySettings = field(default_factory=SecuritySettings)
     gym_socket: GymSocketSettings = field(default_factory=GymSocketSettings)
     http: HttpSettings = field(default_factory=HttpSettings)
     openenv: OpenEnvSettings = field(default_factory=OpenEnvSettings)
-    grpc: GrpcSettings = field(default_factory=GrpcSettings)
+    dmenvrpc: DmEnvRpcSettings = field(default_factory=DmEnvRpcSettings)
     observe: ObserveSettings = field(default_factory=ObserveSettings)
     arena: ArenaSettings = field(default_factory=ArenaSettings)
 
     def ports(self) -> dict[str, int | None]:
-        """Each front end's port by its listener's name (None: off)."""
-        return {
-            "gym-socket": self.gym_socket.port,
-            "http": self.http.port,
-            "grpc": self.grpc.port,
-            "metrics": self.observe.metrics,
-        }
+        """Each listener's port by its name (None: off): every front end's, then the metrics
+        listener's."""
+        ports: dict[str, int | None] = {row.name: self.port(row.section) for row in FRONT_ENDS}
+        return {**ports, "metrics": self.observe.metrics}
+
+    def port(self, section: str) -> int | None:
+        """The port of the front end whose settings are the section ``section`` (None: off)."""
+        port: int | None = getattr(self, section).port
+        return port
 
     @classmethod
     def of(cls, **given: object) -> Settings:
@@ -92,6 +93,10 @@ class Settings:
         return load([Source("the caller", given)], base=self)
 
 
+#: Every section, in the order of ``--help`` and the docs: :class:`Settings`'s fields.
+SECTIONS: tuple[type[Section], ...] = tuple(get_type_hints(Settings).values())
+
+
 @dataclass(frozen=True, slots=True)
 class Source:
     """Settings from one place: its name in error messages, and its keys and values."""
@@ -102,11 +107,10 @@ class Source:
 
 def _index() -> dict[str, tuple[str, str, Meta]]:
     """key -> (section attribute of :class:`Settings`, field, meta)."""
-    sections = {f.type: f.name for f in dataclasses.fields(Settings)}
     index: dict[str, tuple[str, str, Meta]] = {}
-    for section in SECTIONS:
+    for item, section in zip(dataclasses.fields(Settings), SECTIONS, strict=True):
         for name, meta in metas(section):
-            index[meta.key] = (sections[section.__name__], name, meta)
+            index[meta.key] = (item.name, name, meta)
     return index
 
 
@@ -116,7 +120,10 @@ def keys() -> list[str]:
 
 
 def _nearest(key: str) -> str:
-    close = difflib.get_close_matches(key, [*_index(), *_ALIASES], n=1, cutoff=0.6)
+    # a front end's name in the code (its section: dmenvrpc) stands for its port's key (grpc)
+    ports = {row.section: row.key for row in FRONT_ENDS}
+    close = [ports[key]] if key in ports else []
+    close = close or difflib.get_close_matches(key, [*_index(), *_ALIASES], n=1, cutoff=0.6)
     return f" (did you mean {close[0]!r}?)" if close else ""
 
 
@@ -171,10 +178,11 @@ def _check_together(settings: Settings) -> None:
         raise ConfigError(
             "arena_plugin_upload needs arena_plugins, the plugins folder (--arena-plugins DIR)"
         )
-    if all(settings.ports()[name] is None for name in FRONT_ENDS):
+    if all(settings.port(row.section) is None for row in FRONT_ENDS):
+        keys = [row.key for row in FRONT_ENDS]
         raise ConfigError(
-            "every front end is off (gym_socket, http and grpc): nothing would be served; "
-            "give at least one a port (0 picks a free one)"
+            f"every front end is off ({', '.join(keys[:-1])} and {keys[-1]}): nothing would be "
+            "served; give at least one a port (0 picks a free one)"
         )
 
 
@@ -244,7 +252,7 @@ def markdown() -> str:
     """The settings table of ``docs/guides/serving.md``: a table per section."""
     lines: list[str] = []
     for section in SECTIONS:
-        lines += [f"#### {section.title.capitalize()}", ""]
+        lines += [f"#### {section.title[:1].upper()}{section.title[1:]}", ""]
         lines += ["| key | flag | default | what |", "|---|---|---|---|"]
         for name, meta in metas(section):
             default = meta.shown or meta.kind.show(getattr(section(), name))

@@ -13,6 +13,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar, TypeVar
 
+from envwire.ports import DMENVRPC, GYM_SOCKET, HTTP
 from envwire.protocols.gymsocket import MONITOR_LAYOUTS
 from envwire.protocols.gymsocket.server import DEFAULT_MAX_ACTION
 from envwire.protocols.http.websocket import DEFAULT_MAX_FRAGMENTS
@@ -34,9 +35,8 @@ from envwire.sockets.http import DEFAULT_SEND_TIMEOUT
 from envwire.sockets.websocket import DEFAULT_MAX_QUEUED
 
 __all__ = [
-    "SECTIONS",
     "ArenaSettings",
-    "GrpcSettings",
+    "DmEnvRpcSettings",
     "GymSocketSettings",
     "HttpSettings",
     "Meta",
@@ -272,7 +272,10 @@ class GymSocketSettings(Section):
     title: ClassVar[str] = "gym-socket"
 
     port: int | None = setting(
-        5001, Port(), "gym-socket port (0: any free port; off: no gym-socket)", key="gym_socket"
+        GYM_SOCKET.default_port,
+        Port(),
+        "gym-socket port (0: any free port; off: no gym-socket)",
+        key=GYM_SOCKET.key,
     )
     monitor_layout: str = setting(
         "auto",
@@ -299,7 +302,10 @@ class HttpSettings(Section):
     title: ClassVar[str] = "HTTP"
 
     port: int | None = setting(
-        8000, Port(), "HTTP port (0: any free port; off: no HTTP front end)", key="http"
+        HTTP.default_port,
+        Port(),
+        "HTTP port (0: any free port; off: no HTTP front end)",
+        key=HTTP.key,
     )
     http_keepalive: float | None = setting(
         60.0, Seconds(optional=True), "seconds an idle keep-alive HTTP connection is kept"
@@ -357,13 +363,17 @@ class OpenEnvSettings(Section):
 
 
 @dataclass(frozen=True, slots=True)
-class GrpcSettings(Section):
-    """The dm_env_rpc front end."""
+class DmEnvRpcSettings(Section):
+    """The dm_env_rpc front end, served over gRPC: its port's key and flag, and its limits'
+    keys, name the transport (``grpc``, ``--grpc``)."""
 
     title: ClassVar[str] = "dm_env_rpc"
 
     port: int | None = setting(
-        50051, Port(), "gRPC port (0: any free port; off: no dm_env_rpc)", key="grpc"
+        DMENVRPC.default_port,
+        Port(),
+        "gRPC port (0: any free port; off: no dm_env_rpc)",
+        key=DMENVRPC.key,
     )
     grpc_max_connections: int = setting(512, Count(1), "Process streams at once, a thread each")
     grpc_max_message_size: int | None = setting(
@@ -443,16 +453,3 @@ class ArenaSettings(Section):
         30, Count(1), "failed logins per client address within the window before 429"
     )
     arena_login_window: float = setting(60.0, Seconds(), "seconds of the failed-login window")
-
-
-#: Every section, in the order of ``--help`` and the docs.
-SECTIONS: tuple[type[Section], ...] = (
-    ServerSettings,
-    SecuritySettings,
-    GymSocketSettings,
-    HttpSettings,
-    OpenEnvSettings,
-    GrpcSettings,
-    ObserveSettings,
-    ArenaSettings,
-)

@@ -11,7 +11,7 @@ import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-from envwire.settings import FRONT_ENDS
+from envwire.ports import FRONT_ENDS
 
 __all__ = ["CONFORMANCE_ENVS", "ServerProcess", "wait_until"]
 
@@ -57,9 +57,9 @@ class ServerProcess:
         if "--workers" not in args:
             self.command += ["--workers", str(workers)]
         self.env_ids = [env.partition("=")[0].partition("@")[0] for env in envs]
-        for name in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
-            if f"--{name}" not in args:
-                self.command += [f"--{name}", "0" if name in front_ends else "off"]
+        for row in FRONT_ENDS:  # the asked-for front ends on free ports, the others off
+            if row.flag not in args:
+                self.command += [row.flag, "0" if row.name in front_ends else "off"]
         self.front_ends = tuple(front_ends)
         self.start_timeout = start_timeout
         self.cwd = cwd

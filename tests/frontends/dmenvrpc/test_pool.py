@@ -15,7 +15,7 @@ from dm_env_rpc.v1.error import DmEnvRpcError
 from envwire.app import Server
 from envwire.client.dmenvrpc.stream import CHANNEL_OPTIONS
 from envwire.frontends.dmenvrpc import service
-from envwire.frontends.dmenvrpc.service import GrpcFrontEnd, _DaemonPool
+from envwire.frontends.dmenvrpc.service import DmEnvRpcFrontEnd, _DaemonPool
 from envwire.registry import Catalog, EnvSpec
 from envwire.settings import Settings
 from envwire.testing import wait_until
@@ -56,17 +56,17 @@ def test_no_work_is_lost_while_threads_retire() -> None:
 
 
 @pytest.fixture
-def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[GrpcFrontEnd]:
+def front(monkeypatch: pytest.MonkeyPatch) -> Iterator[DmEnvRpcFrontEnd]:
     monkeypatch.setattr(service, "IDLE_THREAD_SECONDS", 0.5)
     catalog = Catalog([EnvSpec("CartPole-v1", "gym:CartPole-v1")])
     config = Settings.of(gym_socket=None, http=None, grpc=0, monitor_root=None)
     with Server(catalog, config) as server:
         [grpc_front] = server.front_ends
-        assert isinstance(grpc_front, GrpcFrontEnd)
+        assert isinstance(grpc_front, DmEnvRpcFrontEnd)
         yield grpc_front
 
 
-def test_a_burst_of_streams_leaves_no_threads_behind(front: GrpcFrontEnd) -> None:
+def test_a_burst_of_streams_leaves_no_threads_behind(front: DmEnvRpcFrontEnd) -> None:
     """Twenty streams at once hold twenty threads; once they end, the threads exit."""
     pool = front._pool
     assert pool is not None

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envwire.settings import FRONT_ENDS
+from envwire.ports import FRONT_ENDS, HTTP
 from envwire.testing import CONFORMANCE_ENVS, ServerProcess
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -25,9 +25,9 @@ TYPED_ENVS = (
 def only_http() -> tuple[str, ...]:
     """Arguments that switch every other front end off."""
     args: list[str] = []
-    for name in FRONT_ENDS:
-        if name != "http":
-            args += [f"--{name}", "off"]
+    for row in FRONT_ENDS:
+        if row is not HTTP:
+            args += [row.flag, "off"]
     return tuple(args)
 
 

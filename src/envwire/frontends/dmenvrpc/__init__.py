@@ -10,6 +10,6 @@ The sans-IO side (tensors, specs, settings, the state machine, statuses) is
 :mod:`envwire.protocols.dmenvrpc`. See ``docs/protocols/dm_env_rpc.md``.
 """
 
-from envwire.frontends.dmenvrpc.service import SERVICE, GrpcFrontEnd
+from envwire.frontends.dmenvrpc.service import SERVICE, DmEnvRpcFrontEnd
 
-__all__ = ["SERVICE", "GrpcFrontEnd"]
+__all__ = ["SERVICE", "DmEnvRpcFrontEnd"]

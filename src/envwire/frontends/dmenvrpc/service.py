@@ -10,13 +10,13 @@ Worlds and seats are in :mod:`.world` (vector worlds in :mod:`.vector`), their t
 lifetimes in :mod:`.world_table`, the properties extension in :mod:`.properties`, the tensors, specs
 and state table in :mod:`envwire.protocols.dmenvrpc`.
 
-Settings (:class:`~envwire.settings.GrpcSettings`): ``grpc_max_connections`` (streams at once;
+Settings (:class:`~envwire.settings.DmEnvRpcSettings`): ``grpc_max_connections`` (streams at once;
 each holds a thread while open, and a thread left idle for 10 s exits), the security settings'
 ``max_connections_per_address`` (of those, from one client address; ``auto``: half of them),
 ``grpc_max_message_size`` (the largest request message; gRPC refuses a larger one with
 ``RESOURCE_EXHAUSTED`` before it is parsed), ``grpc_max_num_envs`` (the most copies a vector
 world may have). The server's ``idle_timeout`` drops streams that sent nothing for that long.
-Connections (:class:`GrpcFrontEnd` arguments from the security settings): gRPC's core closes
+Connections (:class:`DmEnvRpcFrontEnd` arguments from the security settings): gRPC's core closes
 one whose handshake (TLS, HTTP/2 preface) takes longer than ``handshake_timeout``, or that holds
 no stream for that long (so a connection that never shows a token is gone within the deadline),
 and refuses connections past ``max_transports`` (``max_connections``) at once. gRPC has no
@@ -46,6 +46,7 @@ from envwire.frontends.dmenvrpc.properties import Properties
 from envwire.frontends.dmenvrpc.world import Connection
 from envwire.frontends.dmenvrpc.world_table import WorldTable
 from envwire.observe import Observability
+from envwire.ports import DMENVRPC
 from envwire.protocols import dmenvrpc
 from envwire.protocols.dmenvrpc import Kind, Phase
 from envwire.registry import Catalog
@@ -54,9 +55,9 @@ from envwire.server.security import Security
 from envwire.server.security.addresses import AddressLimiter, address_of
 from envwire.server.security.tokens import presented_token
 from envwire.server.sessions import SessionTable
-from envwire.settings import GrpcSettings
+from envwire.settings import DmEnvRpcSettings
 
-__all__ = ["SERVICE", "GrpcFrontEnd"]
+__all__ = ["SERVICE", "DmEnvRpcFrontEnd"]
 
 log = logging.getLogger("envwire.grpc")
 
@@ -161,7 +162,7 @@ class _DaemonPool(futures.Executor):
                 self._work.put(None)
 
 
-class GrpcFrontEnd:
+class DmEnvRpcFrontEnd:
     """Serves the session table over dm_env_rpc on ``host:port`` (port 0 picks one); the
     arguments are as :class:`~envwire.frontends.gymsocket.GymSocketFrontEnd`'s, and
     ``per_address`` bounds the streams of one client address; a connection is closed when its
@@ -170,11 +171,11 @@ class GrpcFrontEnd:
     ``shared_port`` binds with SO_REUSEPORT, for the workers of one server
     (:mod:`envwire.server.supervisor`)."""
 
-    name = "grpc"
+    name = DMENVRPC.name
 
     def __init__(
         self,
-        settings: GrpcSettings,
+        settings: DmEnvRpcSettings,
         *,
         host: str,
         sessions: SessionTable,
@@ -345,7 +346,9 @@ class GrpcFrontEnd:
 class _Stream:
     """One ``Process`` call: its connection state and the dispatch of its requests."""
 
-    def __init__(self, front: GrpcFrontEnd, context: grpc.ServicerContext, address: str) -> None:
+    def __init__(
+        self, front: DmEnvRpcFrontEnd, context: grpc.ServicerContext, address: str
+    ) -> None:
         self.front = front
         self.context = context
         self.address = address  # holds one of its streams until end()
