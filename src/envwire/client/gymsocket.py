@@ -271,9 +271,10 @@ class GymSocketTransport:
         try:
             self._sock.sendall(data)
         except OSError as exc:
-            raise TransportError(
-                f"sending to {self._scheme}://{self._where()} failed: {exc}"
-            ) from exc
+            raise self._send_failed(exc) from exc
+
+    def _send_failed(self, exc: OSError) -> TransportError:
+        return TransportError(f"sending to {self._scheme}://{self._where()} failed: {exc}")
 
     def step(self, action: object) -> StepResult:
         """Step the env once and wait: (observation, reward, terminated, truncated, info),
@@ -288,8 +289,14 @@ class GymSocketTransport:
         codec = self._codec
         request = codec.lean_step_request(action)
         if request is not None:
-            self._send(request)
-            result = self._read_lean(codec.lean_step_reply)
+            try:  # _send(), inlined (as _read_lean's first read and read below): every step
+                self._sock.sendall(request)
+            except OSError as exc:
+                raise self._send_failed(exc) from exc
+            size = self._read()
+            result = codec.lean_step_reply(self._inbox, size)
+            if result is None:
+                result = self._read_lean(codec.lean_step_reply, size)
             if result is not None:
                 return result
             reply = self.receive()
@@ -322,13 +329,17 @@ class GymSocketTransport:
             raise ProtocolError(f"expected {kind.__name__}, got {type(reply).__name__}")
         return reply
 
-    def _read_lean(self, lean: Callable[[memoryview, int], _L | None]) -> _L | None:
+    def _read_lean(self, lean: Callable[[memoryview, int], _L | None], size: int = 0) -> _L | None:
         """The reply to the one request in flight, read by ``lean`` (one of the codec's lean
         reads) once all of it has come, if it comes in its usual layout; else None, what came
-        fed to the codec for :meth:`receive`."""
+        fed to the codec for :meth:`receive`. ``size``: bytes of it already in the inbox, which
+        ``lean`` found too few (0: none yet)."""
         codec, inbox = self._codec, self._inbox
-        size = self._read()
-        result = lean(inbox, size)
+        if not size:
+            size = self._read()
+            result = lean(inbox, size)
+        else:
+            result = None
         while result is None:  # a usual reply that came in pieces (a frame): the rest
             wants = codec.lean_wants(inbox, size)
             if not size < wants <= len(inbox):

@@ -290,8 +290,9 @@ class ClientConnection(Side):
         consumed: feed the bytes to :meth:`receive_view` and read with :meth:`next_event`.
         The observation is a copy, as :meth:`next_event`'s is; the info a fresh ``{}``.
         """
-        layout = self._lean_layout()
-        if not isinstance(layout, StepLayout):
+        # _lean_layout(), inlined: the read of every step
+        expect, layout = self._expect, self._step_layout
+        if layout is None or len(expect) != 1 or expect[0] is not Packet.STEP_EX or self._buf.data:
             return None
         result = layout.read(view, size)
         if result is not None:

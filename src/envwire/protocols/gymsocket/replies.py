@@ -86,6 +86,16 @@ class ReplyWriter(Side):
         :meth:`send_reply` returns.
         """
         if type(reply) is m.StepReply and self._pending[0] is Packet.STEP_EX:
+            obs = reply.observation
+            if (  # the usual reply (_lean_reply's), inlined: the reply of every step
+                type(obs) is np.ndarray
+                and obs.dtype is self._lean_dtype
+                and obs.shape == self._lean_shape
+                and not reply.info
+            ):
+                self._pending.popleft()
+                tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+                return self._lean_head + obs.tobytes() + tail + EMPTY_INFO
             lean = self._lean_reply(reply)
             if lean is not None:
                 return lean
