@@ -293,7 +293,15 @@ class GymSocketTransport:
                 self._sock.sendall(request)
             except OSError as exc:
                 raise self._send_failed(exc) from exc
-            size = self._read()
+            if self._busy_poll:
+                size = self._read()
+            else:  # _read(), inlined
+                try:
+                    size = self._sock.recv_into(self._inbox)
+                except OSError as exc:
+                    raise self._read_failed(exc)  # noqa: B904 (its cause is set)
+                if not size:
+                    raise self._closed()
             result = codec.lean_step_reply(self._inbox, size)
             if result is None:
                 result = self._read_lean(codec.lean_step_reply, size)
@@ -378,18 +386,30 @@ class GymSocketTransport:
             else:
                 polled = busy_poll(self._receive_into, self._busy_poll) if self._busy_poll else None
                 size = self._sock.recv_into(self._inbox) if polled is None else polled
-        except (TimeoutError, BlockingIOError):
-            raise TransportError(
-                f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
-            ) from None
         except OSError as exc:
-            raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
+            raise self._read_failed(exc)  # noqa: B904 (its cause is set)
         if not size:
-            raise TransportError(
-                f"{self._scheme}://{self._where()} closed the connection (the server drops "
-                "connections whose env hung, and flags-0 connections on any error)"
-            )
+            raise self._closed()
         return size
+
+    def _read_failed(self, exc: OSError) -> TransportError:
+        """The error a failed receive raises: a timeout's says so (and hides the socket's
+        exception), any other's has the socket's exception as its cause."""
+        if isinstance(exc, TimeoutError | BlockingIOError):
+            error = TransportError(
+                f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
+            )
+            error.__suppress_context__ = True
+        else:
+            error = TransportError(f"{self._scheme}://{self._where()}: {exc}")
+            error.__cause__ = exc
+        return error
+
+    def _closed(self) -> TransportError:
+        return TransportError(
+            f"{self._scheme}://{self._where()} closed the connection (the server drops "
+            "connections whose env hung, and flags-0 connections on any error)"
+        )
 
     def _receive_into(self, flags: int) -> int:
         return self._sock.recv_into(self._inbox, 0, flags)

@@ -289,13 +289,11 @@ class _Connection:
         # Polled while the client's requests come within the window (_receive_polled); a
         # connection that waited for its client past the hot window begins again unpolled.
         window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
+        lean = False  # whether the last request was a lean step (then nothing is buffered)
         while not self._dead:
             if not parse:
-                buffered = codec.buffered
-                if buffered and self.packet_began is None:
-                    self.packet_began = time.monotonic()  # it has packet_timeout to arrive
-                elif not buffered:
-                    self.packet_began = None
+                if not lean:
+                    self._mark_packet()
                 try:
                     data = self._receive_polled(window) if window else self.sock.recv(_RECV)
                 except (TimeoutError, BlockingIOError):
@@ -311,7 +309,9 @@ class _Connection:
                             self.sock.sendall(reply)
                     else:
                         self._flush(reply if isinstance(reply, list) else [reply])
+                    lean = True
                     continue
+                lean = False
                 codec.receive_data(data)
                 if not self.hold.update(codec.buffered):
                     raise TooLargeError(
@@ -340,6 +340,14 @@ class _Connection:
             if not data:
                 return None
         return None
+
+    def _mark_packet(self) -> None:
+        """Note when the command packet in the buffer began to arrive (it has packet_timeout
+        to be whole), or that none is begun."""
+        if not self.codec.buffered:
+            self.packet_began = None
+        elif self.packet_began is None:
+            self.packet_began = time.monotonic()
 
     def _receive_polled(self, window: float) -> bytes:
         """The client's next bytes, polled for up to ``window`` seconds first while its
