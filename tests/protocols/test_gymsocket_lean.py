@@ -7,6 +7,7 @@ general path untouched, so both always end with the same results and the same er
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import numpy as np
@@ -15,7 +16,8 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
-from envwire.errors import InvalidActionError
+from envwire import spacecodec
+from envwire.errors import EnvwireError, InvalidActionError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
 from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE
 from tests.spaces_catalog import IDS, SPACES, assert_same
@@ -209,6 +211,67 @@ def test_a_lean_step_is_the_event_next_event_reads(request_bytes: bytes) -> None
     assert type(event) is type(expected)
     assert repr(event) == repr(expected)
     assert lean.buffered == general.buffered
+
+
+def _server_with(flags: Flags, action_space: Any, observation_space: Any) -> ServerConnection:
+    server = ServerConnection()
+    server.receive_data(ClientConnection(flags).send_handshake("x"))
+    server.next_event()
+    server.set_spaces(action_space, observation_space)
+    return server
+
+
+_FLAGS = [Flags(0), Flags.ERRORS, _EXTENDED]
+_FLAG_IDS = ["seed", "errors", "extended"]
+
+
+@pytest.mark.parametrize("flags", _FLAGS, ids=_FLAG_IDS)
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_a_lean_step_of_every_action_space_is_the_event_next_event_reads(
+    name: str, space: Any, flags: Flags
+) -> None:
+    observations = spaces.Box(-1, 1, (2,), np.float32)
+    packet = b"\x08" if flags & Flags.EXTENDED else b"\x01"
+    sample = json.dumps(spacecodec.to_json(space, space.sample())).encode()
+    for action in (sample, b"5", b"[[]]", b"{"):  # a sample, then JSON that may be refused
+        request = packet + b"\x00" + len(action).to_bytes(4, "little") + action
+        general = _server_with(flags, space, observations)
+        lean = _server_with(flags, space, observations)
+        general.receive_data(request)
+        expected = general.next_event()
+        event = lean.lean_step(request)
+        assert event is not None, name  # a whole step alone: always the lean path's
+        assert type(event) is type(expected), name
+        if isinstance(event, m.Step):
+            assert isinstance(expected, m.Step)
+            assert_same(event.action, expected.action, name)
+        else:
+            assert repr(event) == repr(expected), name
+        # and the server answers it the same way (here: with an error)
+        error = InvalidActionError("refused")
+        assert lean.send_error(error) == general.send_error(error)
+
+
+@pytest.mark.parametrize("flags", _FLAGS[:2], ids=_FLAG_IDS[:2])
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_seed_step_replies_are_the_bytes_the_general_path_writes(
+    name: str, space: Any, flags: Flags
+) -> None:
+    general = _server_with(flags, _ACTIONS, space)
+    lean = _server_with(flags, _ACTIONS, space)
+    for t in range(3):
+        request = b"\x01\x00\x01\x00\x00\x00" + str(t).encode()  # the seed's step
+        general.receive_data(request)
+        assert isinstance(general.next_event(), m.Step)
+        assert isinstance(lean.lean_step(request), m.Step)
+        reply = m.StepReply(space.sample(), 0.5 * t, t == 1, t == 2, {})
+        answers = []
+        for server, send in ((general, general.send_reply), (lean, lean.send_reply_buffers)):
+            try:
+                answers.append(_joined(send(reply)))
+            except EnvwireError as exc:  # a space the seed's replies cannot carry
+                answers.append(repr(exc).encode() + (server.send_error(exc) or b"<closed>"))
+        assert answers[0] == answers[1], f"{name}, step {t}"
 
 
 def test_a_lean_step_waits_for_bytes_already_buffered() -> None:

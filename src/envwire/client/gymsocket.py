@@ -271,9 +271,10 @@ class GymSocketTransport:
         try:
             self._sock.sendall(data)
         except OSError as exc:
-            raise TransportError(
-                f"sending to {self._scheme}://{self._where()} failed: {exc}"
-            ) from exc
+            raise self._send_failed(exc) from exc
+
+    def _send_failed(self, exc: OSError) -> TransportError:
+        return TransportError(f"sending to {self._scheme}://{self._where()} failed: {exc}")
 
     def step(self, action: object) -> StepResult:
         """Step the env once and wait: (observation, reward, terminated, truncated, info),
@@ -288,8 +289,22 @@ class GymSocketTransport:
         codec = self._codec
         request = codec.lean_step_request(action)
         if request is not None:
-            self._send(request)
-            result = self._read_lean(codec.lean_step_reply)
+            try:  # _send(), inlined (as _read_lean's first read and read below): every step
+                self._sock.sendall(request)
+            except OSError as exc:
+                raise self._send_failed(exc) from exc
+            if self._busy_poll:
+                size = self._read()
+            else:  # _read(), inlined
+                try:
+                    size = self._sock.recv_into(self._inbox)
+                except OSError as exc:
+                    raise self._read_failed(exc)  # noqa: B904 (its cause is set)
+                if not size:
+                    raise self._closed()
+            result = codec.lean_step_reply(self._inbox, size)
+            if result is None:
+                result = self._read_lean(codec.lean_step_reply, size)
             if result is not None:
                 return result
             reply = self.receive()
@@ -322,13 +337,17 @@ class GymSocketTransport:
             raise ProtocolError(f"expected {kind.__name__}, got {type(reply).__name__}")
         return reply
 
-    def _read_lean(self, lean: Callable[[memoryview, int], _L | None]) -> _L | None:
+    def _read_lean(self, lean: Callable[[memoryview, int], _L | None], size: int = 0) -> _L | None:
         """The reply to the one request in flight, read by ``lean`` (one of the codec's lean
         reads) once all of it has come, if it comes in its usual layout; else None, what came
-        fed to the codec for :meth:`receive`."""
+        fed to the codec for :meth:`receive`. ``size``: bytes of it already in the inbox, which
+        ``lean`` found too few (0: none yet)."""
         codec, inbox = self._codec, self._inbox
-        size = self._read()
-        result = lean(inbox, size)
+        if not size:
+            size = self._read()
+            result = lean(inbox, size)
+        else:
+            result = None
         while result is None:  # a usual reply that came in pieces (a frame): the rest
             wants = codec.lean_wants(inbox, size)
             if not size < wants <= len(inbox):
@@ -367,18 +386,30 @@ class GymSocketTransport:
             else:
                 polled = busy_poll(self._receive_into, self._busy_poll) if self._busy_poll else None
                 size = self._sock.recv_into(self._inbox) if polled is None else polled
-        except (TimeoutError, BlockingIOError):
-            raise TransportError(
-                f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
-            ) from None
         except OSError as exc:
-            raise TransportError(f"{self._scheme}://{self._where()}: {exc}") from exc
+            raise self._read_failed(exc)  # noqa: B904 (its cause is set)
         if not size:
-            raise TransportError(
-                f"{self._scheme}://{self._where()} closed the connection (the server drops "
-                "connections whose env hung, and flags-0 connections on any error)"
-            )
+            raise self._closed()
         return size
+
+    def _read_failed(self, exc: OSError) -> TransportError:
+        """The error a failed receive raises: a timeout's says so (and hides the socket's
+        exception), any other's has the socket's exception as its cause."""
+        if isinstance(exc, TimeoutError | BlockingIOError):
+            error = TransportError(
+                f"{self._scheme}://{self._where()}: no reply within {self.timeout:g} s"
+            )
+            error.__suppress_context__ = True
+        else:
+            error = TransportError(f"{self._scheme}://{self._where()}: {exc}")
+            error.__cause__ = exc
+        return error
+
+    def _closed(self) -> TransportError:
+        return TransportError(
+            f"{self._scheme}://{self._where()} closed the connection (the server drops "
+            "connections whose env hung, and flags-0 connections on any error)"
+        )
 
     def _receive_into(self, flags: int) -> int:
         return self._sock.recv_into(self._inbox, 0, flags)

@@ -289,12 +289,11 @@ class _Connection:
         # Polled while the client's requests come within the window (_receive_polled); a
         # connection that waited for its client past the hot window begins again unpolled.
         window = self.front.busy_poll if isinstance(self.sock, socket.socket) else 0.0
+        lean = False  # whether the last request was a lean step (then nothing is buffered)
         while not self._dead:
             if not parse:
-                if codec.buffered and self.packet_began is None:
-                    self.packet_began = time.monotonic()  # it has packet_timeout to arrive
-                elif not codec.buffered:
-                    self.packet_began = None
+                if not lean:
+                    self._mark_packet()
                 try:
                     data = self._receive_polled(window) if window else self.sock.recv(_RECV)
                 except (TimeoutError, BlockingIOError):
@@ -302,11 +301,17 @@ class _Connection:
                     return self._silent_until()
                 step = codec.lean_step(data)
                 if step is not None:  # the usual request: one step, alone
-                    reply = self._handle(step)
+                    reply = self._step(step) if type(step) is m.Step else self._handle(step)
                     if reply is None:
                         return None
-                    self._flush(reply if isinstance(reply, list) else [reply])
+                    if type(reply) is bytes and not self._dead:
+                        with self._send_lock:
+                            self.sock.sendall(reply)
+                    else:
+                        self._flush(reply if isinstance(reply, list) else [reply])
+                    lean = True
                     continue
+                lean = False
                 codec.receive_data(data)
                 if not self.hold.update(codec.buffered):
                     raise TooLargeError(
@@ -335,6 +340,14 @@ class _Connection:
             if not data:
                 return None
         return None
+
+    def _mark_packet(self) -> None:
+        """Note when the command packet in the buffer began to arrive (it has packet_timeout
+        to be whole), or that none is begun."""
+        if not self.codec.buffered:
+            self.packet_began = None
+        elif self.packet_began is None:
+            self.packet_began = time.monotonic()
 
     def _receive_polled(self, window: float) -> bytes:
         """The client's next bytes, polled for up to ``window`` seconds first while its
@@ -367,6 +380,14 @@ class _Connection:
                 send_buffers(self.sock, out)
             out.clear()
 
+    def _step(self, step: m.Step) -> bytes | list[bytes | memoryview] | None:
+        """:meth:`_handle` for a Step, in fewer calls: the request of nearly every call."""
+        assert self.session is not None
+        try:
+            return self.codec.send_reply_buffers(self.session.step(step))
+        except Exception as exc:
+            return self._failed(step, exc)
+
     def _handle(
         self, event: Handshake | m.Request | Upload | Invalid
     ) -> bytes | list[bytes | memoryview] | None:
@@ -383,7 +404,16 @@ class _Connection:
             if isinstance(event, Upload):  # gym-socket's own: never reaches the session
                 raise UnsupportedError(_upload_gone(self.front.sessions.monitor_root, event))
             return codec.send_reply_buffers(self.session.handle(event))
-        except EnvwireError as exc:
+        except Exception as exc:
+            return self._failed(event, exc)
+
+    def _failed(
+        self, event: m.Request | Upload | Invalid, exc: Exception
+    ) -> bytes | list[bytes | memoryview] | None:
+        """The bytes answering an event whose handling raised ``exc`` (None: close now)."""
+        assert self.session is not None
+        codec = self.codec
+        if isinstance(exc, EnvwireError):
             self.front.observe.error(self.front.name, exc, self.session.env_id)
             if self._dead:
                 return None
@@ -392,10 +422,10 @@ class _Connection:
             elif not exc.remote:
                 log.warning("session %s (%s): %s", self.session.id[:8], self.session.env_id, exc)
             return codec.send_error(exc)
-        except Exception as exc:  # a bug of ours: say so, keep serving
-            log.exception("session %s: internal error", self.session.id[:8])
-            internal = EnvwireError(f"internal server error: {type(exc).__name__}: {exc}")
-            return None if self._dead else codec.send_error(internal)
+        # a bug of ours: say so, keep serving
+        log.error("session %s: internal error", self.session.id[:8], exc_info=exc)
+        internal = EnvwireError(f"internal server error: {type(exc).__name__}: {exc}")
+        return None if self._dead else codec.send_error(internal)
 
     def _render_failed(self, error: EnvwireError) -> None:
         """Log a Render the client cannot hear of: once loudly, then quietly (clients that

@@ -63,15 +63,23 @@ class RecordSettings:
 
 
 class _FanOut:
-    """Forwards a session's events to several taps."""
+    """Forwards a session's events to several taps. A tap whose class sets ``ends_only``
+    is told of a one-env step only when it ends an episode (the live activity's: the session
+    counts the rest)."""
 
-    __slots__ = ("handlers", "taps")
+    __slots__ = ("every_step", "handlers", "taps")
 
     def __init__(self, taps: tuple[SessionTap, ...]) -> None:
         self.taps = taps
-        self.handlers = tuple(tap.handled for tap in taps)  # bound once: the step path
+        # Bound once: the step path
+        self.handlers = tuple(tap.handled for tap in taps)
+        self.every_step = tuple(t.handled for t in taps if not getattr(t, "ends_only", False))
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        if type(reply) is m.StepReply and not (reply.terminated or reply.truncated):
+            for handled in self.every_step:
+                handled(request, reply, seconds)
+            return
         for handled in self.handlers:
             handled(request, reply, seconds)
 

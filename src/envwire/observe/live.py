@@ -35,7 +35,13 @@ RECENT = 50
 
 
 class _LiveTap:
-    """One session as the dashboard and the log see it."""
+    """One session as the dashboard and the log see it.
+
+    A one-env step that ends no episode changes nothing here (the session counts its return
+    and length): :attr:`ends_only` tells a fan-out to skip those steps.
+    """
+
+    ends_only = True
 
     def __init__(self, activity: Activity, session: Session) -> None:
         self.activity = activity
@@ -44,7 +50,9 @@ class _LiveTap:
         self.returns = np.zeros(session.num_envs)
         self.lengths = np.zeros(session.num_envs, dtype=np.int64)
         self.vector = session.autoreset_mode is not None
-        self.episode_return, self.episode_length = 0.0, 0  # a one-env session's
+        # A one-env session's return and length at its last episode's end (or reset): the
+        # next episode's are the session's counts since.
+        self._return_base, self._length_base = 0.0, 0
         self.episodes = 0
         self.last_return: float | None = None
         self.rate = 0.0
@@ -63,12 +71,13 @@ class _LiveTap:
                        extra={"event": event, **self.fields, **extra})  # fmt: skip
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        if type(reply) is m.StepReply:  # the hot path: plain floats, no numpy
-            self.episode_return += reply.reward
-            self.episode_length += 1
+        if type(reply) is m.StepReply:
             if reply.terminated or reply.truncated:
-                self.returns[0], self.lengths[0] = self.episode_return, self.episode_length
-                self.episode_return, self.episode_length = 0.0, 0
+                session = self.session
+                episode_return, length = session.episode_return, session.step_count
+                self.returns[0] = episode_return - self._return_base
+                self.lengths[0] = length - self._length_base
+                self._return_base, self._length_base = episode_return, length
                 self._ended(0)
         elif isinstance(reply, m.VectorStepReply):
             self.returns += reply.rewards
@@ -79,7 +88,7 @@ class _LiveTap:
         elif isinstance(reply, m.ResetReply):
             self.returns[:] = 0
             self.lengths[:] = 0
-            self.episode_return, self.episode_length = 0.0, 0
+            self._return_base, self._length_base = 0.0, 0
 
     def _ended(self, i: int) -> None:
         episode_return, length = float(self.returns[i]), int(self.lengths[i])

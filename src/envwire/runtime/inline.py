@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from envwire.errors import EnvTimeoutError
+from envwire.errors import EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
-from envwire.runtime.hosts import guarded, make_host
+from envwire.runtime.hosts import make_host
 from envwire.watchdog import Watchdog
 
 __all__ = ["WATCHDOG", "InlineSlice", "InlineWorker"]
@@ -58,8 +58,13 @@ class InlineWorker:
             raise EnvTimeoutError(f"{self.spec.id}: the env hung earlier and was abandoned")
         self._method, self._timeout = "step", timeout
         self.deadline = None if timeout is None else time.monotonic() + timeout
-        try:
-            return guarded(self.spec.id, "step", self.host.step, action)
+        try:  # guarded(), inlined: the one call of every step
+            return self.host.step(action)
+        except EnvwireError:
+            raise
+        except Exception as exc:
+            message = f"{self.spec.id}: step raised {type(exc).__name__}: {exc}"
+            raise EnvError.wrapping(message, exc) from exc
         finally:
             self.deadline = None
 

@@ -31,6 +31,10 @@ from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
 
 __all__ = ["Session", "SessionObserver", "SessionTap"]
 
+# Bound once: the step path calls them on every step.
+_perf_counter = time.perf_counter
+_monotonic = time.monotonic
+
 
 class Session:
     """One env (or a batch of ``num_envs`` copies) and its episode bookkeeping.
@@ -87,7 +91,7 @@ class Session:
         self._worker_factory = worker_factory
         self._lock = threading.Lock()
         self._on_hang: Callable[[EnvTimeoutError], None] | None = None
-        self.created = self.last_active = time.monotonic()
+        self.created = self.last_active = _monotonic()
         self.episode = -1
         self.step_count = 0
         self.episode_return = 0.0
@@ -211,26 +215,68 @@ class Session:
                 the next Reset, which makes a fresh env).
             UnsupportedError, InvalidArgumentError: as the request's docs say.
         """
+        if type(request) is m.Step:
+            return self.step(request)
         with self._lock:
+            return self._observed(request)
+
+    def step(self, request: m.Step) -> m.Reply:
+        """:meth:`handle` for a Step, the request of nearly every call: a one-env session's
+        step is carried out here in one call (state check, action check, env step,
+        bookkeeping, the tap); a vector session's, or one its state refuses, as any request.
+
+        Raises:
+            As :meth:`handle`.
+        """
+        with self._lock:
+            if m.Step not in self._allowed or self.autoreset_mode is not None:
+                return self._observed(request)
             tap = self.tap
-            if tap is None:
-                return self._handle(request)
-            started = time.perf_counter()
+            started = _perf_counter()
+            self.last_active = _monotonic()
+            action = request.action
             try:
-                reply = self._handle(request)
+                self._check_action(action)
+                obs, reward, terminated, truncated, info = self._env_step(action)
             except EnvwireError as exc:
-                tap.failed(request, exc, time.perf_counter() - started)
+                if isinstance(exc, EnvCrashedError | EnvTimeoutError):
+                    self.state = State.BROKEN
+                elif isinstance(exc, EnvError) and self.state is not State.BROKEN:
+                    self.state = State.ENDED
+                if tap is not None:
+                    tap.failed(request, exc, _perf_counter() - started)
                 raise
-            tap.handled(request, reply, time.perf_counter() - started)
+            self.step_count += 1
+            self.total_steps += 1
+            self.episode_return += reward
+            if terminated or truncated:
+                self.state = State.ENDED
+            reply = m.StepReply(obs, reward, terminated, truncated, info)
+            if tap is not None:
+                tap.handled(request, reply, _perf_counter() - started)
             return reply
+
+    def _observed(self, request: m.Request) -> m.Reply:
+        """:meth:`_handle`, told to the tap (the lock held)."""
+        tap = self.tap
+        if tap is None:
+            return self._handle(request)
+        started = _perf_counter()
+        try:
+            reply = self._handle(request)
+        except EnvwireError as exc:
+            tap.failed(request, exc, _perf_counter() - started)
+            raise
+        tap.handled(request, reply, _perf_counter() - started)
+        return reply
 
     def _handle(self, request: m.Request) -> m.Reply:
         if type(request) not in self._allowed:
             raise StateError(self._refusal(request))
-        self.last_active = time.monotonic()
+        self.last_active = _monotonic()
         match request:
-            case m.Step(action=action):
-                return self._step(action)
+            case m.Step(action=action):  # a vector session's (step() carries out one env's)
+                return self._step_vector(action)
             case m.Reset(seed=seed, options=options):
                 return self._reset(seed, options)
             case m.GetSpace(which=which):
@@ -305,26 +351,6 @@ class Session:
                 f"got {seed!r}"
             )
         raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
-
-    def _step(self, action: object) -> m.StepReply | m.VectorStepReply:
-        if self.autoreset_mode is not None:
-            return self._step_vector(action)
-        self._check_action(action)
-        try:
-            obs, reward, terminated, truncated, info = self._env_step(action)
-        except (EnvCrashedError, EnvTimeoutError):
-            self.state = State.BROKEN
-            raise
-        except EnvError:
-            if self.state is not State.BROKEN:
-                self.state = State.ENDED
-            raise
-        self.step_count += 1
-        self.total_steps += 1
-        self.episode_return += reward
-        if terminated or truncated:
-            self.state = State.ENDED
-        return m.StepReply(obs, reward, terminated, truncated, info)
 
     def _step_vector(self, actions: object) -> m.VectorStepReply:
         self._check_action(actions)

@@ -1,29 +1,39 @@
-"""The client's lean step over a real server: the same episodes and errors as the general
-path, for small observations and for frames that arrive in several reads."""
+"""The lean steps over a real server: the client's, the same episodes and errors as its
+general path, for small observations and for frames that arrive in several reads; the
+server's, the same bytes as its general path for every handshake's flags."""
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Iterator
 from typing import Any
 
 import gymnasium
 import numpy as np
 import pytest
+from gymnasium.envs.classic_control import CartPoleEnv
 
 import envwire
 from envwire import messages as m
 from envwire.client.gymsocket import GymSocketTransport
 from envwire.errors import InvalidActionError
-from envwire.protocols.gymsocket import ClientConnection
+from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags
 from envwire.testing import ServerProcess
+from envwire.testing.envs import DictEnv, FramesEnv
 from tests.spaces_catalog import assert_same
 
 FRAMES = "bench/Frames-v0"
+DICT = "test/Dict-v0"
 
 
 @pytest.fixture(scope="module")
 def server() -> Iterator[ServerProcess]:
-    with ServerProcess(["CartPole-v1", f"{FRAMES}=envwire.testing.envs:FramesEnv@inline"]) as s:
+    envs = [
+        "CartPole-v1",
+        f"{FRAMES}=envwire.testing.envs:FramesEnv@inline",
+        f"{DICT}=envwire.testing.envs:DictEnv@inline",
+    ]
+    with ServerProcess(envs) as s:
         yield s
 
 
@@ -111,3 +121,81 @@ def test_lean_vector_steps_equal_gymnasiums_own(
         local.close()
         remote.close()
     assert sum(lean_reads) >= 50  # the usual replies were read lean
+
+
+# -- the server's lean step ------------------------------------------------------------------
+
+#: Step actions as their JSON, good ones and each kind of bad one (out of the space, JSON of
+#: another type, no JSON).
+_ACTIONS = {
+    FRAMES: (FramesEnv, [b"1", b"2", b"9", b"[1]", b"x", b"3", b"0"]),
+    DICT: (DictEnv, [b"[0.5,-0.5]", b"[2,2]", b"7", b"{", b"[0.25,0.75]"]),
+    "CartPole-v1": (CartPoleEnv, [b"1", b"0", b"5", b"[1]", b"x", b"1", b"1"]),
+}
+
+
+def _replies(port: int, flags: Flags, env_id: str, *, general: bool) -> bytes:
+    """Every byte the server answers a reset (seeded where the flags allow) and a step with
+    each of ``_ACTIONS``, each step followed by a GetSpace: sent alone (the server's lean
+    step) or with the GetSpace in the same packet (two requests at once: its general path);
+    until the server closes (a connection without error replies is closed at its first
+    error) or all are answered."""
+    env_class, actions = _ACTIONS[env_id]
+    env = env_class()
+    codec = ClientConnection(flags)
+    received = bytearray()
+    with socket.create_connection(("127.0.0.1", port), timeout=60) as sock:
+
+        def answered(request: bytes, then: bytes = b"") -> bool:
+            """Send ``request`` (and ``then``); False when the server closed instead."""
+            sock.sendall(request + then)
+            while (event := codec.next_event()) is NEED_DATA:
+                data = sock.recv(1 << 20)
+                if not data:
+                    return False
+                received.extend(data)
+                codec.receive_data(data)
+            assert not isinstance(event, Exception) or flags & Flags.ERRORS, event
+            return True
+
+        assert answered(codec.send_handshake(env_id))
+        codec.set_spaces(env.action_space, env.observation_space)
+        seed = 7 if flags & Flags.EXTENDED else None
+        assert answered(codec.send_request(m.Reset(seed=seed)))
+        for action in actions:
+            sample = env.action_space.sample()
+            head = codec.send_request(m.Step(sample))  # the packet's expected reply, and head
+            packet = head[:2] + len(action).to_bytes(4, "little") + action
+            space = codec.send_request(m.GetSpace(m.SpaceKind.ACTION))
+            if general:
+                if not answered(packet, space) or not answered(b""):
+                    break
+            elif not answered(packet) or not answered(space):
+                break
+    return bytes(received)
+
+
+_EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+
+
+@pytest.mark.parametrize(
+    ("flags", "env_id"),
+    [
+        # Frames repeat without a seed: every handshake's flags, a byte-list observation
+        (Flags(0), FRAMES),
+        (Flags.ERRORS, FRAMES),
+        (_EXTENDED, FRAMES),
+        # seeded: JSON actions of a Box, a Dict observation in JSON, a tensor observation
+        (_EXTENDED, DICT),
+        (_EXTENDED, "CartPole-v1"),
+    ],
+    ids=["seed-frames", "errors-frames", "extended-frames", "extended-dict", "extended-cartpole"],
+)
+def test_the_servers_lean_step_answers_the_bytes_of_its_general_path(
+    server: ServerProcess, flags: Flags, env_id: str
+) -> None:
+    port = server.ports["gym-socket"]
+    lean = _replies(port, flags, env_id, general=False)
+    general = _replies(port, flags, env_id, general=True)
+    assert lean == general
+    assert len(lean) > 500  # observations came

@@ -56,6 +56,8 @@ _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
 _Parsed = tuple[HandshakeReply | m.Reply | EnvwireError, int]
 #: How many distinct actions' step requests a connection keeps (a Discrete space's actions).
 _LEAN_ACTIONS = 1024
+#: The integer actions' types (a tuple: ``int | np.integer`` would be built on every call).
+_INTEGERS = (int, np.integer)
 
 
 class ClientConnection(Side):
@@ -149,7 +151,7 @@ class ClientConnection(Side):
         return U8.pack(packet) + body
 
     def _action(self, action: object) -> bytes:
-        if self._int_actions and isinstance(action, int | np.integer):
+        if self._int_actions and isinstance(action, _INTEGERS):
             return b"\x00" + pack_field(b"%d" % action)
         if self._extended and isinstance(action, np.ndarray) and action.dtype in CODE_BY_DTYPE:
             return b"\x01" + pack_field(pack_tensor(action))
@@ -254,7 +256,7 @@ class ClientConnection(Side):
             not self._int_actions
             or self._expect
             or self._buf.data
-            or not isinstance(action, int | np.integer)
+            or not isinstance(action, _INTEGERS)
             or not (self._errors and self._extended)
             or self._vector
         ):
@@ -290,8 +292,9 @@ class ClientConnection(Side):
         consumed: feed the bytes to :meth:`receive_view` and read with :meth:`next_event`.
         The observation is a copy, as :meth:`next_event`'s is; the info a fresh ``{}``.
         """
-        layout = self._lean_layout()
-        if not isinstance(layout, StepLayout):
+        # _lean_layout(), inlined: the read of every step
+        expect, layout = self._expect, self._step_layout
+        if layout is None or len(expect) != 1 or expect[0] is not Packet.STEP_EX or self._buf.data:
             return None
         result = layout.read(view, size)
         if result is not None:

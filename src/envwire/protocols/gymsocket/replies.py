@@ -19,6 +19,7 @@ from envwire.protocols.gymsocket.packets import (
     OBS_BYTES,
     STEP_EX_TAIL,
     STEP_TAIL,
+    U32,
     Packet,
     Side,
     info_field,
@@ -85,7 +86,32 @@ class ReplyWriter(Side):
         same array, updated in place, from every step). Any other reply comes as the bytes
         :meth:`send_reply` returns.
         """
-        if type(reply) is m.StepReply and self._pending[0] is Packet.STEP_EX:
+        if type(reply) is m.StepReply and self._pending[0] is Packet.STEP:
+            obs = reply.observation
+            if (  # the seed's step of a numeric Box (send_reply's bytes, inlined)
+                type(obs) is np.ndarray
+                and self._json_box is not None
+                and obs.dtype == self._json_box
+                and obs.dtype != np.uint8
+                and not self._extended
+                and not reply.info
+            ):
+                self._pending.popleft()
+                text = json_array(obs)
+                done = STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated)
+                head = b"\x00\x00" if self._errors else b"\x00"
+                return head + U32.pack(len(text)) + text + done + EMPTY_INFO
+        elif type(reply) is m.StepReply and self._pending[0] is Packet.STEP_EX:
+            obs = reply.observation
+            if (  # the usual reply (_lean_reply's), inlined: the reply of every step
+                type(obs) is np.ndarray
+                and obs.dtype is self._lean_dtype
+                and obs.shape == self._lean_shape
+                and not reply.info
+            ):
+                self._pending.popleft()
+                tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+                return self._lean_head + obs.tobytes() + tail + EMPTY_INFO
             lean = self._lean_reply(reply)
             if lean is not None:
                 return lean

@@ -182,7 +182,15 @@ class ServerConnection(ReplyWriter):
             or len(data) - 6 > self.max_action
         ):
             return None
-        return self._step(data, len(data))
+        # _step(), inlined with _decode_action's integer case: the request of every step
+        self._pending.append(_PACKETS[data[0]])
+        raw = data[6:]
+        if data[1] == ACT_JSON and self._int_actions and raw.isdigit() and len(raw) < 18:
+            return m.Step(np.int64(int(raw)))
+        try:
+            return m.Step(self._decode_action(data[1], raw))
+        except EnvwireError as exc:
+            return Invalid(InvalidActionError(str(exc)))
 
     def _step(self, data: bytes | bytearray, end: int) -> m.Step | Invalid:
         """The step packet that ends at ``end`` (its action's length already checked)."""
