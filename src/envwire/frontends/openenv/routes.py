@@ -296,14 +296,17 @@ class Router:
         service = self.service
         compat = service.compat
         methods = _SERVER.get(request.path) if compat.extensions else None
+        method = request.method
         if methods is not None:
             env_id, endpoint, prefix = service.default_env, request.path[1:], ""
         else:
             env_id, endpoint, prefix = split_path(request.path, service.served, service.default_env)
             methods = _PER_ENV.get(endpoint)
+            if method == "HEAD":  # an env's GET routes answer HEAD too (server-wide ones: 405)
+                method = "GET"
         if methods is None or (endpoint in _EXTENSIONS and not compat.extensions):
             return not_found()
-        route = methods.get("GET" if request.method == "HEAD" else request.method)
+        route = methods.get(method)
         if route is None or (route.extension and not compat.extensions):
             return not_allowed(tuple(methods))
         if route.server:
