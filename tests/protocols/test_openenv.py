@@ -33,6 +33,7 @@ from envwire.protocols.openenv import (
     parse_server_message,
     parse_step_body,
     rpc_error,
+    step_data,
 )
 
 
@@ -87,6 +88,51 @@ def test_any_json_value_parses_without_raising(value: object) -> None:
     parse_client_message(json.dumps(value))
     result = parse_rpc(json.dumps(value))
     assert isinstance(result, RpcRequest) or result["jsonrpc"] == "2.0"
+
+
+def test_the_lean_step_decoder_takes_only_plain_steps() -> None:
+    assert step_data('{"type":"step","data":{"a":[1,{"b":null}]}}') == {"a": [1, {"b": None}]}
+    assert step_data('{"data":{"a":1},"type":"step"}') == {"a": 1}
+    deep = '{"type":"step","data":{"a":' + "[" * 100 + "]" * 100 + "}}"
+    for text in (
+        ' {"type":"step","data":{}}',  # whitespace: the general parser's
+        '{"type":"step","data":{}}\n',
+        "\ufeff" + '{"type":"step","data":{}}',
+        '{"type":"step","data":[]}',
+        '{"type":"step","data":{},"x":1}',
+        '{"type":"reset","data":{}}',
+        '{"type":"step","data":{}}{"type":"step","data":{}}',
+        '{"type":"step","data":{"a":NaN',
+        deep,
+    ):
+        assert step_data(text) is None, text
+    assert parse_client_message(deep).code is ErrorCode.INVALID_JSON  # type: ignore[union-attr]
+
+
+_STEPS = st.dictionaries(
+    st.text(max_size=5),
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=5),
+        lambda c: st.lists(c, max_size=3) | st.dictionaries(st.text(max_size=5), c, max_size=3),
+        max_leaves=8,
+    ),
+    max_size=3,
+)
+
+
+@given(st.one_of(st.text(), _STEPS.map(lambda d: json.dumps({"type": "step", "data": d}))))
+def test_the_lean_step_decoder_agrees_with_the_general_parser(text: str) -> None:
+    data = step_data(text)
+    if data is not None:
+        assert parse_client_message(text) == WsStep(data)
+
+
+@given(_STEPS)
+def test_every_compact_step_takes_the_lean_decoder(data: dict[str, object]) -> None:
+    text = json.dumps({"type": "step", "data": data}, separators=(",", ":"))
+    decoded = step_data(text)
+    assert decoded is not None
+    assert json.dumps(decoded) == json.dumps(data)  # as text: NaN is not NaN
 
 
 def test_server_messages() -> None:

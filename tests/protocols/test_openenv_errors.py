@@ -7,7 +7,7 @@ import json
 
 from envwire import errors
 from envwire.arena.errors import NotFoundError
-from envwire.frontends.openenv import routes as openenv_routes
+from envwire.frontends.openenv import answers as openenv_answers
 from envwire.protocols.openenv import ERROR_TABLE, ErrorCode, code_of, error_data, message
 from tests.protocols.errortables import check_table
 
@@ -45,9 +45,9 @@ BEFORE = {
     "protocols.dmenvrpc.status.UnknownPropertyError": _VALIDATION,
     "protocols.dmenvrpc.status.PropertyPermissionError": _VALIDATION,
     "frontends.openenv.bindings.ActionRejected": _VALIDATION,
-    "frontends.openenv.mcp.UnknownToolError": _VALIDATION,
-    "frontends.openenv.routes._SessionMissing": _SESSION,
-    "frontends.openenv.routes._SessionUnknown": _SESSION,
+    "frontends.openenv.tools.UnknownToolError": _VALIDATION,
+    "frontends.openenv.httpsessions.SessionMissing": _SESSION,
+    "frontends.openenv.httpsessions.SessionUnknown": _SESSION,
     "arena.errors.ForbiddenError": _SESSION,
     "arena.errors.UnknownArenaEnvError": _VALIDATION,
     "arena.errors.AuthenticationError": _VALIDATION,
@@ -63,7 +63,7 @@ BEFORE = {
 
 def test_every_error_keeps_its_code() -> None:
     # OpenEnv's routes answer with their own table: the core's rows and the sessions'.
-    check_table(BEFORE, lambda cls: code_of(cls, openenv_routes._CODES))
+    check_table(BEFORE, lambda cls: code_of(cls, openenv_answers.CODES))
 
 
 def test_every_code_in_the_table_is_one_of_openenv_cores() -> None:

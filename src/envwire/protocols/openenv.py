@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from types import MappingProxyType
@@ -83,6 +83,7 @@ __all__ = [
     "rpc_error",
     "rpc_result",
     "sanitized",
+    "step_data",
     "step_result",
     "undeclared_body",
     "validation_detail",
@@ -331,6 +332,28 @@ def parse_client_message(text: str | bytes) -> WsEvent:
             return _BARE[kind]
         return _invalid(_BareMessage, obj)
     return WsInvalid(ErrorCode.UNKNOWN_TYPE, f"Unknown message type: {kind}")
+
+
+#: The C scanner of Python's JSON decoder, as ``json.loads`` runs it, without its two
+#: whitespace matches and three Python frames.
+_SCAN: Callable[[str, int], tuple[object, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+
+
+def step_data(text: str) -> dict[str, Any] | None:
+    """The data of a plainly well-formed step message (``{"type": "step", "data": {...}}``,
+    nothing else, no whitespace around it, nested at most :data:`envwire.jsonio.MAX_DEPTH`
+    levels), decoded in one pass; None for any other text, which
+    :func:`parse_client_message` then decodes (and answers, when malformed)."""
+    if text.count("{") + text.count("[") > jsonio.MAX_DEPTH:
+        return None
+    try:
+        obj, end = _SCAN(text, 0)
+    except (StopIteration, ValueError, RecursionError):
+        return None
+    if end != len(text) or type(obj) is not dict or len(obj) != 2 or obj.get("type") != "step":
+        return None
+    data = obj.get("data")
+    return data if type(data) is dict else None
 
 
 def _invalid(model: type[BaseModel], obj: dict[str, Any]) -> WsInvalid:

@@ -11,7 +11,7 @@ import pytest
 from envwire import errors
 from envwire.arena.errors import ARENA_STATUS, AuthenticationError
 from envwire.arena.web import routes as arena_routes
-from envwire.frontends.openenv import routes as openenv_routes
+from envwire.frontends.openenv import answers as openenv_answers
 from envwire.protocols.http.status import STATUS, status_of, statuses
 from tests.protocols.errortables import check_table
 
@@ -48,9 +48,9 @@ BEFORE = {
     "protocols.dmenvrpc.status.UnknownPropertyError": 400,
     "protocols.dmenvrpc.status.PropertyPermissionError": 400,
     "frontends.openenv.bindings.ActionRejected": 422,
-    "frontends.openenv.mcp.UnknownToolError": 422,
-    "frontends.openenv.routes._SessionMissing": 400,
-    "frontends.openenv.routes._SessionUnknown": 404,
+    "frontends.openenv.tools.UnknownToolError": 422,
+    "frontends.openenv.httpsessions.SessionMissing": 400,
+    "frontends.openenv.httpsessions.SessionUnknown": 404,
     "arena.errors.ForbiddenError": 403,
     "arena.errors.UnknownArenaEnvError": 400,
     "arena.errors.AuthenticationError": 401,
@@ -66,7 +66,7 @@ BEFORE = {
 
 def test_every_error_keeps_its_status() -> None:
     # Each class in the table of what answers it: the arena's routes, OpenEnv's, or the core's.
-    answered = statuses(arena_routes._STATUS, openenv_routes._STATUS)
+    answered = statuses(arena_routes._STATUS, openenv_answers.STATUS)
     check_table(BEFORE, lambda cls: status_of(cls, answered))
 
 

@@ -125,7 +125,8 @@ class Binding(ABC):
 
     def step_call(self, action: object, kwargs: Mapping[str, Any]) -> object:
         """The step request for an action (one :meth:`action` made) and the HTTP ``/step``
-        body's other keys (which only OpenEnv's own envs receive)."""
+        body's other keys (which only OpenEnv's own envs receive); without such keys, the
+        action itself (callers may skip the call then)."""
         return action
 
     def sample(self, action: object) -> JsonValue:
@@ -143,6 +144,8 @@ class TypedBinding(Binding):
     ) -> None:
         super().__init__(env_id, action_space, observation_space)
         self.action_model = action_space.model
+        # The model's validator itself, without model_validate's frame (the step's hot path).
+        self._validate = self.action_model.__pydantic_validator__.validate_python
         self.observation_model = observation_space.model
         self.state_model = observation_space.state_model or State
         self.about = observation_space.about or EnvMetadata(name=env_id, description=env_id)
@@ -154,11 +157,12 @@ class TypedBinding(Binding):
 
     def action(self, data: dict[str, Any], prefix: tuple[str, ...] = ()) -> BaseModel:
         try:
-            return self.action_model.model_validate(data)
+            action: BaseModel = self._validate(data)
         except ValidationError as exc:
             detail = validation_detail(exc, prefix)
             name = self.action_model.__name__
             raise ActionRejected(f"invalid {name}: {_summary(detail)}", detail) from None
+        return action
 
     def result(self, reply: m.ResetReply | m.StepReply, http: bool = False) -> str:
         observation = reply.observation

@@ -9,9 +9,9 @@ its ``session_id`` names); without one, in a session opened for that request alo
   through :class:`~envwire.kinds.openenv_core.gymenv.OpenEnvGymEnv`), so the results are the ones
   openenv-core returns: the same objects, turned into JSON the same way.
 - envwire's typed envs answer with their :func:`~envwire.kinds.typed.tool` methods, in the same
-  shapes: ``tools/list`` entries ``{"name", "description", "input_schema"}``, ``tools/call``
-  results ``{"content": [{"type": "text", "text", ...}], "structured_content", "meta",
-  "data", "is_error"}``; a tool that fails or is unknown is error ``-32603``.
+  shapes (:mod:`.tools`); a tool that fails or is unknown is error ``-32603``.
+
+MCP takes no step: a step action that calls a tool is the step's (:mod:`.steps`).
 """
 
 from __future__ import annotations
@@ -19,19 +19,14 @@ from __future__ import annotations
 from typing import Any
 
 from envwire._version import __version__
-from envwire.errors import (
-    CapacityError,
-    EnvCapacityError,
-    EnvwireError,
-    InvalidArgumentError,
-    UnknownEnvError,
-)
-from envwire.frontends.openenv.service import Hang, OpenEnvService, Record
+from envwire.errors import CapacityError, EnvCapacityError, EnvwireError, UnknownEnvError
+from envwire.frontends.openenv.service import OpenEnvService, Record
+from envwire.frontends.openenv.tools import call_tool, listed
 from envwire.jsonio import JsonObject, JsonValue
 from envwire.kinds.openenv_core.gymenv import McpAnswer
-from envwire.protocols.openenv import RpcCode, RpcRequest, dumps, jsonable, rpc_error, rpc_result
+from envwire.protocols.openenv import RpcCode, RpcRequest, rpc_error, rpc_result
 
-__all__ = ["UnknownToolError", "answer", "step", "tool_step"]
+__all__ = ["answer"]
 
 _NO_MCP = "Environment does not support MCP"
 
@@ -155,95 +150,16 @@ def _typed_tools(
     if not specs and not (method == "tools/list" and service.compat.empty_tools):
         raise _Failure(RpcCode.INTERNAL_ERROR, _NO_MCP)
     if method == "tools/list":
-        return {"tools": [_listed(spec) for spec in specs]}
+        return {"tools": [listed(spec) for spec in specs]}
     name, arguments = params.get("name"), params.get("arguments", {})
     if not isinstance(name, str) or not name:
         raise _Failure(RpcCode.INVALID_PARAMS, "Missing 'name' in params")
     temporary = record is None
     target = service.open(env_id, "mcp", transient=True) if record is None else record
     try:
-        return _call_tool(service, target, name, arguments)
+        return call_tool(service, target, name, arguments)
     except EnvwireError as exc:
         raise _Failure(RpcCode.INTERNAL_ERROR, str(exc)) from None
     finally:
         if temporary:
             service.close(target)
-
-
-def _call_tool(service: OpenEnvService, record: Record, name: str, arguments: object) -> JsonObject:
-    """A typed env's tool called in the record's session, as openenv-core words the result.
-
-    Raises:
-        EnvwireError: the tool is unknown, its arguments are not an object, or it failed.
-    """
-    if not any(spec["name"] == name for spec in record.binding.tools()):
-        raise UnknownToolError(f"Unknown tool: {name!r}")
-    if not isinstance(arguments, dict):
-        raise UnknownToolError(f"tool {name!r}: arguments must be an object")
-    value = jsonable(service.extension(record, "call_tool", name, arguments), service.arrays)
-    text = value if isinstance(value, str) else dumps(value)
-    return {
-        "content": [{"type": "text", "text": text, "annotations": None, "meta": None}],
-        "structured_content": value if isinstance(value, dict) else {"result": value},
-        "meta": None,
-        "data": value,
-        "is_error": False,
-    }
-
-
-def tool_step(service: OpenEnvService, record: Record, data: dict[str, Any]) -> str | None:
-    """openenv-core's MCP actions (``{"type": "list_tools"}``, ``{"type": "call_tool",
-    "tool_name", "arguments"}``: what ``MCPToolClient`` sends in its default mode) as a step
-    of an envwire typed env with tools: the step payload, as JSON text, with a
-    ``ListToolsObservation`` or ``CallToolObservation``. None when ``data`` is no such action
-    for this env (OpenEnv's own envs take them as their own actions)."""
-    binding = record.binding
-    kind = data.get("type")
-    if binding.native or kind not in ("list_tools", "call_tool") or not binding.tools():
-        return None
-    observation: dict[str, Any]
-    if kind == "list_tools":
-        observation = {"tools": [_listed(spec) for spec in binding.tools()]}
-    else:
-        name = data.get("tool_name")
-        observation = {"tool_name": name, "result": None, "error": None}
-        try:
-            observation["result"] = _call_tool(service, record, str(name), data.get("arguments"))
-        except UnknownToolError as exc:
-            observation["error"] = {"error_type": "tool_not_found", "message": str(exc)}
-        except EnvwireError as exc:
-            observation["error"] = {"error_type": "execution_error", "message": str(exc)}
-    observation["metadata"] = {}
-    return dumps({"observation": observation, "reward": None, "done": False})
-
-
-def step(
-    service: OpenEnvService,
-    record: Record,
-    data: dict[str, Any],
-    prefix: tuple[str, ...] = (),
-    *,
-    on_hang: Hang = None,
-    kwargs: dict[str, Any] | None = None,
-    http: bool = False,
-) -> str:
-    """:meth:`OpenEnvService.step <envwire.frontends.openenv.service.OpenEnvService.step>`,
-    where an envwire typed env with tools also takes openenv-core's MCP actions
-    (:func:`tool_step`)."""
-    if isinstance(data, dict) and "type" in data and not record.binding.native:
-        answered = tool_step(service, record, data)
-        if answered is not None:
-            return answered
-    return service.step(record, data, prefix, on_hang=on_hang, kwargs=kwargs, http=http)
-
-
-class UnknownToolError(InvalidArgumentError):
-    """A tool call names no tool of the env, or gives it no argument object."""
-
-
-def _listed(spec: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "name": spec["name"],
-        "description": spec["description"],
-        "input_schema": spec["inputSchema"],
-    }

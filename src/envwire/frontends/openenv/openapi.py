@@ -1,6 +1,8 @@
 """The OpenAPI document and Swagger UI page of one env's OpenEnv endpoints.
 
-Paths are relative (``/reset``, ``/step``, ...) with the env's prefix as the document's server
+The routes document themselves (an :class:`Operation` per row of the route table,
+:mod:`.routes`); this module turns them, with the env's schemas, into the document. Paths are
+relative (``/reset``, ``/step``, ...) with the env's prefix as the document's server
 URL, so ``openenv validate --url http://host:8000/envs/<id>`` sees the endpoint set of an
 OpenEnv server in simulation mode.
 """
@@ -9,12 +11,22 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any
 
 from envwire.frontends.openenv.bindings import Binding
 from envwire.protocols.openenv import ResetRequest, StepRequest
 
-__all__ = ["API_VERSION", "document", "swagger_page"]
+__all__ = [
+    "API_VERSION",
+    "SESSION_NOTE",
+    "Operation",
+    "components",
+    "document",
+    "operation",
+    "swagger_page",
+]
 
 #: OpenEnv's runtime API version (``openenv validate`` maps 1.x to "openenv-http/1.x").
 API_VERSION = "1.0.0"
@@ -34,128 +46,90 @@ def _json(ref: dict[str, Any], description: str) -> dict[str, Any]:
     return {"description": description, "content": {"application/json": {"schema": ref}}}
 
 
-def document(binding: Binding, prefix: str) -> dict[str, Any]:
-    """The OpenAPI 3.1 document for ``binding``'s env served under ``prefix``."""
+@dataclass(frozen=True, slots=True)
+class Operation:
+    """How one route is documented: its tag and summary, the schema of its body (a name of
+    :func:`components`' refs, or None) and that of its 200 answer, with the answer's words;
+    ``invalid``: it may answer FastAPI's 422."""
+
+    tag: str
+    summary: str
+    answer: str
+    description: str = ""
+    body: str | None = None
+    body_required: bool = False
+    answers: str = "object"
+    invalid: bool = False
+
+
+#: The description of a route that continues an episode.
+SESSION_NOTE = (
+    "Needs the session that /reset returned: the Envwire-Session header or the "
+    "envwire_session cookie."
+)
+
+_RESULT = {
+    "type": "object",
+    "properties": {
+        "observation": {"type": "object", "description": "the observation's own fields"},
+        "reward": {"anyOf": [{"type": "number"}, {"type": "null"}]},
+        "done": {"type": "boolean"},
+    },
+    "required": ["observation", "reward", "done"],
+    "description": "observation fields as in the Observation schema, minus reward/done",
+}
+
+
+def components(binding: Binding) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The document's component schemas for ``binding``'s env, and the refs an
+    :class:`Operation` names them by (``ResetRequest``, ``StepRequest``, ``StepResult``,
+    ``State``, ``HTTPValidationError`` and ``object``, any JSON object)."""
     schemas: dict[str, Any] = {}
     env_schemas = binding.schema()
     action = _hoisted("Action", env_schemas["action"], schemas)
     observation = _hoisted("Observation", env_schemas["observation"], schemas)
-    state = _hoisted("State", env_schemas["state"], schemas)
-    reset_request = _hoisted("ResetRequest", ResetRequest.model_json_schema(), schemas)
+    refs = {"State": _hoisted("State", env_schemas["state"], schemas)}
+    refs["ResetRequest"] = _hoisted("ResetRequest", ResetRequest.model_json_schema(), schemas)
     step_request = StepRequest.model_json_schema()
     step_request["properties"]["action"] = action
-    step = _hoisted("StepRequest", step_request, schemas)
-    result = _hoisted(
-        "StepResult",
-        {
-            "type": "object",
-            "properties": {
-                "observation": {"type": "object", "description": "the observation's own fields"},
-                "reward": {"anyOf": [{"type": "number"}, {"type": "null"}]},
-                "done": {"type": "boolean"},
-            },
-            "required": ["observation", "reward", "done"],
-            "description": "observation fields as in the Observation schema, minus reward/done",
-        },
-        schemas,
-    )
+    refs["StepRequest"] = _hoisted("StepRequest", step_request, schemas)
+    refs["StepResult"] = _hoisted("StepResult", _RESULT, schemas)
     schemas["ObservationFields"] = observation
-    invalid = _json({"$ref": "#/components/schemas/HTTPValidationError"}, "Validation Error")
     schemas["HTTPValidationError"] = {
         "type": "object",
         "properties": {"detail": {"type": "array", "items": {"type": "object"}}},
     }
-    session_note = (
-        "Needs the session that /reset returned: the Envwire-Session header or the "
-        "envwire_session cookie."
-    )
-    any_json = {"type": "object"}
-    paths: dict[str, Any] = {
-        "/reset": {
-            "post": {
-                "tags": ["Environment Control"],
-                "summary": "Reset the environment",
-                "description": "Starts an episode. Without a session, opens one and returns it "
-                "in the Envwire-Session header and the envwire_session cookie.",
-                "requestBody": {"content": {"application/json": {"schema": reset_request}}},
-                "responses": {"200": _json(result, "The first observation"), "422": invalid},
-            }
-        },
-        "/step": {
-            "post": {
-                "tags": ["Environment Control"],
-                "summary": "Execute an action in the environment",
-                "description": session_note,
-                "requestBody": {
-                    "required": True,
-                    "content": {"application/json": {"schema": step}},
-                },
-                "responses": {"200": _json(result, "The next observation"), "422": invalid},
-            }
-        },
-        "/state": {
-            "get": {
-                "tags": ["State Management"],
-                "summary": "Get current environment state",
-                "description": session_note,
-                "responses": {"200": _json(state, "The episode's state")},
-            }
-        },
-        "/metadata": {
-            "get": {
-                "tags": ["Environment Info"],
-                "summary": "Get environment metadata",
-                "responses": {"200": _json(any_json, "Name, description, readme, version")},
-            }
-        },
-        "/health": {
-            "get": {
-                "tags": ["Health"],
-                "summary": "Health check",
-                "responses": {"200": _json(any_json, '{"status": "healthy"}')},
-            }
-        },
-        "/schema": {
-            "get": {
-                "tags": ["Schema"],
-                "summary": "Get all JSON schemas",
-                "responses": {"200": _json(any_json, "action, observation and state schemas")},
-            }
-        },
-        "/mcp": {
-            "post": {
-                "tags": ["MCP"],
-                "summary": "MCP JSON-RPC 2.0 endpoint",
-                "description": "tools/list, tools/call, openenv/session/create|close",
-                "requestBody": {"content": {"application/json": {"schema": any_json}}},
-                "responses": {"200": _json(any_json, "A JSON-RPC 2.0 response")},
-            }
-        },
-        "/session": {
-            "post": {
-                "tags": ["Sessions (envwire)"],
-                "summary": "Open a session without starting an episode",
-                "responses": {"200": _json(any_json, "session_id and the env's description")},
-            },
-            "get": {
-                "tags": ["Sessions (envwire)"],
-                "summary": "Describe the current session",
-                "responses": {"200": _json(any_json, "the session")},
-            },
-            "delete": {
-                "tags": ["Sessions (envwire)"],
-                "summary": "Close the current session",
-                "responses": {"200": _json(any_json, "closed")},
-            },
-        },
-        "/sample": {
-            "post": {
-                "tags": ["Sessions (envwire)"],
-                "summary": "Sample an action server-side",
-                "responses": {"200": _json(any_json, '{"action": ...}')},
-            }
-        },
-    }
+    refs["HTTPValidationError"] = {"$ref": "#/components/schemas/HTTPValidationError"}
+    refs["object"] = {"type": "object"}
+    return schemas, refs
+
+
+def operation(op: Operation, refs: dict[str, dict[str, Any]]) -> dict[str, Any]:
+    """One route's entry under its path, its schemas named through ``refs``."""
+    out: dict[str, Any] = {"tags": [op.tag], "summary": op.summary}
+    if op.description:
+        out["description"] = op.description
+    if op.body is not None:
+        content = {"application/json": {"schema": refs[op.body]}}
+        out["requestBody"] = (
+            {"required": True, "content": content} if op.body_required else {"content": content}
+        )
+    responses = {"200": _json(refs[op.answers], op.answer)}
+    if op.invalid:
+        responses["422"] = _json(refs["HTTPValidationError"], "Validation Error")
+    out["responses"] = responses
+    return out
+
+
+def document(
+    binding: Binding, prefix: str, routes: Iterable[tuple[str, str, Operation]]
+) -> dict[str, Any]:
+    """The OpenAPI 3.1 document for ``binding``'s env served under ``prefix``: one entry per
+    (path, method, :class:`Operation`) of ``routes``."""
+    schemas, refs = components(binding)
+    paths: dict[str, dict[str, Any]] = {}
+    for path, method, op in routes:
+        paths.setdefault(path, {})[method.lower()] = operation(op, refs)
     doc: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {

@@ -1,7 +1,10 @@
-"""HTTP endpoints of the OpenEnv front end.
+"""HTTP endpoints of the OpenEnv front end: one route table, each route written once.
 
 Every env is served under ``/envs/<env id>/<endpoint>`` (ids may contain ``/``: the endpoint is
-the last path segment); ``/<endpoint>`` serves the first env of the catalog. Endpoints:
+the last path segment); ``/<endpoint>`` serves the first env of the catalog. :data:`ROUTES`
+holds one row per (endpoint, method): its handler, its body, the modes that serve it and its
+OpenAPI entry; :data:`ENDPOINTS` (the allowed methods), the 405s, the index and the OpenAPI
+document all come from it. Endpoints:
 
 =================  ===========  ===============================================================
 ``reset``          POST         start an episode; opens a session when the request has none
@@ -17,80 +20,239 @@ the last path segment); ``/<endpoint>`` serves the first env of the catalog. End
                    DELETE       close it
 ``sample``         POST         envwire: an action sampled server-side
 ``ws``, ``mcp``    WebSocket    handled by the front end's WebSocket path
+``/envs``          GET          envwire: the catalog (server-wide, not per env)
+``/status``        GET          envwire: session counts (server-wide)
 =================  ===========  ===============================================================
 
-Sessions: ``/reset`` and ``POST /session`` answer with the session token in the
-``Envwire-Session`` header and the ``envwire_session`` cookie; later requests send either.
+Sessions (:mod:`.httpsessions`): ``/reset`` and ``POST /session`` answer with the session token;
+``reset``, ``step`` and ``state`` continue it. In strict mode (openenv-core's stateless HTTP)
+those three run on a fresh env instead, closed after the request: the same handlers, given a
+:class:`Call` whose :meth:`Call.session` opens that env.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
-from urllib.parse import quote, unquote
+from urllib.parse import quote
 
-from envwire.errors import (
-    CapacityError,
-    EnvError,
-    EnvTimeoutError,
-    EnvwireError,
-    InvalidArgumentError,
+from envwire.errors import EnvError, EnvTimeoutError, EnvwireError, InvalidArgumentError
+from envwire.frontends.openenv import handlers, openapi
+from envwire.frontends.openenv.answers import (
+    STATUS,
+    detail,
+    error_response,
+    not_allowed,
+    not_found,
 )
-from envwire.frontends.openenv import mcp, openapi
-from envwire.frontends.openenv.bindings import ActionRejected
-from envwire.frontends.openenv.service import FRONT_END, OpenEnvService, Record
+from envwire.frontends.openenv.handlers import Call, Handler
+from envwire.frontends.openenv.openapi import SESSION_NOTE, Operation
+from envwire.frontends.openenv.service import FRONT_END, OpenEnvService
 from envwire.observe import Observability
 from envwire.protocols.http.http11 import Request, Response, json_response
-from envwire.protocols.http.status import STATUS, StatusTable, status_of, statuses
-from envwire.protocols.openenv import (
-    ERROR_TABLE,
-    BodyError,
-    ErrorCode,
-    StepRequest,
-    code_of,
-    dumps,
-    parse_reset_body,
-    parse_rpc,
-    parse_step_body,
-    undeclared_body,
+from envwire.protocols.http.status import status_of
+from envwire.protocols.openenv import BodyError, dumps, undeclared_body
+
+__all__ = ["ENDPOINTS", "ROUTES", "Body", "Route", "Router", "split_path"]
+
+
+class Body(Enum):
+    """What a route's request body is."""
+
+    NONE = "none"
+    #: JSON: a body under another content type is refused (415), a cross-site form or
+    #: ``text/plain`` fetch needing no CORS preflight.
+    JSON = "json"
+    #: JSON that openenv-core validates as a model (strict mode answers a body of another
+    #: type as FastAPI does: 422); its ``/mcp`` reads any body as JSON.
+    MODEL = "model"
+
+
+def _openapi(call: Call) -> Response:
+    documented = [(f"/{r.endpoint}", r.method, r.doc) for r in ROUTES if r.doc is not None]
+    return call.json(openapi.document(call.service.binding(call.env_id), call.prefix, documented))
+
+
+def _index(call: Call) -> Response:
+    base = call.prefix or ""
+    return call.json(
+        {
+            "env_id": call.env_id,
+            "endpoints": {name: f"{base}/{name}" for name in ENDPOINTS if name},
+            "websocket": f"{base}/ws",
+        }
+    )
+
+
+# -- the table -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """One (endpoint, method) and how it is served.
+
+    Attributes:
+        server: a server-wide path (``/envs``, ``/status``), not one of each env.
+        extension: envwire's own, not served in strict mode (openenv-core answers 404).
+        simulation: continues an episode: not in openenv-core's production mode, and
+            stateless in strict mode.
+        doc: its OpenAPI entry (None: not in the document).
+    """
+
+    endpoint: str
+    method: str
+    handler: Handler
+    body: Body = Body.NONE
+    server: bool = False
+    extension: bool = False
+    simulation: bool = False
+    doc: Operation | None = None
+
+
+_CONTROL, _INFO, _SESSIONS = "Environment Control", "Environment Info", "Sessions (envwire)"
+
+#: Every route (the order of :data:`ENDPOINTS`, the index and the OpenAPI document).
+ROUTES: tuple[Route, ...] = (
+    Route(
+        "reset",
+        "POST",
+        handlers.reset,
+        Body.MODEL,
+        simulation=True,
+        doc=Operation(
+            _CONTROL,
+            "Reset the environment",
+            "The first observation",
+            "Starts an episode. Without a session, opens one and returns it in the "
+            "Envwire-Session header and the envwire_session cookie.",
+            body="ResetRequest",
+            answers="StepResult",
+            invalid=True,
+        ),
+    ),
+    Route(
+        "step",
+        "POST",
+        handlers.step_http,
+        Body.MODEL,
+        simulation=True,
+        doc=Operation(
+            _CONTROL,
+            "Execute an action in the environment",
+            "The next observation",
+            SESSION_NOTE,
+            body="StepRequest",
+            body_required=True,
+            answers="StepResult",
+            invalid=True,
+        ),
+    ),
+    Route(
+        "state",
+        "GET",
+        handlers.state,
+        simulation=True,
+        doc=Operation(
+            "State Management",
+            "Get current environment state",
+            "The episode's state",
+            SESSION_NOTE,
+            answers="State",
+        ),
+    ),
+    Route(
+        "health",
+        "GET",
+        handlers.health,
+        doc=Operation("Health", "Health check", '{"status": "healthy"}'),
+    ),
+    Route(
+        "metadata",
+        "GET",
+        handlers.metadata,
+        doc=Operation(_INFO, "Get environment metadata", "Name, description, readme, version"),
+    ),
+    Route(
+        "schema",
+        "GET",
+        handlers.schema,
+        doc=Operation("Schema", "Get all JSON schemas", "action, observation and state schemas"),
+    ),
+    Route("openapi.json", "GET", _openapi),
+    Route("docs", "GET", handlers.docs),
+    Route(
+        "mcp",
+        "POST",
+        handlers.mcp_http,
+        Body.JSON,
+        doc=Operation(
+            "MCP",
+            "MCP JSON-RPC 2.0 endpoint",
+            "A JSON-RPC 2.0 response",
+            "tools/list, tools/call, openenv/session/create|close",
+            body="object",
+        ),
+    ),
+    Route(
+        "session",
+        "POST",
+        handlers.open_session,
+        Body.JSON,
+        extension=True,
+        doc=Operation(
+            _SESSIONS,
+            "Open a session without starting an episode",
+            "session_id and the env's description",
+        ),
+    ),
+    Route(
+        "session",
+        "GET",
+        handlers.describe_session,
+        extension=True,
+        doc=Operation(_SESSIONS, "Describe the current session", "the session"),
+    ),
+    Route(
+        "session",
+        "DELETE",
+        handlers.close_session,
+        extension=True,
+        doc=Operation(_SESSIONS, "Close the current session", "closed"),
+    ),
+    Route(
+        "sample",
+        "POST",
+        handlers.sample,
+        Body.JSON,
+        extension=True,
+        doc=Operation(_SESSIONS, "Sample an action server-side", '{"action": ...}'),
+    ),
+    Route("ws", "GET", handlers.websocket_only),
+    Route("", "GET", _index, extension=True),
+    Route("envs", "GET", handlers.envs, server=True, extension=True),
+    Route("status", "GET", handlers.status, server=True, extension=True),
 )
 
-__all__ = [
-    "ENDPOINTS",
-    "HEADER",
-    "COOKIE",
-    "Router",
-    "error_response",
-    "session_tokens",
-    "split_path",
-]
 
-HEADER = "envwire-session"
-COOKIE = "envwire_session"
+def _table(server: bool) -> dict[str, dict[str, Route]]:
+    table: dict[str, dict[str, Route]] = {}
+    for route in ROUTES:
+        if route.server == server:
+            table.setdefault(route.endpoint, {})[route.method] = route
+    return table
 
-#: endpoint -> allowed methods
-ENDPOINTS: dict[str, tuple[str, ...]] = {
-    "reset": ("POST",),
-    "step": ("POST",),
-    "state": ("GET",),
-    "health": ("GET",),
-    "metadata": ("GET",),
-    "schema": ("GET",),
-    "openapi.json": ("GET",),
-    "docs": ("GET",),
-    "mcp": ("POST",),
-    "session": ("POST", "GET", "DELETE"),
-    "sample": ("POST",),
-    "ws": ("GET",),
-    "": ("GET",),
-}
-_ROOT_ONLY = {"envs": ("GET",), "status": ("GET",)}
-#: envwire's own endpoints, which strict mode does not serve (openenv-core answers 404).
-_EXTENSIONS = frozenset({"session", "sample", ""})
-#: What openenv-core's production mode does not register.
-_SIMULATION = frozenset({"reset", "step", "state"})
+
+_PER_ENV = _table(server=False)
+_SERVER = {f"/{name}": methods for name, methods in _table(server=True).items()}
+
+#: endpoint -> allowed methods (of each env's endpoints)
+ENDPOINTS: dict[str, tuple[str, ...]] = {name: tuple(m) for name, m in _PER_ENV.items()}
+#: Endpoints that are envwire's own in every method (strict mode: 404 whatever the method).
+_EXTENSIONS = frozenset(
+    name for name, methods in _PER_ENV.items() if all(r.extension for r in methods.values())
+)
 
 
 def split_path(path: str, served: Callable[[str], bool], default: str) -> tuple[str, str, str]:
@@ -102,38 +264,6 @@ def split_path(path: str, served: Callable[[str], bool], default: str) -> tuple[
             env_id, endpoint = rest, ""
         return env_id, endpoint, "/envs/" + quote(env_id, safe="/:@!$&'()*+,;=-._~")
     return default, path.lstrip("/"), ""
-
-
-def session_tokens(request: Request) -> list[str]:
-    """The session tokens a request names: its header, its cookies, and for MCP over HTTP the
-    ``session_id`` of its JSON-RPC params (a body that does not parse names none)."""
-    tokens = [request.header(HEADER)] if request.header(HEADER) else []
-    tokens += request.cookie_values(COOKIE)
-    if request.method == "POST" and request.path.rstrip("/").endswith("/mcp") and request.body:
-        try:
-            params = json.loads(request.body).get("params")
-        except (ValueError, AttributeError):
-            return tokens
-        token = params.get("session_id") if isinstance(params, dict) else None
-        if isinstance(token, str):
-            tokens.append(token)
-    return tokens
-
-
-def _detail(status: int, text: str, **extra: object) -> Response:
-    headers = [("retry-after", "1")] if status == 503 else []
-    return json_response(status, dumps({"detail": text, **extra}), headers)
-
-
-def error_response(exc: EnvwireError, loc: tuple[str, ...] = ("body",)) -> Response:
-    """The HTTP answer to an envwire error (422 bodies carry FastAPI's detail list)."""
-    if isinstance(exc, ActionRejected):
-        return json_response(422, dumps({"detail": exc.detail, "code": exc.code}))
-    status = status_of(exc, _STATUS)
-    if status == 422:
-        entry = {"type": "value_error", "loc": list(loc), "msg": str(exc), "input": None}
-        return json_response(422, dumps({"detail": [entry], "code": exc.code}))
-    return _detail(status, str(exc), code=exc.code, openenv_code=code_of(exc, _CODES))
 
 
 class Router:
@@ -148,48 +278,59 @@ class Router:
     ) -> None:
         self.service = service
         self.observe = observe
-        self.status = status
-        self.health = health  # extra /health fields (the code sandbox's enforcement)
+        self._status = status
+        self._health = health  # extra /health fields (the code sandbox's enforcement)
+
+    def status(self) -> dict[str, Any]:
+        """``GET /status``: session counts."""
+        return self._status()
+
+    def health(self) -> dict[str, Any]:
+        """Extra ``/health`` fields."""
+        return self._health()
 
     def handle(
         self, request: Request, on_hang: Callable[[EnvTimeoutError], None] | None = None
     ) -> Response:
         """The response to one (non-WebSocket) request; never raises."""
         service = self.service
-        extensions = service.compat.extensions
-        if request.path in ("/envs", "/status") and extensions:
-            name = request.path[1:]
-            if request.method not in _ROOT_ONLY[name]:
-                return _not_allowed(_ROOT_ONLY[name])
-            if name == "envs":
-                return json_response(
-                    200, dumps({"envs": list(service.catalog), "default": service.default_env})
-                )
-            return json_response(200, dumps(self.status()))
-        env_id, endpoint, prefix = split_path(request.path, service.served, service.default_env)
-        allowed = ENDPOINTS.get(endpoint)
-        if allowed is None or (endpoint in _EXTENSIONS and not extensions):
-            return _detail(404, "Not Found")
-        if request.method not in allowed and not (request.method == "HEAD" and "GET" in allowed):
-            return _not_allowed(allowed)
         compat = service.compat
-        undeclared = endpoint in _JSON_BODIES and bool(request.body) and not _is_json(request)
-        if undeclared and (compat.json_bodies_only or endpoint not in _MODEL_BODIES):
-            # A cross-site form or text/plain fetch needs no CORS preflight: refuse it here.
-            return _detail(
+        methods = _SERVER.get(request.path) if compat.extensions else None
+        method = request.method
+        if methods is not None:
+            env_id, endpoint, prefix = service.default_env, request.path[1:], ""
+        else:
+            env_id, endpoint, prefix = split_path(request.path, service.served, service.default_env)
+            methods = _PER_ENV.get(endpoint)
+            if method == "HEAD":  # an env's GET routes answer HEAD too (server-wide ones: 405)
+                method = "GET"
+        if methods is None or (endpoint in _EXTENSIONS and not compat.extensions):
+            return not_found()
+        route = methods.get(method)
+        if route is None or (route.extension and not compat.extensions):
+            return not_allowed(tuple(methods))
+        if route.server:
+            return route.handler(
+                Call(self, request, env_id=env_id, prefix=prefix, on_hang=on_hang, stateless=False)
+            )
+        undeclared = route.body is not Body.NONE and bool(request.body) and not _is_json(request)
+        if undeclared and (compat.json_bodies_only or route.body is not Body.MODEL):
+            return detail(
                 415,
                 f"/{endpoint} takes a JSON body: send it with Content-Type: application/json",
                 code="unsupported_media_type",
             )
+        stateless = route.simulation and not compat.stateful_http
+        call = Call(
+            self, request, env_id=env_id, prefix=prefix, on_hang=on_hang, stateless=stateless
+        )
         try:
             service.lookup(env_id)
-            if endpoint in _SIMULATION and service.binding(env_id).production:
-                return _detail(404, "Not Found")
+            if route.simulation and service.binding(env_id).production:
+                return not_found()
             if undeclared:  # strict: FastAPI's 422; the body never reaches an env either
                 raise undeclared_body(request.body)
-            if endpoint in _SIMULATION and not service.compat.stateful_http:
-                return self._stateless(request, env_id, endpoint, on_hang)
-            return self._dispatch(request, env_id, endpoint, prefix, on_hang)
+            return route.handler(call)
         except BodyError as exc:
             self.observe.error(FRONT_END, InvalidArgumentError(str(exc.detail)), env_id)
             return json_response(exc.status, dumps({"detail": exc.detail}))
@@ -197,231 +338,14 @@ class Router:
             self.observe.error(FRONT_END, exc, env_id)
             if (
                 isinstance(exc, EnvError)
-                and status_of(exc, _STATUS) == 500
+                and status_of(exc, STATUS) == 500
                 and not compat.named_env_errors
             ):
                 # openenv-core lets the env's exception reach Starlette's last-resort handler.
                 return Response(500, b"Internal Server Error", "text/plain; charset=utf-8")
             return error_response(exc, ("body", "action") if endpoint == "step" else ("body",))
-
-    def _dispatch(
-        self,
-        request: Request,
-        env_id: str,
-        endpoint: str,
-        prefix: str,
-        on_hang: Callable[[EnvTimeoutError], None] | None,
-    ) -> Response:
-        service = self.service
-        match endpoint, request.method:
-            case "health", _:
-                return json_response(200, dumps({"status": "healthy", **self.health()}))
-            case "metadata", _:
-                return json_response(200, dumps(service.binding(env_id).metadata()))
-            case "schema", _:
-                return json_response(200, dumps(service.binding(env_id).schema()))
-            case "openapi.json", _:
-                document = openapi.document(service.binding(env_id), prefix)
-                return json_response(200, dumps(document))
-            case "docs", _:
-                return Response(
-                    200, openapi.swagger_page(env_id, prefix).encode(), "text/html; charset=utf-8"
-                )
-            case "", _:
-                return json_response(200, dumps(_index(env_id, prefix)))
-            case "ws", _:
-                return _detail(400, "this is a WebSocket endpoint: connect with a WebSocket client")
-            case "mcp", _:
-                rpc = parse_rpc(request.body)
-                if isinstance(rpc, dict):
-                    return json_response(200, dumps(rpc))
-                if rpc.notification and rpc.method.startswith("notifications/"):
-                    return Response(202)
-                mine = self._find_session(request, env_id)
-                return json_response(
-                    200, dumps(mcp.answer(service, rpc, env_id, mine, request.client))
-                )
-            case "reset", _:
-                data = _reset_body(request.body)
-                found = self._find_session(request, env_id)
-                opened = found is None
-                record = service.open(env_id, "http", request.client) if found is None else found
-                try:
-                    payload = service.reset(record, data, ("body",), on_hang=on_hang, http=True)
-                except CapacityError:
-                    raise
-                except EnvwireError:
-                    if opened:
-                        service.close(record)
-                    raise
-                return json_response(
-                    200, payload, _session_headers(record, prefix, request.scheme == "https")
-                )
-            case "step", _:
-                step = parse_step_body(request.body)
-                record = self._session(request, env_id)
-                payload = mcp.step(
-                    service,
-                    record,
-                    step.action,
-                    on_hang=on_hang,
-                    kwargs=_step_kwargs(step),
-                    http=True,
-                )
-                return json_response(200, payload)
-            case "state", _:
-                record = self._session(request, env_id)
-                return json_response(200, dumps(service.state(record, on_hang=on_hang)))
-            case "sample", _:
-                record = self._session(request, env_id)
-                return json_response(200, dumps(service.sample(record, on_hang=on_hang)))
-            case "session", "POST":
-                record = service.open(env_id, "http", request.client)
-                body = {
-                    "session_id": record.token,
-                    "env_id": env_id,
-                    "describe": record.binding.describe(),
-                }
-                return json_response(
-                    200, dumps(body), _session_headers(record, prefix, request.scheme == "https")
-                )
-            case "session", "DELETE":
-                record = self._session(request, env_id)
-                service.close(record)
-                path = _cookie_path(prefix)
-                expired = f"{COOKIE}=; Path={path}; Max-Age=0; HttpOnly; SameSite=Lax"
-                return json_response(
-                    200,
-                    dumps({"session_id": record.token, "closed": True}),
-                    [("set-cookie", expired)],
-                )
-            case "session", _:
-                record = self._session(request, env_id)
-                summary = {
-                    "session_id": record.token,
-                    "env_id": env_id,
-                    "episode_id": record.episode_id,
-                    "session": record.session.describe(),
-                }
-                return json_response(200, dumps(summary))
-        return _detail(404, "Not Found")  # pragma: no cover
-
-    def _stateless(
-        self,
-        request: Request,
-        env_id: str,
-        endpoint: str,
-        on_hang: Callable[[EnvTimeoutError], None] | None,
-    ) -> Response:
-        """openenv-core's HTTP (strict mode): every request gets a fresh env, closed after."""
-        service = self.service
-        match endpoint:
-            case "reset":
-                data = _reset_body(request.body)
-                record = service.open(env_id, "http", transient=True)
-                try:
-                    return json_response(
-                        200, service.reset(record, data, ("body",), on_hang=on_hang, http=True)
-                    )
-                finally:
-                    service.close(record)
-            case "step":
-                step = parse_step_body(request.body)
-                record = service.open(env_id, "http", transient=True)
-                try:
-                    payload = mcp.step(
-                        service,
-                        record,
-                        step.action,
-                        on_hang=on_hang,
-                        kwargs=_step_kwargs(step),
-                        http=True,
-                    )
-                    return json_response(200, payload)
-                finally:
-                    service.close(record)
-        record = service.open(env_id, "http", transient=True)
-        try:
-            return json_response(200, dumps(service.state(record, on_hang=on_hang)))
         finally:
-            service.close(record)
-
-    def _find_session(self, request: Request, env_id: str) -> Record | None:
-        """The request's session for ``env_id`` (header first, then cookies), if any."""
-        for token in self._tokens(request):
-            record = self.service.find(token)
-            if record is not None and record.env_id == env_id:
-                return record
-        return None
-
-    @staticmethod
-    def _tokens(request: Request) -> list[str]:
-        tokens = [request.header(HEADER)] if request.header(HEADER) else []
-        return tokens + request.cookie_values(COOKIE)
-
-    def _session(self, request: Request, env_id: str) -> Record:
-        """The request's session for ``env_id``.
-
-        Raises:
-            _SessionMissing: without a session (400).
-            _SessionUnknown: for an unknown or expired one (404).
-        """
-        record = self._find_session(request, env_id)
-        if record is not None:
-            return record
-        if self._tokens(request):
-            raise _SessionUnknown(env_id)
-        raise _SessionMissing(env_id)
-
-
-class _SessionMissing(EnvwireError):
-    """A request that continues an episode came without a session."""
-
-    code = "no_session"
-    remote = True
-    _TEXT = (
-        "no session: this request continues an episode of {env_id}, so it needs the session "
-        "that POST /reset returned (the {header!r} header or the {cookie!r} cookie)"
-    )
-
-    def __init__(self, env_id: str) -> None:
-        # Built from the env id, not from a message: a client that reads "no_session" back gets
-        # a RemoteError (error_class_for_code skips such classes), never this private class.
-        super().__init__(self._TEXT.format(env_id=env_id, header=HEADER, cookie=COOKIE))
-
-
-class _SessionUnknown(_SessionMissing):
-    """A request that continues an episode named a session that is not open (any more)."""
-
-    _TEXT = "unknown or expired session for {env_id}: POST /reset (or /session) opens a new one"
-
-
-#: The statuses and OpenEnv codes these routes answer with: the tables' and the sessions' rows.
-_STATUS: StatusTable = statuses(STATUS, {_SessionMissing: 400, _SessionUnknown: 404})
-_CODES: Mapping[type[EnvwireError], ErrorCode] = MappingProxyType(
-    {**ERROR_TABLE, _SessionMissing: ErrorCode.SESSION_ERROR}
-)
-
-
-def _reset_body(raw: bytes) -> dict[str, Any]:
-    return parse_reset_body(raw).model_dump(exclude_unset=True)
-
-
-def _step_kwargs(step: StepRequest) -> dict[str, Any]:
-    """The ``/step`` body's keys besides the action, as the client sent them."""
-    return step.model_dump(exclude_unset=True, exclude={"action"})
-
-
-def _cookie_path(prefix: str) -> str:
-    # Cookie attributes end at ';' and the header at a line break: quote strictly.
-    return quote(unquote(prefix), safe="/-._~:@") if prefix else "/"
-
-
-#: Endpoints whose bodies are JSON: a body under any other content type is refused (415).
-_JSON_BODIES = frozenset({"reset", "step", "mcp", "session", "sample"})
-#: Of those, the ones whose bodies openenv-core validates as a model (strict mode answers a
-#: body of another type there as FastAPI does: 422); its ``/mcp`` reads any body as JSON.
-_MODEL_BODIES = frozenset({"reset", "step"})
+            service.close(call.transient)
 
 
 def _is_json(request: Request) -> bool:
@@ -434,24 +358,3 @@ def _is_json(request: Request) -> bool:
         or media == "application/json"
         or (media.startswith("application/") and media.endswith("+json"))
     )
-
-
-def _session_headers(record: Record, prefix: str, secure: bool) -> list[tuple[str, str]]:
-    assert record.token is not None
-    cookie = f"{COOKIE}={record.token}; Path={_cookie_path(prefix)}; HttpOnly; SameSite=Lax"
-    if secure:  # under TLS the cookie never travels over plain HTTP
-        cookie += "; Secure"
-    return [(HEADER, record.token), ("set-cookie", cookie)]
-
-
-def _not_allowed(allowed: tuple[str, ...]) -> Response:
-    return json_response(405, '{"detail":"Method Not Allowed"}', [("allow", ", ".join(allowed))])
-
-
-def _index(env_id: str, prefix: str) -> dict[str, Any]:
-    base = prefix or ""
-    return {
-        "env_id": env_id,
-        "endpoints": {name: f"{base}/{name}" for name in ENDPOINTS if name},
-        "websocket": f"{base}/ws",
-    }

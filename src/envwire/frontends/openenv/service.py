@@ -86,6 +86,10 @@ class Record:
         self.owner: Owner | None = None
         #: Frees the record (set by the service that opened it).
         self.closer: Callable[[Record], None] | None = None
+        #: How long a call waits for the record's lock: the step timeout and a grace, or -1
+        #: (no deadline: OpenEnv's own envs), so the next call waits as long as this one takes.
+        step_timeout = None if session.spec is None else session.spec.resolved_step_timeout
+        self.busy = -1.0 if step_timeout is None else step_timeout + _BUSY_GRACE
         session.set_on_hang(self._hung)
 
     @property
@@ -283,17 +287,11 @@ class OpenEnvService:
     # -- operations -----------------------------------------------------------------------
 
     def _call(self, record: Record, work: Callable[[], T], on_hang: Hang = None) -> T:
-        assert record.session.spec is not None
-        step_timeout = record.session.spec.resolved_step_timeout
-        # -1: no deadline (OpenEnv's own envs), so the next call waits as long as this one takes.
-        busy = -1.0 if step_timeout is None else step_timeout + _BUSY_GRACE
-        if not record.lock.acquire(timeout=busy):
-            raise StateError(
-                f"session of {record.env_id} is busy with another request (or its env hung)"
-            )
+        if not record.lock.acquire(timeout=record.busy):
+            raise _busy(record)
         try:
             if record.closed:
-                raise StateError(f"the session of {record.env_id} was closed")
+                raise _gone(record)
             if on_hang is not None:
                 record.on_hang = on_hang
             record.last_used = time.monotonic()
@@ -338,15 +336,27 @@ class OpenEnvService:
     ) -> str:
         """Take a step with the action ``data`` describes (``kwargs``: the HTTP body's other
         keys); the payload as JSON text. (openenv-core's MCP actions, which envwire's typed
-        envs with tools also take, are :func:`.mcp.step`'s.)"""
-        action = record.binding.step_call(record.binding.action(data, prefix), kwargs or {})
+        envs with tools also take, are :func:`.steps.step`'s.)
 
-        def work() -> str:
-            reply = record.session.handle(m.Step(action))
+        The hot path of every transport: :meth:`_call`'s work written out, with no closure.
+        """
+        binding = record.binding
+        action = binding.action(data, prefix)
+        request = m.Step(binding.step_call(action, kwargs) if kwargs else action)
+        if not record.lock.acquire(timeout=record.busy):
+            raise _busy(record)
+        try:
+            if record.closed:
+                raise _gone(record)
+            if on_hang is not None:
+                record.on_hang = on_hang
+            record.last_used = time.monotonic()
+            reply = record.session.handle(request)
             assert isinstance(reply, m.StepReply)
-            return record.binding.result(reply, http)
-
-        return self._call(record, work, on_hang)
+            return binding.result(reply, http)
+        finally:
+            record.last_used = time.monotonic()
+            record.lock.release()
 
     def state(self, record: Record, *, on_hang: Hang = None) -> dict[str, Any]:
         """The episode's state: a typed env's own, else episode id and step count."""
@@ -401,6 +411,14 @@ class OpenEnvService:
             return
         log.info("closing %s session of %s, idle for %g s", record.kind, record.env_id, idle)
         self.close(record)
+
+
+def _busy(record: Record) -> StateError:
+    return StateError(f"session of {record.env_id} is busy with another request (or its env hung)")
+
+
+def _gone(record: Record) -> StateError:
+    return StateError(f"the session of {record.env_id} was closed")
 
 
 def _binding(
