@@ -6,7 +6,7 @@ from __future__ import annotations
 import functools
 import struct
 from collections import deque
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 
@@ -19,6 +19,8 @@ from envwire.protocols.gymsocket.packets import (
     OBS_BYTES,
     STEP_EX_TAIL,
     STEP_TAIL,
+    TENSOR_HEADERS,
+    U32,
     Packet,
     Side,
     info_field,
@@ -51,6 +53,8 @@ class ReplyWriter(Side):
         self._lean_dtype: np.dtype[Any] | None = None
         self._lean_shape: tuple[int, ...] | None = None
         self._lean_head = b""
+        # The lean vector step reply (_lean_vector_reply): the layout of the last usual one.
+        self._vector_layout: _VectorLayout | None = None
 
     def send_reply(self, reply: m.Reply) -> bytes:
         """Encode the reply to the oldest request still waiting for one.
@@ -66,9 +70,12 @@ class ReplyWriter(Side):
             self._pending.popleft()
             return joined
         if packet is Packet.VECTOR_STEP and isinstance(reply, m.VectorStepReply):
-            joined = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(reply)))
+            lean = self._lean_vector_reply(reply)
+            if lean is None:
+                parts = self._vector_step_parts(reply)
+                lean = b"".join((b"\x00" if self._errors else b"", *parts))
             self._pending.popleft()
-            return joined
+            return lean
         body = self._reply_body(packet, reply)
         self._pending.popleft()
         if self._errors:
@@ -184,6 +191,56 @@ class ReplyWriter(Side):
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
 
+    def _lean_vector_reply(self, v: m.VectorStepReply) -> bytes | None:
+        """The usual vector step reply (a batch that is one array of a tensor dtype, float64
+        rewards and bool flags of the batch's length, no info), joined from the bytes around
+        the arrays learned from the last such batch and the arrays' own: the bytes
+        :meth:`_vector_step_parts` writes. None for any other reply (which teaches the layout
+        when it is a usual one)."""
+        obs, rewards, terminations, truncations = (
+            v.observations,
+            v.rewards,
+            v.terminations,
+            v.truncations,
+        )
+        if (
+            v.infos
+            or type(obs) is not np.ndarray
+            or type(rewards) is not np.ndarray
+            or type(terminations) is not np.ndarray
+            or type(truncations) is not np.ndarray
+        ):
+            return None
+        layout = self._vector_layout
+        if (
+            layout is None
+            or obs.dtype is not layout.obs_dtype
+            or obs.shape != layout.obs_shape
+            or rewards.dtype is not layout.reward_dtype
+            or terminations.dtype is not layout.flag_dtype
+            or truncations.dtype is not layout.flag_dtype
+            or rewards.shape != layout.column_shape
+            or terminations.shape != layout.column_shape
+            or truncations.shape != layout.column_shape
+        ):
+            self._vector_layout = _VectorLayout.learn(
+                obs, rewards, terminations, truncations, self._errors
+            )
+            return None
+        return b"".join(
+            (
+                layout.head,
+                obs.tobytes(),
+                layout.rewards_head,
+                rewards.tobytes(),
+                layout.flags_head,
+                terminations.tobytes(),
+                layout.flags_head,
+                truncations.tobytes(),
+                EMPTY_INFO,
+            )
+        )
+
     def _vector_step_parts(self, v: m.VectorStepReply) -> tuple[bytes, ...]:
         """A vector step's body: the batch of observations, a tensor of float64 rewards, two
         of bool flags, the vector info (the common empty one is a constant)."""
@@ -234,3 +291,60 @@ def _byte_list_header(ndim: int) -> struct.Struct:
 
 _F64: Final = np.dtype("<f8")
 _BOOL: Final = np.dtype(np.bool_)
+
+
+class _VectorLayout(NamedTuple):
+    """The bytes around the arrays of a usual vector step reply (:meth:`ReplyWriter.
+    _lean_vector_reply`), for a batch of ``obs_dtype`` and ``obs_shape`` and columns of
+    ``column_shape``: the status and the batch's tensor header, then each column's field and
+    tensor header."""
+
+    obs_dtype: np.dtype[Any]
+    obs_shape: tuple[int, ...]
+    reward_dtype: np.dtype[Any]
+    flag_dtype: np.dtype[Any]
+    column_shape: tuple[int, ...]
+    head: bytes
+    rewards_head: bytes
+    flags_head: bytes
+
+    @classmethod
+    def learn(
+        cls,
+        obs: np.ndarray[Any, Any],
+        rewards: np.ndarray[Any, Any],
+        terminations: np.ndarray[Any, Any],
+        truncations: np.ndarray[Any, Any],
+        errors: bool,
+    ) -> _VectorLayout | None:
+        """The layout of these arrays' reply, None when it is no usual one."""
+        n = obs.shape[0] if obs.ndim else -1
+        if (
+            obs.dtype not in CODE_BY_DTYPE
+            or not obs.dtype.isnative
+            or obs.ndim > 32
+            or rewards.dtype != _F64
+            or terminations.dtype != _BOOL
+            or truncations.dtype != _BOOL
+            or not rewards.shape == terminations.shape == truncations.shape == (n,)
+        ):
+            return None
+        tensor = TENSOR_HEADERS[obs.ndim].pack(CODE_BY_DTYPE[obs.dtype], obs.ndim, *obs.shape)
+        size = len(tensor) + obs.nbytes
+        head = (b"\x00" if errors else b"") + b"\x02" + U32.pack(size) + tensor
+        return cls(
+            obs.dtype,
+            obs.shape,
+            rewards.dtype,
+            terminations.dtype,
+            rewards.shape,
+            head,
+            _column_head(_F64, n),
+            _column_head(_BOOL, n),
+        )
+
+
+def _column_head(dtype: np.dtype[Any], n: int) -> bytes:
+    """The bytes before a column of ``n`` items of ``dtype``'s: what :func:`pack_column`
+    writes before the data."""
+    return pack_column(np.zeros(n, dtype), dtype)[: -n * dtype.itemsize or None]
