@@ -311,8 +311,8 @@ class GymSocketTransport:
 
     def receive_vector_step(self) -> VectorStep:
         """The result of the vector step in flight: (observations, rewards, terminations,
-        truncations, infos), what ``receive()`` gives as a ``VectorStepReply``. Its usual
-        reply (the layout of the last usual one, no info) is read straight from the receive
+        truncations, infos), what ``receive()`` gives as a ``VectorStepReply``. A reply in
+        the layout of the last usual one (its info aside) is read straight from the receive
         buffer; any other by the general path.
 
         Raises:
@@ -321,9 +321,9 @@ class GymSocketTransport:
         """
         codec = self._codec
         if not codec.buffered:
-            arrays = self._read_lean(codec.lean_vector_step)
-            if arrays is not None:
-                return arrays[0], arrays[1], arrays[2], arrays[3], {}
+            step = self._read_lean(codec.lean_vector_step)
+            if step is not None:
+                return step
         reply = self.receive()
         if not isinstance(reply, m.VectorStepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")

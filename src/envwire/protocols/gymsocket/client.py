@@ -19,7 +19,7 @@ from envwire.errors import (
     UsageError,
     error_class_for_code,
 )
-from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorArrays, VectorLayout
+from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorLayout, VectorStep
 from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     CODE_BY_DTYPE,
@@ -300,9 +300,9 @@ class ClientConnection(Side):
         self._expect.append(Packet.VECTOR_STEP)
         return head[2] + actions.tobytes()
 
-    def lean_vector_step(self, view: memoryview, size: int) -> VectorArrays | None:
-        """:meth:`lean_vector_reply`'s four arrays alone (the info is empty): what a vector
-        env's step returns, without the reply object."""
+    def lean_vector_step(self, view: memoryview, size: int) -> VectorStep | None:
+        """:meth:`lean_vector_reply`'s arrays and info as a vector env's step returns them,
+        without the reply object."""
         layout = self._lean_layout()
         if not isinstance(layout, VectorLayout):
             return None
@@ -348,11 +348,11 @@ class ClientConnection(Side):
         layout = self._lean_layout()
         if not isinstance(layout, VectorLayout):
             return None
-        arrays = layout.read(view, size)
-        if arrays is None:
+        step = layout.read(view, size)
+        if step is None:
             return None
         self._expect.popleft()
-        return m.VectorStepReply(arrays[0], arrays[1], arrays[2], arrays[3], {})
+        return m.VectorStepReply(*step)
 
     def _parse_reply(self, expect: Packet | str) -> _Parsed | None:
         buf = self._buf

@@ -3,8 +3,10 @@ that encodes), with the lean step reply beside the general one."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
+import sys
 from collections import deque
 from typing import Any, Final, NamedTuple
 
@@ -249,8 +251,18 @@ class ReplyWriter(Side):
             pack_column(v.rewards, _F64),
             pack_column(v.terminations, _BOOL),
             pack_column(v.truncations, _BOOL),
-            info_field(v.infos, self._extended) if v.infos else EMPTY_INFO,
+            self._vector_infos(v.infos) if v.infos else EMPTY_INFO,
         )
+
+    def _vector_infos(self, infos: dict[str, Any]) -> bytes:
+        """A vector info's field: the typed JSON of Gymnasium's vector infos (arrays, their
+        masks, nested dicts; SameStep's final observations) written directly where it can be,
+        the same bytes as :func:`info_field`'s encoder; anything else by that encoder."""
+        if self._extended:
+            parts: list[bytes] = []
+            if _typed_dict(infos, parts):
+                return pack_field(b"".join(parts))
+        return info_field(infos, self._extended)
 
     def _batch(self, obs: object) -> bytes:
         """A batch of observations: a tensor when it is one array, else JSON."""
@@ -348,3 +360,64 @@ def _column_head(dtype: np.dtype[Any], n: int) -> bytes:
     """The bytes before a column of ``n`` items of ``dtype``'s: what :func:`pack_column`
     writes before the data."""
     return pack_column(np.zeros(n, dtype), dtype)[: -n * dtype.itemsize or None]
+
+
+#: The dtype kinds whose arrays typed JSON writes as base64 (``jsonio.typed_default``).
+_NUMERIC_KINDS: Final = frozenset("biuf")
+#: Native arrays' bytes are little-endian, as typed JSON's are.
+_LITTLE: Final = sys.byteorder == "little"
+
+
+def _typed_dict(value: dict[str, Any], out: list[bytes]) -> bool:
+    """Append to ``out`` the typed JSON of ``value`` as ``jsonio.dumps_info(value,
+    typed=True)`` writes it, when its keys are plain ASCII and its values are numeric arrays,
+    object arrays of None and numeric arrays (SameStep's ``final_obs``), or dicts of these;
+    else return False (``out`` then holds a part: discard it)."""
+    out.append(b"{")
+    first = True
+    for key, item in value.items():
+        if type(key) is not str or not _plain(key):
+            return False
+        out.append(b'"%s":' % key.encode() if first else b',"%s":' % key.encode())
+        first = False
+        if type(item) is dict:
+            if not _typed_dict(item, out):
+                return False
+        elif type(item) is np.ndarray:
+            if item.dtype.kind == "O":
+                if item.ndim != 1:
+                    return False
+                out.append(b'{"__ndarray__":[')
+                for i, element in enumerate(item.tolist()):
+                    if i:
+                        out.append(b",")
+                    if element is None:
+                        out.append(b"null")
+                    elif type(element) is not np.ndarray or not _typed_array(element, out):
+                        return False
+                out.append(b'],"dtype":"object","shape":[%d]}' % len(item))
+            elif not _typed_array(item, out):
+                return False
+        else:
+            return False
+    out.append(b"}")
+    return True
+
+
+def _typed_array(array: np.ndarray[Any, Any], out: list[bytes]) -> bool:
+    """Append a numeric array's typed JSON (``jsonio.typed_default``'s form), or False."""
+    dtype = array.dtype
+    if dtype.kind not in _NUMERIC_KINDS or not (dtype.isnative and _LITTLE):
+        return False
+    data = base64.b64encode(np.ascontiguousarray(array).tobytes())
+    shape = ",".join(map(str, array.shape)).encode()
+    out.append(
+        b'{"__ndarray__":"%s","dtype":"%s","shape":[%s]}' % (data, dtype.name.encode(), shape)
+    )
+    return True
+
+
+def _plain(key: str) -> bool:
+    """Whether JSON writes ``key`` as itself between quotes (printable ASCII, no quote or
+    backslash: nothing to escape)."""
+    return key.isascii() and key.isprintable() and '"' not in key and "\\" not in key
