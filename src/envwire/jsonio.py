@@ -192,9 +192,12 @@ def dumps_info(info: dict[str, Any], *, typed: bool) -> bytes:
 
 
 def _hook(obj: dict[str, Any]) -> object:
-    if "__npscalar__" in obj and set(obj) == {"__npscalar__", "dtype"}:
+    # Called for every object of an info: the usual ones (not typed) leave at the first test,
+    # and the keys are checked by count and membership rather than by building a set.
+    size = len(obj)
+    if size == 2 and "__npscalar__" in obj and "dtype" in obj:
         return np.dtype(obj["dtype"]).type(obj["__npscalar__"])
-    if "__ndarray__" not in obj or set(obj) != {"__ndarray__", "dtype", "shape"}:
+    if size != 3 or "__ndarray__" not in obj or "dtype" not in obj or "shape" not in obj:
         return obj
     shape = tuple(obj["shape"])
     if obj["dtype"] == "object":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 from gymnasium import spaces
@@ -17,9 +18,11 @@ from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire import spacecodec
-from envwire.errors import EnvwireError, InvalidActionError
+from envwire.errors import EnvwireError, InvalidActionError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
-from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE
+from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE, Packet, info_field, pack_field
+from envwire.protocols.gymsocket.replies import _typed_dict
+from envwire.runtime.syncvector import LeanSyncVectorEnv
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
 _EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
@@ -341,5 +344,207 @@ def test_lean_vector_steps_read_what_the_general_path_reads(name: str, space: An
         for field in ("observations", "rewards", "terminations", "truncations", "infos"):
             assert_same(getattr(got, field), getattr(expected, field), f"{name} {t} {field}")
         assert not lean.buffered
-    # Steps 1, 3 and 4 (the first teaches the layout, step 2 carries an info).
-    assert used == (0 if name == "dict" else 3)
+    # Steps 1 to 4 (the first teaches the layout; step 2's info is read as the general path
+    # reads it).
+    assert used == (0 if name == "dict" else 4)
+
+
+def _batch_pair(
+    action_space: spaces.Space[Any], observation_space: spaces.Space[Any], n: int
+) -> tuple[ClientConnection, ServerConnection]:
+    client, server = ClientConnection(_VECTOR), ServerConnection()
+    server.receive_data(client.send_handshake("x", {"num_envs": n}))
+    server.next_event()
+    client.receive_data(server.send_handshake_reply(""))
+    client.next_event()
+    for end in (client, server):
+        end.set_spaces(batch_space(action_space, n), batch_space(observation_space, n))
+    return client, server
+
+
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_lean_vector_requests_are_the_general_bytes(name: str, space: Any) -> None:
+    """For every space's batch of actions: the lean request is the general one's bytes, and
+    the server reads the same step (or the same error) from it; a batch the lean request
+    cannot carry (not one array of a tensor dtype) is left to the general path."""
+    n = 3
+    general, server = _batch_pair(space, _ACTIONS, n)
+    lean, _ = _batch_pair(space, _ACTIONS, n)
+    batched = batch_space(space, n)
+    batched.seed(2)
+    batches = [batched.sample() for _ in range(3)]
+    if isinstance(batches[0], np.ndarray):  # another dtype and shape: a new head
+        batches += [batches[0][:2], batches[0].astype(np.float64), np.asfortranarray(batches[0])]
+    for t, actions in enumerate(batches):
+        expected = general.send_request(m.Step(actions))
+        got = lean.lean_vector_request(actions)
+        carried = isinstance(actions, np.ndarray) and actions.dtype in CODE_BY_DTYPE
+        if not carried:
+            assert got is None, f"{name} {t}"
+            got = lean.send_request(m.Step(actions))
+        assert got == expected, f"{name} {t}"
+        assert list(lean._expect) == list(general._expect)
+        server.receive_data(got)
+        event = server.next_event()
+        assert type(event).__name__ in ("Step", "Invalid"), f"{name} {t}"
+        general._expect.clear()
+        lean._expect.clear()
+        server._pending.clear()
+
+
+def test_a_lean_vector_request_waits_for_what_is_in_flight() -> None:
+    client, _ = _batch_pair(_ACTIONS, spaces.Box(-1, 1, (2,), np.float32), 2)
+    client.send_request(m.Reset(seed=0))
+    assert client.lean_vector_request(np.zeros(2, np.int64)) is None
+
+
+def _reply(space: spaces.Space[Any], n: int, t: int, infos: dict[str, Any]) -> m.VectorStepReply:
+    obs = batch_space(space, n).sample()
+    rewards = np.arange(n, dtype=np.float32 if t == 4 else np.float64) * t
+    return m.VectorStepReply(obs, rewards, np.array([t == 3] * n), np.array([t == 2] * n), infos)
+
+
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_lean_vector_replies_are_the_general_bytes(name: str, space: Any) -> None:
+    """For every observation space: the server's lean vector reply is the general one's bytes
+    (an info, float32 rewards, another batch shape: written by the general path, the same
+    bytes), and the client's lean read of it gives what the general read gives."""
+    n = 3
+    reader, server = _batch_pair(_ACTIONS, space, n)
+    lean_reader, _ = _batch_pair(_ACTIONS, space, n)
+    leans = 0
+    for t, infos in enumerate([{}, {}, {}, {"x": np.arange(n), "_x": np.ones(n, bool)}, {}, {}]):
+        reply = _reply(space, n, t, infos)
+        if t == 5 and isinstance(reply.observations, np.ndarray):  # another batch size
+            reply = m.VectorStepReply(
+                reply.observations[:2],
+                reply.rewards[:2],
+                *(a[:2] for a in (reply.terminations, reply.truncations)),
+            )
+        server._pending.append(Packet.VECTOR_STEP)
+        expected = b"".join((b"\x00", *server._vector_step_parts(reply)))
+        got = server.send_reply(reply)
+        assert got == expected, f"{name} {t}"
+        for client in (reader, lean_reader):
+            client.send_request(m.Step(np.zeros(n, np.int64)))
+        reader.receive_data(got)
+        general = reader.next_event()
+        inbox = memoryview(bytearray(got))
+        arrays = lean_reader.lean_vector_step(inbox, len(got))
+        if arrays is None:
+            lean_reader.receive_view(inbox)
+            event = lean_reader.next_event()
+            assert isinstance(event, m.VectorStepReply)
+            read = (
+                event.observations,
+                event.rewards,
+                event.terminations,
+                event.truncations,
+                event.infos,
+            )
+        else:
+            leans += 1
+            read = arrays
+        assert isinstance(general, m.VectorStepReply)
+        fields = (
+            general.observations,
+            general.rewards,
+            general.terminations,
+            general.truncations,
+            general.infos,
+        )
+        assert_same(read, fields, f"{name} {t}")
+        if arrays is not None:
+            assert all(a.flags.writeable and a.flags.owndata for a in arrays[:4])
+    tensor = isinstance(batch_space(space, n).sample(), np.ndarray)
+    # the first reply teaches the layout; 1 to 4 are read lean (3 with its info, 4's float32
+    # rewards were written as float64, the usual bytes), not 5 (another batch size)
+    assert leans == (4 if tensor else 0), name
+    assert (server._vector_layout is not None) == tensor, name  # the server wrote lean too
+
+
+def _same_step_infos(space: spaces.Space[Any]) -> list[dict[str, Any]]:
+    """The vector infos of a SameStep vector env over ``space`` (observations of the space,
+    episodes of 1-3 steps, an info of arrays and scalars on some steps)."""
+
+    class Env(gymnasium.Env[Any, Any]):
+        def __init__(self) -> None:
+            self.observation_space, self.action_space = space, spaces.Discrete(2)
+            self.t = 0
+
+        def reset(self, *, seed: int | None = None, options: Any = None) -> tuple[Any, Any]:
+            super().reset(seed=seed)
+            self.observation_space.seed(seed)
+            self.t = 0
+            return self.observation_space.sample(), {}
+
+        def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+            self.t += 1
+            info = {"x": np.float32(self.t), "a": np.arange(self.t)} if self.t == 2 else {}
+            return self.observation_space.sample(), 1.0, self.t >= 1 + action, False, info
+
+    mode = gymnasium.vector.AutoresetMode.SAME_STEP
+    env = LeanSyncVectorEnv([Env] * 3, autoreset_mode=mode)
+    env.reset(seed=0)
+    infos = [env.step(np.array([0, 1, 1]))[4] for _ in range(4)]
+    env.close()
+    return infos
+
+
+_ODD_INFOS: list[dict[str, Any]] = [
+    {"é": np.zeros(2)},
+    {'q"': np.zeros(2)},
+    {"b\\": np.zeros(2)},
+    {"t\t": np.zeros(2)},
+    {"big": np.zeros(2, ">f4")},
+    {"o": np.array([[None]], dtype=object)},
+    {"o": np.array([None, 1.5], dtype=object)},
+    {"o": np.array([None, np.float32(1)], dtype=object)},
+    {"c": np.zeros(2, np.complex64)},
+    {"s": np.array(["a", "b"])},
+    {"n": 3},
+    {"d": {"e": {"f": np.ones((2, 0), np.int8)}}},
+    {1: np.zeros(1)},
+]
+
+
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_vector_infos_are_the_general_bytes(name: str, space: Any) -> None:
+    """The server's direct writing of vector infos gives the typed JSON encoder's bytes, for
+    SameStep infos over every space and infos it leaves to the encoder."""
+    server = _batch_pair(_ACTIONS, space, 3)[1]
+    same_step = _same_step_infos(space)
+    for infos in same_step + _ODD_INFOS:
+        assert server._vector_infos(infos) == info_field(infos, True), (name, infos)
+    direct = [_typed_dict(infos, []) for infos in same_step]
+    if isinstance(space, spaces.Box | spaces.MultiBinary | spaces.MultiDiscrete):
+        assert any(direct), name  # the final observations of arrays are written directly
+    assert not any(_typed_dict(infos, []) for infos in _ODD_INFOS[:10])
+
+
+@pytest.mark.parametrize("info", [b'{"a":', b"[1]", b'{"x":{"__ndarray__":"!","dtype":"f4"}}'])
+def test_a_vector_info_the_lean_read_cannot_read_is_the_general_paths_error(info: bytes) -> None:
+    space = spaces.Box(-1, 1, (2,), np.float32, seed=1)
+    general, server = _batch_pair(_ACTIONS, space, 2)
+    lean, _ = _batch_pair(_ACTIONS, space, 2)
+    server._pending.append(Packet.VECTOR_STEP)
+    usual = server.send_reply(_reply(space, 2, 1, {}))
+    odd = usual[: -len(pack_field(b"{}"))] + pack_field(info)
+    outcomes = []
+    for client in (general, lean):
+        for reply in (usual, odd):
+            client.send_request(m.Step(np.zeros(2, np.int64)))
+            inbox = memoryview(bytearray(reply))
+            try:
+                got = client.lean_vector_step(inbox, len(reply)) if client is lean else None
+                if got is None:
+                    client.receive_view(inbox)
+                    event = client.next_event()
+                    got = event.infos if isinstance(event, m.VectorStepReply) else event
+                else:
+                    got = got[4]
+                outcome: Any = repr(got)
+            except ProtocolError as exc:
+                outcome = str(exc)
+        outcomes.append(outcome)
+    assert outcomes[0] == outcomes[1]

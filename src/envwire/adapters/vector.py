@@ -38,6 +38,9 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         self.autoreset_mode = AutoresetMode(autoreset_mode)
         self._waiting = False
         self._closed = False
+        # A transport's own vector step (gym-socket's lean one) where it has one
+        self._send_step = getattr(transport, "send_vector_step", None)
+        self._receive_step = getattr(transport, "receive_vector_step", None)
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
@@ -58,7 +61,10 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         """Send the actions; the server steps while the caller goes on."""
         if self._waiting:
             raise StateError("step_async twice without step_wait")
-        self.transport.send(m.Step(actions))
+        if self._send_step is not None:
+            self._send_step(actions)
+        else:
+            self.transport.send(m.Step(actions))
         self._waiting = True
 
     def step_wait(self) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
@@ -66,6 +72,8 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         if not self._waiting:
             raise StateError("step_wait without step_async")
         self._waiting = False
+        if self._receive_step is not None:
+            return self._receive_step()  # type: ignore[no-any-return]
         reply = self.transport.receive()
         if not isinstance(reply, m.VectorStepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")

@@ -55,6 +55,8 @@ _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not a
 _REFUSALS: tuple[tuple[str, type[EnvwireError]], ...] = (("unknown env ", UnknownEnvError),)
 
 _R = TypeVar("_R", bound=m.Reply)
+#: A vector step's result, as Gymnasium's vector envs return it.
+VectorStep = tuple[Any, Any, Any, Any, dict[str, Any]]
 _L = TypeVar("_L")
 #: What the wrong server's answers are told from.
 _EXPECTING = Expecting("gym-socket", Found.GYM_SOCKET, DEFAULT_PORT)
@@ -313,6 +315,34 @@ class GymSocketTransport:
         if not isinstance(reply, m.StepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")
         return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
+
+    def send_vector_step(self, actions: object) -> None:
+        """Send a vector session's step without waiting, as ``send(Step(actions))`` does; its
+        result comes from :meth:`receive_vector_step`. A batch of actions that is an array
+        of a tensor dtype, sent with nothing else in flight, is lean: the bytes before its own
+        are made once per dtype and shape."""
+        request = self._codec.lean_vector_request(actions)
+        self._send(self._codec.send_request(m.Step(actions)) if request is None else request)
+
+    def receive_vector_step(self) -> VectorStep:
+        """The result of the vector step in flight: (observations, rewards, terminations,
+        truncations, infos), what ``receive()`` gives as a ``VectorStepReply``. A reply in
+        the layout of the last usual one (its info aside) is read straight from the receive
+        buffer; any other by the general path.
+
+        Raises:
+            EnvwireError: as :meth:`receive` raises; ProtocolError when the reply is not a
+                vector step's.
+        """
+        codec = self._codec
+        if not codec.buffered:
+            step = self._read_lean(codec.lean_vector_step)
+            if step is not None:
+                return step
+        reply = self.receive()
+        if not isinstance(reply, m.VectorStepReply):
+            raise ProtocolError(f"step answered with {type(reply).__name__}")
+        return reply.observations, reply.rewards, reply.terminations, reply.truncations, reply.infos
 
     def receive(self) -> m.Reply:
         """The reply to the oldest unanswered request.

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import gymnasium
 import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
@@ -82,6 +83,37 @@ def test_batches_infos_and_autoresets_equal_dummy_vec_env(
                 assert info["terminal_observation"] in remote.observation_space
                 ends["truncated" if info["TimeLimit.truncated"] else "terminated"] += 1
     assert ends["terminated"] > 0 and ends["truncated"] > 0, ends
+
+
+def test_episodes_ending_without_infos_equal_dummy_vec_env(
+    adapter_server: ServerProcess, scheme: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CartPole's steps carry no info, so a step where episodes end is split per copy by the
+    lean way (only final observations): the same batches, infos and reset infos as
+    DummyVecEnv's, as the general split gives them."""
+    split = []
+    original = SB3VecEnv._ended_only
+
+    def counted(self: SB3VecEnv, *args: Any) -> Any:
+        result = original(self, *args)
+        split.append(result is not None)
+        return result
+
+    monkeypatch.setattr(SB3VecEnv, "_ended_only", counted)
+    remote = make_vec_env(adapter_server.url(scheme, "CartPole-v1"), N, seed=3, monitor=False)
+    local = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * N)
+    local.seed(3)
+    try:
+        assert data_equivalence(remote.reset(), local.reset(), exact=True)
+        for t in range(120):
+            batch = np.array([(t // (i + 1)) % 2 for i in range(N)], np.int64)
+            got, want = remote.step(batch), local.step(batch)
+            assert same(got, want), f"step {t}"
+            assert same(remote.reset_infos, local.reset_infos), f"step {t}"
+    finally:
+        remote.close()
+        local.close()
+    assert sum(split) >= 5
 
 
 def test_seeds_and_options_are_used_for_one_reset(

@@ -15,8 +15,8 @@ from gymnasium.envs.classic_control import CartPoleEnv
 
 import envwire
 from envwire import messages as m
-from envwire.client.gymsocket import GymSocketTransport
-from envwire.errors import InvalidActionError
+from envwire.client.gymsocket import GymSocketTransport, open_vector_url
+from envwire.errors import EnvwireError, InvalidActionError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags
 from envwire.testing import ServerProcess
 from envwire.testing.envs import DictEnv, FramesEnv
@@ -106,7 +106,7 @@ def test_a_refused_action_is_the_same_error_on_both_paths(server: ServerProcess)
 def test_lean_vector_steps_equal_gymnasiums_own(
     server: ServerProcess, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lean_reads = _counted(monkeypatch, "lean_vector_reply")
+    lean_reads = _counted(monkeypatch, "lean_vector_step")
     local = gymnasium.make_vec("CartPole-v1", num_envs=4, vectorization_mode="sync")
     remote = envwire.make_vec(server.url("gym-socket", "CartPole-v1"), num_envs=4)
     try:
@@ -199,3 +199,48 @@ def test_the_servers_lean_step_answers_the_bytes_of_its_general_path(
     general = _replies(port, flags, env_id, general=True)
     assert lean == general
     assert len(lean) > 500  # observations came
+
+
+def _outcome(step: Any) -> Any:
+    """What a step gave: its batches, or its error's class and words (without the session)."""
+    try:
+        return step()[:4]
+    except EnvwireError as exc:
+        return type(exc).__name__, str(exc).split(" in session ")[0]
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep", "Disabled"])
+def test_lean_vector_steps_and_errors_equal_general_ones(
+    server: ServerProcess, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """make_vec's lean step beside the general requests of the same session kind: the same
+    batches in every autoreset mode, and the same errors for batches the server refuses."""
+    lean_reads = _counted(monkeypatch, "lean_vector_step")
+    url = server.url("gym-socket", "CartPole-v1")
+    lean = envwire.make_vec(url, 4, autoreset_mode=mode)
+    general = open_vector_url(url, num_envs=4, autoreset_mode=mode)
+
+    def general_step(actions: Any) -> tuple[Any, ...]:
+        reply = general.request(m.Step(actions))
+        assert isinstance(reply, m.VectorStepReply)
+        return reply.observations, reply.rewards, reply.terminations, reply.truncations
+
+    bad = [np.array([0, 1, 2, 0]), np.zeros(5, np.int64), np.zeros((4, 1), np.int64)]
+    try:
+        lean.reset(seed=1)
+        general.request(m.Reset(seed=1))
+        for t in range(40):
+            actions = np.array([(t + i) % 2 for i in range(4)])
+            if mode == "Disabled" and t and t % 9 == 0:  # Disabled: the caller resets
+                lean.reset(seed=t)
+                general.request(m.Reset(seed=t))
+            expected = _outcome(lambda a=actions: general_step(a))
+            assert_same(_outcome(lambda a=actions: lean.step(a)), expected, f"{mode} {t}")
+        for actions in bad:
+            expected = _outcome(lambda a=actions: general_step(a))
+            assert isinstance(expected[0], str), expected  # refused
+            assert _outcome(lambda a=actions: lean.step(a)) == expected
+    finally:
+        lean.close()
+        general.close()
+    assert sum(lean_reads) >= 20

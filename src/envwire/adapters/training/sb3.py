@@ -45,6 +45,8 @@ __all__ = ["RemoteAttributeError", "SB3VecEnv", "make_vec_env", "unbatch_infos"]
 
 #: Gymnasium's SameStep infos: the ended episode's last observation and its step's info.
 _FINAL_OBS, _FINAL_INFO = "final_obs", "final_info"
+#: The keys of a SameStep vector info where episodes ended and no copy had any other info.
+_ENDED_ONLY = frozenset({_FINAL_OBS, f"_{_FINAL_OBS}", _FINAL_INFO, f"_{_FINAL_INFO}"})
 
 
 class RemoteAttributeError(UnsupportedError, AttributeError):
@@ -62,8 +64,14 @@ def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
             continue
         parts = unbatch_infos(value, num_envs) if isinstance(value, dict) else list(value)
         mask = infos.get(f"_{key}")
+        if mask is None:
+            for i in range(num_envs):
+                split[i][key] = parts[i]
+            continue
+        # the mask's items as Python bools: indexing an array makes a NumPy scalar each time
+        flags = mask.tolist() if isinstance(mask, np.ndarray) else mask
         for i in range(num_envs):
-            if mask is None or mask[i]:
+            if flags[i]:
                 split[i][key] = parts[i]
     return split
 
@@ -136,8 +144,36 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
             # nothing to split per copy (SameStep infos always carry an ended copy's final_obs)
             step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
         else:
-            step_infos = self._split_infos(infos, dones, limits)
+            step_infos = self._ended_only(infos, dones, limits) or self._split_infos(
+                infos, dones, limits
+            )
         return observations, np.asarray(rewards, np.float32), dones, step_infos
+
+    def _ended_only(
+        self, infos: dict[str, Any], dones: np.ndarray, limits: list[bool]
+    ) -> list[dict[str, Any]] | None:
+        """:meth:`_split_infos`'s result for the usual step where episodes ended: the infos
+        hold only the ended copies' final observations and empty final infos, and every
+        other copy has none; None for any other vector info."""
+        if infos.keys() != _ENDED_ONLY or infos[_FINAL_INFO]:
+            return None
+        ended = dones.tolist()
+        if (
+            np.asarray(infos[f"_{_FINAL_OBS}"]).tolist() != ended
+            or np.asarray(infos[f"_{_FINAL_INFO}"]).tolist() != ended
+        ):
+            return None
+        final_obs = list(infos[_FINAL_OBS])
+        step_infos: list[dict[str, Any]] = []
+        for i, (done, limit) in enumerate(zip(ended, limits, strict=True)):
+            if done:
+                self.reset_infos[i] = {}
+                step_infos.append(
+                    {"terminal_observation": final_obs[i], "TimeLimit.truncated": limit}
+                )
+            else:
+                step_infos.append({"TimeLimit.truncated": limit})
+        return step_infos
 
     def _split_infos(
         self, infos: dict[str, Any], dones: np.ndarray, limits: list[bool]

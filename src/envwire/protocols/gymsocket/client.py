@@ -19,7 +19,7 @@ from envwire.errors import (
     UsageError,
     error_class_for_code,
 )
-from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorLayout
+from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorLayout, VectorStep
 from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
     CODE_BY_DTYPE,
@@ -32,6 +32,7 @@ from envwire.protocols.gymsocket.packets import (
     STATUS_ERROR,
     STATUS_OK,
     STEP_EX_TAIL_INFO,
+    TENSOR_HEADERS,
     U8,
     U32,
     Flags,
@@ -76,6 +77,9 @@ class ClientConnection(Side):
         self._step_layout: StepLayout | None = None
         self._vector_layout: VectorLayout | None = None
         self._lean_requests: dict[object, bytes] = {}
+        #: The lean vector step request (:meth:`lean_vector_request`): the last batch of
+        #: actions' dtype and shape, and the bytes before the batch's own.
+        self._vector_head: tuple[np.dtype[Any], tuple[int, ...], bytes] | None = None
 
     def send_handshake(
         self, env_name: str, vector: dict[str, Any] | None = None, token: str | None = None
@@ -269,6 +273,46 @@ class ClientConnection(Side):
         self._expect.append(Packet.STEP_EX)
         return request
 
+    def lean_vector_request(self, actions: object) -> bytes | None:
+        """The bytes of a vector step, as :meth:`send_request` makes them, for a batch of
+        actions that is an array of a tensor dtype, on a vector connection with error replies
+        and the extended packets, nothing in flight or buffered (so that its reply may be read
+        by :meth:`lean_vector_step`); None for anything else. The bytes before the batch's own
+        are made once per dtype and shape. The step's reply is then expected as with
+        :meth:`send_request`.
+        """
+        if (
+            type(actions) is not np.ndarray
+            or not self._vector
+            or self._expect
+            or self._buf.data
+            or not (self._errors and self._extended)
+        ):
+            return None
+        dtype, shape = actions.dtype, actions.shape
+        head = self._vector_head
+        if head is None or head[0] is not dtype or head[1] != shape:
+            code = CODE_BY_DTYPE.get(dtype)
+            if code is None or len(shape) > 32:
+                return None
+            tensor = TENSOR_HEADERS[len(shape)].pack(code, len(shape), *shape)
+            size = len(tensor) + actions.nbytes
+            packet = U8.pack(Packet.VECTOR_STEP) + b"\x01" + U32.pack(size) + tensor
+            head = self._vector_head = (dtype, shape, packet)
+        self._expect.append(Packet.VECTOR_STEP)
+        return head[2] + actions.tobytes()
+
+    def lean_vector_step(self, view: memoryview, size: int) -> VectorStep | None:
+        """:meth:`lean_vector_reply`'s arrays and info as a vector env's step returns them,
+        without the reply object."""
+        layout = self._lean_layout()
+        if not isinstance(layout, VectorLayout):
+            return None
+        arrays = layout.read(view, size)
+        if arrays is not None:
+            self._expect.popleft()
+        return arrays
+
     def _lean_layout(self) -> StepLayout | VectorLayout | None:
         """The layout the reply to the one request in flight may have, if it may be lean."""
         if len(self._expect) != 1 or self._buf.data:
@@ -307,11 +351,11 @@ class ClientConnection(Side):
         layout = self._lean_layout()
         if not isinstance(layout, VectorLayout):
             return None
-        arrays = layout.read(view, size)
-        if arrays is None:
+        step = layout.read(view, size)
+        if step is None:
             return None
         self._expect.popleft()
-        return m.VectorStepReply(arrays[0], arrays[1], arrays[2], arrays[3], {})
+        return m.VectorStepReply(*step)
 
     def _parse_reply(self, expect: Packet | str) -> _Parsed | None:
         buf = self._buf

@@ -15,9 +15,11 @@ from typing import Any, NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from envwire.protocols.gymsocket.packets import EMPTY_INFO, STEP_EX_TAIL, U32
+from envwire import jsonio
+from envwire.errors import EnvwireError
+from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, STEP_EX_TAIL, U32
 
-__all__ = ["StepLayout", "StepResult", "VectorLayout"]
+__all__ = ["StepLayout", "StepResult", "VectorStep", "VectorLayout"]
 
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
@@ -112,17 +114,52 @@ class VectorLayout(NamedTuple):
 
     def wants(self, view: memoryview, size: int) -> int:
         """The whole reply's size when ``view[:size]`` begins as this layout (its first fixed
-        bytes, which give the observations' size), else 0."""
+        bytes, which give the observations' size; then its info's length), else 0."""
         head = self.fixed[0][1]
         if size < len(head) or view[: len(head)] != head:
             return 0
-        return self.size
+        info = self.fixed[-1][0]  # where the info field begins: its length, then its JSON
+        if size < info + 4:
+            return self.size
+        return int(info + 4 + U32.unpack_from(view, info)[0])
 
-    def read(self, view: memoryview, size: int) -> tuple[npt.NDArray[Any], ...] | None:
-        """The four arrays when ``view[:size]`` is a whole reply of this layout."""
-        if size != self.size:
-            return None
-        for offset, fixed in self.fixed:
-            if view[offset : offset + len(fixed)] != fixed:
+    def read(self, view: memoryview, size: int) -> VectorStep | None:
+        """The four arrays and the info when ``view[:size]`` is a whole reply of this layout
+        (each array a copy: the buffer is reused for the next read); an info other than the
+        empty one is read as the general path reads it (None where that would fail: the
+        general path then reports it)."""
+        fixed = self.fixed
+        if size == self.size:
+            for offset, part in fixed:
+                if view[offset : offset + len(part)] != part:
+                    return None
+            infos: dict[str, Any] = {}
+        else:
+            info = fixed[-1][0]
+            if size < info + 4 or size != info + 4 + U32.unpack_from(view, info)[0]:
                 return None
-        return tuple(_array(view, place) for place in self.arrays)
+            if size - info - 4 > MAX_FIELD:
+                return None
+            for offset, part in fixed[:-1]:
+                if view[offset : offset + len(part)] != part:
+                    return None
+            try:
+                infos = jsonio.loads_info(bytes(view[info + 4 : size]))
+            except (EnvwireError, ValueError, TypeError, KeyError, IndexError):
+                return None
+        # Unrolled: this runs once per batch, and a generator's frames cost more than the reads
+        (o0, d0, n0, s0), (o1, d1, n1, _), (o2, d2, n2, _), (o3, d3, n3, _) = self.arrays
+        obs = np.frombuffer(view, d0, n0, o0)
+        return (
+            (obs if s0 is None else obs.reshape(s0)).copy(),
+            np.frombuffer(view, d1, n1, o1).copy(),
+            np.frombuffer(view, d2, n2, o2).copy(),
+            np.frombuffer(view, d3, n3, o3).copy(),
+            infos,
+        )
+
+
+#: A vector step's result: observations, rewards, terminations, truncations, infos.
+VectorStep = tuple[
+    npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], dict[str, Any]
+]

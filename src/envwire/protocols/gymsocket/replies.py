@@ -3,10 +3,12 @@ that encodes), with the lean step reply beside the general one."""
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
+import sys
 from collections import deque
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from envwire.protocols.gymsocket.packets import (
     OBS_BYTES,
     STEP_EX_TAIL,
     STEP_TAIL,
+    TENSOR_HEADERS,
     U32,
     Packet,
     Side,
@@ -52,6 +55,8 @@ class ReplyWriter(Side):
         self._lean_dtype: np.dtype[Any] | None = None
         self._lean_shape: tuple[int, ...] | None = None
         self._lean_head = b""
+        # The lean vector step reply (_lean_vector_reply): the layout of the last usual one.
+        self._vector_layout: _VectorLayout | None = None
 
     def send_reply(self, reply: m.Reply) -> bytes:
         """Encode the reply to the oldest request still waiting for one.
@@ -67,9 +72,12 @@ class ReplyWriter(Side):
             self._pending.popleft()
             return joined
         if packet is Packet.VECTOR_STEP and isinstance(reply, m.VectorStepReply):
-            joined = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(reply)))
+            lean = self._lean_vector_reply(reply)
+            if lean is None:
+                parts = self._vector_step_parts(reply)
+                lean = b"".join((b"\x00" if self._errors else b"", *parts))
             self._pending.popleft()
-            return joined
+            return lean
         body = self._reply_body(packet, reply)
         self._pending.popleft()
         if self._errors:
@@ -210,6 +218,56 @@ class ReplyWriter(Side):
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
 
+    def _lean_vector_reply(self, v: m.VectorStepReply) -> bytes | None:
+        """The usual vector step reply (a batch that is one array of a tensor dtype, float64
+        rewards and bool flags of the batch's length, no info), joined from the bytes around
+        the arrays learned from the last such batch and the arrays' own: the bytes
+        :meth:`_vector_step_parts` writes. None for any other reply (which teaches the layout
+        when it is a usual one)."""
+        obs, rewards, terminations, truncations = (
+            v.observations,
+            v.rewards,
+            v.terminations,
+            v.truncations,
+        )
+        if (
+            v.infos
+            or type(obs) is not np.ndarray
+            or type(rewards) is not np.ndarray
+            or type(terminations) is not np.ndarray
+            or type(truncations) is not np.ndarray
+        ):
+            return None
+        layout = self._vector_layout
+        if (
+            layout is None
+            or obs.dtype is not layout.obs_dtype
+            or obs.shape != layout.obs_shape
+            or rewards.dtype is not layout.reward_dtype
+            or terminations.dtype is not layout.flag_dtype
+            or truncations.dtype is not layout.flag_dtype
+            or rewards.shape != layout.column_shape
+            or terminations.shape != layout.column_shape
+            or truncations.shape != layout.column_shape
+        ):
+            self._vector_layout = _VectorLayout.learn(
+                obs, rewards, terminations, truncations, self._errors
+            )
+            return None
+        return b"".join(
+            (
+                layout.head,
+                obs.tobytes(),
+                layout.rewards_head,
+                rewards.tobytes(),
+                layout.flags_head,
+                terminations.tobytes(),
+                layout.flags_head,
+                truncations.tobytes(),
+                EMPTY_INFO,
+            )
+        )
+
     def _vector_step_parts(self, v: m.VectorStepReply) -> tuple[bytes, ...]:
         """A vector step's body: the batch of observations, a tensor of float64 rewards, two
         of bool flags, the vector info (the common empty one is a constant)."""
@@ -218,8 +276,18 @@ class ReplyWriter(Side):
             pack_column(v.rewards, _F64),
             pack_column(v.terminations, _BOOL),
             pack_column(v.truncations, _BOOL),
-            info_field(v.infos, self._extended) if v.infos else EMPTY_INFO,
+            self._vector_infos(v.infos) if v.infos else EMPTY_INFO,
         )
+
+    def _vector_infos(self, infos: dict[str, Any]) -> bytes:
+        """A vector info's field: the typed JSON of Gymnasium's vector infos (arrays, their
+        masks, nested dicts; SameStep's final observations) written directly where it can be,
+        the same bytes as :func:`info_field`'s encoder; anything else by that encoder."""
+        if self._extended:
+            parts: list[bytes] = []
+            if _typed_dict(infos, parts):
+                return pack_field(b"".join(parts))
+        return info_field(infos, self._extended)
 
     def _batch(self, obs: object) -> bytes:
         """A batch of observations: a tensor when it is one array, else JSON."""
@@ -260,3 +328,121 @@ def _byte_list_header(ndim: int) -> struct.Struct:
 
 _F64: Final = np.dtype("<f8")
 _BOOL: Final = np.dtype(np.bool_)
+
+
+class _VectorLayout(NamedTuple):
+    """The bytes around the arrays of a usual vector step reply (:meth:`ReplyWriter.
+    _lean_vector_reply`), for a batch of ``obs_dtype`` and ``obs_shape`` and columns of
+    ``column_shape``: the status and the batch's tensor header, then each column's field and
+    tensor header."""
+
+    obs_dtype: np.dtype[Any]
+    obs_shape: tuple[int, ...]
+    reward_dtype: np.dtype[Any]
+    flag_dtype: np.dtype[Any]
+    column_shape: tuple[int, ...]
+    head: bytes
+    rewards_head: bytes
+    flags_head: bytes
+
+    @classmethod
+    def learn(
+        cls,
+        obs: np.ndarray[Any, Any],
+        rewards: np.ndarray[Any, Any],
+        terminations: np.ndarray[Any, Any],
+        truncations: np.ndarray[Any, Any],
+        errors: bool,
+    ) -> _VectorLayout | None:
+        """The layout of these arrays' reply, None when it is no usual one."""
+        n = obs.shape[0] if obs.ndim else -1
+        if (
+            obs.dtype not in CODE_BY_DTYPE
+            or not obs.dtype.isnative
+            or obs.ndim > 32
+            or rewards.dtype != _F64
+            or terminations.dtype != _BOOL
+            or truncations.dtype != _BOOL
+            or not rewards.shape == terminations.shape == truncations.shape == (n,)
+        ):
+            return None
+        tensor = TENSOR_HEADERS[obs.ndim].pack(CODE_BY_DTYPE[obs.dtype], obs.ndim, *obs.shape)
+        size = len(tensor) + obs.nbytes
+        head = (b"\x00" if errors else b"") + b"\x02" + U32.pack(size) + tensor
+        return cls(
+            obs.dtype,
+            obs.shape,
+            rewards.dtype,
+            terminations.dtype,
+            rewards.shape,
+            head,
+            _column_head(_F64, n),
+            _column_head(_BOOL, n),
+        )
+
+
+def _column_head(dtype: np.dtype[Any], n: int) -> bytes:
+    """The bytes before a column of ``n`` items of ``dtype``'s: what :func:`pack_column`
+    writes before the data."""
+    return pack_column(np.zeros(n, dtype), dtype)[: -n * dtype.itemsize or None]
+
+
+#: The dtype kinds whose arrays typed JSON writes as base64 (``jsonio.typed_default``).
+_NUMERIC_KINDS: Final = frozenset("biuf")
+#: Native arrays' bytes are little-endian, as typed JSON's are.
+_LITTLE: Final = sys.byteorder == "little"
+
+
+def _typed_dict(value: dict[str, Any], out: list[bytes]) -> bool:
+    """Append to ``out`` the typed JSON of ``value`` as ``jsonio.dumps_info(value,
+    typed=True)`` writes it, when its keys are plain ASCII and its values are numeric arrays,
+    object arrays of None and numeric arrays (SameStep's ``final_obs``), or dicts of these;
+    else return False (``out`` then holds a part: discard it)."""
+    out.append(b"{")
+    first = True
+    for key, item in value.items():
+        if type(key) is not str or not _plain(key):
+            return False
+        out.append(b'"%s":' % key.encode() if first else b',"%s":' % key.encode())
+        first = False
+        if type(item) is dict:
+            if not _typed_dict(item, out):
+                return False
+        elif type(item) is np.ndarray:
+            if item.dtype.kind == "O":
+                if item.ndim != 1:
+                    return False
+                out.append(b'{"__ndarray__":[')
+                for i, element in enumerate(item.tolist()):
+                    if i:
+                        out.append(b",")
+                    if element is None:
+                        out.append(b"null")
+                    elif type(element) is not np.ndarray or not _typed_array(element, out):
+                        return False
+                out.append(b'],"dtype":"object","shape":[%d]}' % len(item))
+            elif not _typed_array(item, out):
+                return False
+        else:
+            return False
+    out.append(b"}")
+    return True
+
+
+def _typed_array(array: np.ndarray[Any, Any], out: list[bytes]) -> bool:
+    """Append a numeric array's typed JSON (``jsonio.typed_default``'s form), or False."""
+    dtype = array.dtype
+    if dtype.kind not in _NUMERIC_KINDS or not (dtype.isnative and _LITTLE):
+        return False
+    data = base64.b64encode(np.ascontiguousarray(array).tobytes())
+    shape = ",".join(map(str, array.shape)).encode()
+    out.append(
+        b'{"__ndarray__":"%s","dtype":"%s","shape":[%s]}' % (data, dtype.name.encode(), shape)
+    )
+    return True
+
+
+def _plain(key: str) -> bool:
+    """Whether JSON writes ``key`` as itself between quotes (printable ASCII, no quote or
+    backslash: nothing to escape)."""
+    return key.isascii() and key.isprintable() and '"' not in key and "\\" not in key
