@@ -32,6 +32,7 @@ from envwire.errors import (
     UnauthenticatedError,
     UnknownEnvError,
 )
+from envwire.ports import GYM_SOCKET
 from envwire.protocols.gymsocket import (
     NEED_DATA,
     ClientConnection,
@@ -46,7 +47,7 @@ __all__ = ["DEFAULT_FLAGS", "DEFAULT_PORT", "GymSocketTransport", "open_url", "o
 
 DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 #: The port of ``gym-socket://`` URLs that name none.
-DEFAULT_PORT = 5001
+DEFAULT_PORT = GYM_SOCKET.default_port
 _RECV = 256 * 1024
 #: The handshake errors of a server that wants a token (docs/protocols/gym-socket.md).
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})

@@ -19,6 +19,7 @@ import grpc
 from envwire.client.credentials import Credentials
 from envwire.client.probe import Expecting, Finding, Found, explain, probe
 from envwire.errors import ConfigError, TransportError
+from envwire.ports import DMENVRPC
 
 __all__ = ["CHANNEL_OPTIONS", "DEFAULT_PORT", "channel_credentials", "open_channel"]
 
@@ -31,7 +32,7 @@ CHANNEL_OPTIONS = (
 )
 
 #: The port of ``grpc://`` URLs that name none.
-DEFAULT_PORT = 50051
+DEFAULT_PORT = DMENVRPC.default_port
 #: What the wrong server's answers are told from.
 _EXPECTING = Expecting("dm_env_rpc", Found.HTTP2, DEFAULT_PORT)
 

@@ -31,6 +31,7 @@ from envwire.errors import (
     error_class_for_code,
 )
 from envwire.jsonio import JsonObject, JsonValue
+from envwire.ports import HTTP
 from envwire.protocols.openenv import dumps, parse_server_message
 
 __all__ = [
@@ -41,8 +42,8 @@ __all__ = [
     "rpc_result",
 ]
 
-#: What the wrong server's answers are told from (8000: the default port of ``--http``).
-_EXPECTING = Expecting("OpenEnv", Found.HTTP, 8000)
+#: What the wrong server's answers are told from (with the default port of ``--http``).
+_EXPECTING = Expecting("OpenEnv", Found.HTTP, HTTP.default_port)
 _SESSION_HEADER = "envwire-session"
 
 
