@@ -12,6 +12,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 import envwire
 from envwire.app import Server
+from envwire.ports import FRONT_ENDS
 from envwire.registry import Catalog, parse_env_arg
 from envwire.settings import Settings
 
@@ -21,7 +22,8 @@ ENVS = (
     "test/Raise-v0=envwire.testing.envs:RaiseEnv",
     "test/Crash-v0=envwire.testing.envs:CrashEnv@process",
 )
-ALL_FRONT_ENDS = {"gym_socket": 0, "http": 0, "grpc": 0}
+#: Every front end on a free port (each row of envwire.ports, by its settings key).
+ALL_FRONT_ENDS = {row.key: 0 for row in FRONT_ENDS}
 
 
 def start(**config: Any) -> Server:
