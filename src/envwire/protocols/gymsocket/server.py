@@ -119,6 +119,9 @@ class ServerConnection(ReplyWriter):
         super().set_spaces(action_space, observation_space)
         box = type(observation_space) is Box and observation_space.dtype.kind in "iuf"
         self._json_box = observation_space.dtype if box else None
+        # The seed's lean step reply: a numeric Box's observations but byte ones (those
+        # may be gathered from the array's memory instead).
+        self._seed_box = None if not box or self._json_box == np.uint8 else self._json_box
 
     def next_event(self) -> Handshake | m.Request | Upload | Invalid | NeedData:
         """The next complete event.
