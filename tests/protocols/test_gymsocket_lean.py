@@ -277,6 +277,35 @@ def test_seed_step_replies_are_the_bytes_the_general_path_writes(
         assert answers[0] == answers[1], f"{name}, step {t}"
 
 
+_F32 = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+_ODD_OBSERVATIONS = [  # (observation space, observation): what the seed's lean reply tests
+    (_F32, np.array([0.1, -2.5, 3e-8], np.float32)),
+    (_F32, np.array([np.nan, np.inf, -np.inf], np.float32)),  # JSON spells these otherwise
+    (_F32, np.array([1.5, 2.0, 0.0], np.float64)),  # not the space's dtype
+    (_F32, np.array([1.5, 2.0, 0.0], np.dtype(np.float32, metadata={"k": 1}))),  # equal dtype
+    (_F32, np.zeros((3,), np.float32).astype(">f4")),  # another byte order
+    (_F32, [0.5, 1.0, 2.0]),  # not an array
+    (spaces.Box(0, 255, (3,), np.uint8), np.array([0, 7, 255], np.uint8)),
+    (spaces.Box(-9, 9, (2, 2), np.int64), np.array([[-9, 0], [3, 9]], np.int64)),
+]
+
+
+@pytest.mark.parametrize("flags", _FLAGS[:2], ids=_FLAG_IDS[:2])
+@pytest.mark.parametrize("info", [{}, {"k": 1}])
+@pytest.mark.parametrize(("space", "obs"), _ODD_OBSERVATIONS)
+def test_seed_step_replies_of_odd_observations_are_the_general_paths_bytes(
+    space: Any, obs: Any, info: dict[str, Any], flags: Flags
+) -> None:
+    general = _server_with(flags, _ACTIONS, space)
+    lean = _server_with(flags, _ACTIONS, space)
+    request = b"\x01\x00\x01\x00\x00\x001"
+    general.receive_data(request)
+    assert isinstance(general.next_event(), m.Step)
+    assert isinstance(lean.lean_step(request), m.Step)
+    reply = m.StepReply(obs, 1.25, False, True, info)
+    assert _joined(lean.send_reply_buffers(reply)) == general.send_reply(reply)
+
+
 def test_a_lean_step_waits_for_bytes_already_buffered() -> None:
     server = _server(spaces.Box(-1, 1, (4,), np.float32))
     server.receive_data(b"\x08")  # half a packet came first

@@ -283,7 +283,8 @@ class _Connection:
 
     def _serve(self) -> float | None:
         """Answer commands until the client falls silent: then the time it may stay so."""
-        codec = self.codec
+        codec, session = self.codec, self.session
+        assert session is not None  # serve() greets first
         data = b"?"  # not EOF: the first round parses what came with the handshake
         parse = codec.buffered > 0
         # Polled while the client's requests come within the window (_receive_polled); a
@@ -301,7 +302,14 @@ class _Connection:
                     return self._silent_until()
                 step = codec.lean_step(data)
                 if step is not None:  # the usual request: one step, alone
-                    reply = self._step(step) if type(step) is m.Step else self._handle(step)
+                    reply: bytes | list[bytes | memoryview] | None
+                    if type(step) is m.Step:  # _handle's, in fewer calls: nearly every request
+                        try:
+                            reply = codec.send_reply_buffers(session.step(step))
+                        except Exception as exc:
+                            reply = self._failed(step, exc)
+                    else:
+                        reply = self._handle(step)
                     if reply is None:
                         return None
                     if type(reply) is bytes and not self._dead:
@@ -319,27 +327,32 @@ class _Connection:
                         "bytes across all connections); try again later"
                     )
             parse = False
-            out: list[bytes | memoryview] = []
-            while True:
-                event = codec.next_event()
-                if isinstance(event, NeedData):
-                    break
-                reply = self._handle(event)
-                if reply is None:
-                    self._flush(out)
-                    return None
-                if isinstance(reply, list):  # the env's own array in it: sent before it may change
-                    out += reply
-                    self._flush(out)
-                else:
-                    out.append(reply)
-                if not codec.buffered:
-                    break
-            self._flush(out)
-            self.hold.update(codec.buffered)
-            if not data:
+            if not self._answer_buffered() or not data:
                 return None
         return None
+
+    def _answer_buffered(self) -> bool:
+        """Answer the requests whole in the codec's buffer; False: close the connection now."""
+        codec = self.codec
+        out: list[bytes | memoryview] = []
+        while True:
+            event = codec.next_event()
+            if isinstance(event, NeedData):
+                break
+            reply = self._handle(event)
+            if reply is None:
+                self._flush(out)
+                return False
+            if isinstance(reply, list):  # the env's own array in it: sent before it may change
+                out += reply
+                self._flush(out)
+            else:
+                out.append(reply)
+            if not codec.buffered:
+                break
+        self._flush(out)
+        self.hold.update(codec.buffered)
+        return True
 
     def _mark_packet(self) -> None:
         """Note when the command packet in the buffer began to arrive (it has packet_timeout
@@ -379,14 +392,6 @@ class _Connection:
             with self._send_lock:
                 send_buffers(self.sock, out)
             out.clear()
-
-    def _step(self, step: m.Step) -> bytes | list[bytes | memoryview] | None:
-        """:meth:`_handle` for a Step, in fewer calls: the request of nearly every call."""
-        assert self.session is not None
-        try:
-            return self.codec.send_reply_buffers(self.session.step(step))
-        except Exception as exc:
-            return self._failed(step, exc)
 
     def _handle(
         self, event: Handshake | m.Request | Upload | Invalid

@@ -51,6 +51,7 @@ class ReplyWriter(Side):
         self._monitor_replies: deque[bool] = deque()  # per waiting Monitor: answered by a string?
         # A numeric Box's dtype: its observations of that dtype are written as JSON directly.
         self._json_box: np.dtype[Any] | None = None
+        self._seed_box: np.dtype[Any] | None = None  # _json_box, unless it is uint8
         # The lean step reply (_lean_reply): the last array layout seen, and its reply's head.
         self._lean_dtype: np.dtype[Any] | None = None
         self._lean_shape: tuple[int, ...] | None = None
@@ -96,19 +97,28 @@ class ReplyWriter(Side):
         """
         if type(reply) is m.StepReply and self._pending[0] is Packet.STEP:
             obs = reply.observation
+            box = self._seed_box
             if (  # the seed's step of a numeric Box (send_reply's bytes, inlined)
                 type(obs) is np.ndarray
-                and self._json_box is not None
-                and obs.dtype == self._json_box
-                and obs.dtype != np.uint8
+                and box is not None
+                and ((dtype := obs.dtype) is box or dtype == box)
                 and not self._extended
                 and not reply.info
             ):
                 self._pending.popleft()
-                text = json_array(obs)
-                done = STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated)
-                head = b"\x00\x00" if self._errors else b"\x00"
-                return head + U32.pack(len(text)) + text + done + EMPTY_INFO
+                listed = repr(obs.tolist())  # json_array(), inlined: the reply of every step
+                text = (
+                    json_bytes(obs.tolist()) if "n" in listed else listed.replace(" ", "").encode()
+                )
+                return b"".join(
+                    (
+                        b"\x00\x00" if self._errors else b"\x00",
+                        U32.pack(len(text)),
+                        text,
+                        STEP_TAIL.pack(reply.reward, reply.terminated or reply.truncated),
+                        EMPTY_INFO,
+                    )
+                )
         elif type(reply) is m.StepReply and self._pending[0] is Packet.STEP_EX:
             obs = reply.observation
             if (  # the usual reply (_lean_reply's), inlined: the reply of every step

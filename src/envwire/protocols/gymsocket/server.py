@@ -119,6 +119,9 @@ class ServerConnection(ReplyWriter):
         super().set_spaces(action_space, observation_space)
         box = type(observation_space) is Box and observation_space.dtype.kind in "iuf"
         self._json_box = observation_space.dtype if box else None
+        # The seed's lean step reply: a numeric Box's observations but byte ones (those
+        # may be gathered from the array's memory instead).
+        self._seed_box = None if not box or self._json_box == np.uint8 else self._json_box
 
     def next_event(self) -> Handshake | m.Request | Upload | Invalid | NeedData:
         """The next complete event.
@@ -174,18 +177,18 @@ class ServerConnection(ReplyWriter):
         :meth:`next_event`.
         """
         if (
-            len(data) < 6
+            (size := len(data)) < 6
             or self._buf.data
-            or data[0] not in self._fast_steps
+            or (packet := data[0]) not in self._fast_steps
             or self.action_space is None
-            or len(data) != 6 + U32.unpack_from(data, 2)[0]
-            or len(data) - 6 > self.max_action
+            or size != 6 + U32.unpack_from(data, 2)[0]
+            or size - 6 > self.max_action
         ):
             return None
         # _step(), inlined with _decode_action's integer case: the request of every step
-        self._pending.append(_PACKETS[data[0]])
+        self._pending.append(_PACKETS[packet])
         raw = data[6:]
-        if data[1] == ACT_JSON and self._int_actions and raw.isdigit() and len(raw) < 18:
+        if data[1] == ACT_JSON and self._int_actions and size < 24 and raw.isdigit():
             return m.Step(np.int64(int(raw)))
         try:
             return m.Step(self._decode_action(data[1], raw))
