@@ -1,23 +1,27 @@
-"""gym-socket's one step, beside a minimal hand-written Python implementation of the same bytes.
+"""gym-socket's one step, vector step and frames, each beside a minimal hand-written Python
+implementation of the same bytes.
 
 Run: ``python benchmarks/bench_minimal.py [--seconds S] [--runs R] [--quick] [--cpu N|none]``.
 
-The baseline is the least Python that can serve and step CartPole over gym-socket's extended
-path with envwire's own client flags (``ERRORS | MONITOR_REPLY | EXTENDED``): a server that
-answers the handshake, the extended reset and the extended step and nothing else (blocking
-``recv_into`` a preallocated buffer, CartPole really stepped, the reply built from a fixed
-header, the observation's bytes and one ``struct``), and a client that sends the step's 7 bytes
-with one ``sendall`` and reads the 47-byte reply with ``recv_into``, ``np.frombuffer`` and one
-``struct``. Before the rounds, both servers answer the same requests from the same state, and
-the benchmark checks that their replies are the same bytes.
+The one-step baseline is the least Python that can serve and step CartPole over gym-socket's
+extended path with envwire's own client flags (``ERRORS | MONITOR_REPLY | EXTENDED``): a server
+that answers the handshake, the extended reset and the extended step and nothing else
+(blocking ``recv_into`` a preallocated buffer, CartPole really stepped, the reply built from a
+fixed header, the observation's bytes and one ``struct``), and a client that sends the step's
+7 bytes with one ``sendall`` and reads the 47-byte reply with ``recv_into``, ``np.frombuffer``
+and one ``struct``. :mod:`minimal_cases` holds the baselines of two more cases written the same
+way: ``make_vec(url, 8)`` of CartPole (beside in-process ``SyncVectorEnv``), and 84x84x4 uint8
+frames one step (beside the plain echo of the same bytes, as the suite measures it). Before the
+rounds of each case, both servers answer the same requests from the same state, and the
+benchmark checks that their replies are the same bytes.
 
-envwire's side is a real ``envwire serve`` and envwire's ``envwire.make`` client. Both pairs
-step CartPole with one fixed action and reset when an episode ends, in alternating rounds. The
-figures: steps/s, and CPU per step of the client and of the server (``/proc``), with the ratio
-of envwire's total CPU per step to the baseline's (the issue's target: at most 1.5, goal 1.25).
-By default both processes of each pair run on one core (``sched_setaffinity``, every thread),
-so that their CPU time is the step's whole cost and the wall time follows it; ``--cpu N`` picks
-the core, ``--cpu none`` lets them float.
+envwire's side is a real ``envwire serve`` and envwire's own clients. Each pair steps with one
+fixed action (resetting when an episode ends), in alternating rounds. The figures: steps/s,
+and CPU per step (or batch) of the client and of the server (``/proc``), with the ratio of
+envwire's total CPU to the baseline's (the one-step target: at most 1.5, goal 1.25). By
+default every process runs on one core (``sched_setaffinity``, every thread), so that their
+CPU time is the step's whole cost and the wall time follows it; ``--cpu N`` picks the core,
+``--cpu none`` lets them float.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import json
 import multiprocessing
+import operator
 import os
 import socket
 import statistics
@@ -39,8 +44,18 @@ import numpy as np
 
 import envwire
 from envwire.testing import ServerProcess
-from harness import Result, machine, parse_settings, print_table
+from harness import EchoServer, Result, Settings, echo_rate, machine, parse_settings, print_table
 from harness import read_exactly as _read
+from minimal_cases import (
+    FRAMES_REPLY,
+    VECTOR_N,
+    VECTOR_REPLY,
+    FramesClient,
+    VectorClient,
+    frames_requests,
+    minimal_case_server,
+    vector_requests,
+)
 
 __all__ = ["main", "minimal_server"]
 
@@ -157,7 +172,7 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _stepping(
-    step: Callable[[], bool], reset: Callable[[], object], seconds: float, pid: int
+    step: Callable[[], bool], reset: Callable[[], object], seconds: float, pid: int | None
 ) -> dict[str, float]:
     """Steps ``seconds`` long (resetting when an episode ends): steps/s, and the client's and
     the server's CPU µs per step."""
@@ -165,7 +180,8 @@ def _stepping(
         if step():
             reset()
     count = 0
-    began, client, server = time.perf_counter(), time.process_time(), _cpu_seconds(pid)
+    server = 0.0 if pid is None else _cpu_seconds(pid)
+    began, client = time.perf_counter(), time.process_time()
     deadline = began + seconds
     while True:
         if step():
@@ -175,29 +191,16 @@ def _stepping(
             break
     wall = time.perf_counter() - began
     client_us = 1e6 * (time.process_time() - client) / count
-    server_us = 1e6 * (_cpu_seconds(pid) - server) / count
+    server_us = 0.0 if pid is None else 1e6 * (_cpu_seconds(pid) - server) / count
     return {"rate": count / wall, "client": client_us, "server": server_us}
 
 
-def _check_same_bytes(minimal_port: int, envwire_port: int) -> int:
-    """Both servers answer the handshake, a seeded reset and 8 steps of action 1 from the
-    same state with the same bytes; returns the step reply's length."""
+def _one_step_requests(steps: int) -> list[tuple[bytes, int]]:
+    """The handshake, a seeded reset and ``steps`` steps of action 1, with each reply's size."""
     seeded = b'{"seed":0,"options":null}'
-    requests = [bytes([_RESET]) + _U32.pack(len(seeded)) + seeded] + [_STEP_ONE] * 8
-    replies: list[list[bytes]] = []
-    for port in (minimal_port, envwire_port):
-        sock = socket.create_connection(("127.0.0.1", port))
-        sock.settimeout(30)
-        sock.sendall(bytes([_FLAGS]) + _U32.pack(11) + b"CartPole-v1")
-        got = [_recv_exactly(sock, 4)]
-        for request, size in zip(requests, [37] + [47] * 8, strict=True):
-            sock.sendall(request)
-            got.append(_recv_exactly(sock, size))
-        sock.close()
-        replies.append(got)
-    if replies[0] != replies[1]:
-        raise AssertionError(f"the replies differ:\n{replies[0]}\n{replies[1]}")
-    return len(replies[0][-1])
+    hello = bytes([_FLAGS]) + _U32.pack(11) + b"CartPole-v1"
+    reset = bytes([_RESET]) + _U32.pack(len(seeded)) + seeded
+    return [(hello, 4), (reset, 37), *[(_STEP_ONE, 47)] * steps]
 
 
 def _recv_exactly(sock: socket.socket, size: int) -> bytes:
@@ -224,27 +227,55 @@ def _pin_threads(pid: int, cpu: int) -> None:
 
 def main() -> int:
     args, settings = parse_settings(
-        "gym-socket's one step beside a minimal Python implementation of the same bytes",
+        "gym-socket's one step, vector step and frames beside minimal Python implementations "
+        "of the same bytes",
         extra=[("--cpu", str, "last")],
     )
     pin = _chosen_cpu(args.cpu)
     if pin is not None:
         os.sched_setaffinity(0, {pin})
+    results: list[Result] = []
+    with EchoServer() as echo, ServerProcess(["CartPole-v1", FRAMES_ENV]) as server:
+        assert server.process is not None
+        if pin is not None:
+            _pin_threads(server.process.pid, pin)
+            _pin_threads(_pid(echo), pin)
+        results += _one_step(settings, server, pin)
+        results += _vector(settings, server, pin)
+        results += _frames(settings, server, echo, pin)
+    report = {"machine": machine() | {"pinned_cpu": pin}, "results": [vars(r) for r in results]}
+    print_table(report)
+    return 0
+
+
+#: The frames env as the suite serves it.
+FRAMES_ENV = "bench/Frames-v0=envwire.testing.envs:FramesEnv@inline"
+
+Rounds = dict[str, list[dict[str, float]]]
+
+
+def _rounds(cases: dict[str, Callable[[], dict[str, float]]], runs: int) -> Rounds:
+    """Every case measured once per round, in turn, ``runs`` rounds."""
+    rounds: Rounds = {key: [] for key in cases}
+    for _ in range(runs):
+        for key, measure in cases.items():
+            rounds[key].append(measure())
+    return rounds
+
+
+def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> list[Result]:
+    """CartPole one step: the baseline pair beside envwire's server and ``envwire.make``."""
     names = {
         "minimal": "minimal Python: CartPole one step, same bytes",
         "envwire": "envwire: CartPole one step, extended path",
     }
-    rounds: dict[str, list[dict[str, float]]] = {name: [] for name in names}
-    with minimal_server(pin) as (port, pid), ServerProcess(["CartPole-v1"]) as server:
-        assert server.process is not None
-        if pin is not None:
-            _pin_threads(server.process.pid, pin)
-        server_pid = server.process.pid
-        reply_bytes = _check_same_bytes(port, server.ports["gym-socket"])
+    with minimal_server(pin) as (port, pid):
+        _check_requests(_one_step_requests(8), port, server.ports["gym-socket"])
         minimal = MinimalClient(port)
         minimal.reset()
         remote = envwire.make(server.url("gym-socket", "CartPole-v1"))
         remote.reset(seed=0)
+        server_pid = _pid(server)
 
         def remote_step() -> bool:
             _, _, terminated, truncated, _ = remote.step(1)
@@ -254,61 +285,204 @@ def main() -> int:
             _, _, terminated, truncated = minimal.step()
             return bool(terminated or truncated)
 
-        cases = {
-            "minimal": lambda: _stepping(minimal_step, minimal.reset, settings.seconds, pid),
-            "envwire": lambda: _stepping(remote_step, remote.reset, settings.seconds, server_pid),
-        }
         try:
-            for _ in range(settings.runs):
-                for key, measure in cases.items():
-                    rounds[key].append(measure())
+            rounds = _rounds(
+                {
+                    "minimal": lambda: _stepping(
+                        minimal_step, minimal.reset, settings.seconds, pid
+                    ),
+                    "envwire": lambda: _stepping(
+                        remote_step, remote.reset, settings.seconds, server_pid
+                    ),
+                },
+                settings.runs,
+            )
         finally:
             minimal.close()
             remote.close()
-    results = _results(names, rounds, reply_bytes)
-    report = {"machine": machine() | {"pinned_cpu": pin}, "results": [vars(r) for r in results]}
-    print_table(report)
-    return 0
+    return _results(names, rounds, {"reply_bytes": 47}, "step")
+
+
+def _vector(settings: Settings, server: ServerProcess, pin: int | None) -> list[Result]:
+    """make_vec N=8 of CartPole: the baseline pair and envwire's, beside in-process
+    SyncVectorEnv; the rates in env steps/s, the CPU per batch."""
+    n = VECTOR_N
+    names = {
+        "sync": f"in-process SyncVectorEnv N={n}",
+        "minimal": f"minimal Python: CartPole vector step N={n}, same bytes",
+        "envwire": f"envwire: make_vec CartPole N={n}",
+    }
+    url = server.url("gym-socket", "CartPole-v1")
+    with minimal_case_server("vector", pin) as (port, pid):
+        _check_requests(vector_requests(32), port, server.ports["gym-socket"])
+        actions = np.zeros(n, np.int64)
+        local = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+        local.reset(seed=0)
+        minimal = VectorClient(port)
+        minimal.reset(seed=0)
+        remote = envwire.make_vec(url, n)
+        remote.reset(seed=0)
+        server_pid = _pid(server)
+
+        def batches(env: Any, server_pid: int | None) -> Callable[[], dict[str, float]]:
+            def step() -> bool:
+                env.step(actions)
+                return False
+
+            return lambda: _stepping(step, env.reset, settings.seconds, server_pid)
+
+        try:
+            rounds = _rounds(
+                {
+                    "sync": batches(local, None),
+                    "minimal": batches(minimal, pid),
+                    "envwire": batches(remote, server_pid),
+                },
+                settings.runs,
+            )
+        finally:
+            minimal.close()
+            remote.close()
+            local.close()
+    for measured in rounds.values():
+        for figures in measured:
+            figures["rate"] *= n
+    return _results(names, rounds, {"reply_bytes": VECTOR_REPLY}, "batch", "sync")
+
+
+def _frames(
+    settings: Settings, server: ServerProcess, echo: EchoServer, pin: int | None
+) -> list[Result]:
+    """84x84x4 uint8 frames one step: the baseline pair and envwire's, beside the echo of the
+    same bytes."""
+    names = {
+        "echo": "echo: 84x84x4 frame step bytes",
+        "minimal": "minimal Python: 84x84x4 frames one step, same bytes",
+        "envwire": "envwire: 84x84x4 uint8 frames one step",
+    }
+    sizes = (len(frames_requests(1)[-1][0]), FRAMES_REPLY)
+    with minimal_case_server("frames", pin) as (port, pid):
+        _check_requests(frames_requests(8), port, server.ports["gym-socket"])
+        minimal = FramesClient(port)
+        minimal.reset()
+        remote = envwire.make(server.url("gym-socket", "bench/Frames-v0"))
+        remote.reset(seed=0)
+        server_pid = _pid(server)
+
+        def remote_step() -> bool:
+            _, _, terminated, truncated, _ = remote.step(1)
+            return bool(terminated or truncated)
+
+        def minimal_step() -> bool:
+            _, _, terminated, truncated = minimal.step()
+            return bool(terminated or truncated)
+
+        try:
+            rounds = _rounds(
+                {
+                    "echo": lambda: {"rate": echo_rate(echo.port, *sizes, settings.seconds)},
+                    "minimal": lambda: _stepping(
+                        minimal_step, minimal.reset, settings.seconds, pid
+                    ),
+                    "envwire": lambda: _stepping(
+                        remote_step, remote.reset, settings.seconds, server_pid
+                    ),
+                },
+                settings.runs,
+            )
+        finally:
+            minimal.close()
+            remote.close()
+    notes = {"request_bytes": sizes[0], "reply_bytes": sizes[1]}
+    return _results(names, rounds, notes, "step", "echo")
+
+
+def _pid(server: ServerProcess | EchoServer) -> int:
+    assert server.process is not None and server.process.pid is not None
+    return server.process.pid
+
+
+def _check_requests(requests: list[tuple[bytes, int]], minimal_port: int, port: int) -> None:
+    """Both servers answer ``requests`` (each with the size of its reply) with the same bytes."""
+    replies: list[list[bytes]] = []
+    for each in (minimal_port, port):
+        sock = socket.create_connection(("127.0.0.1", each))
+        sock.settimeout(30)
+        got = []
+        for request, size in requests:
+            sock.sendall(request)
+            got.append(_recv_exactly(sock, size))
+        sock.close()
+        replies.append(got)
+    if replies[0] != replies[1]:
+        differ = [i for i, (a, b) in enumerate(zip(*replies, strict=True)) if a != b]
+        raise AssertionError(f"the replies to requests {differ} differ")
+
+
+def _ratios(
+    rounds: Rounds, key: str, base: str, figure: Callable[[dict[str, float]], float]
+) -> Result:
+    """``key``'s figure over ``base``'s, per round: a Result holding the median and spread."""
+    values = [figure(a) / figure(b) for a, b in zip(rounds[key], rounds[base], strict=True)]
+    return Result("", 0.0, ratio=statistics.median(values), spread=(min(values), max(values)))
 
 
 def _results(
-    names: dict[str, str], rounds: dict[str, list[dict[str, float]]], reply_bytes: int
+    names: dict[str, str],
+    rounds: Rounds,
+    notes: dict[str, Any],
+    per: str,
+    base: str | None = None,
 ) -> list[Result]:
-    """Steps/s and CPU per step of each pair; envwire's over the baseline's, per round."""
+    """Steps/s and CPU per ``per`` of each pair, each pair's steps/s over ``base``'s (a case
+    with no server), and envwire's steps/s and CPU over the baseline pair's, per round."""
     results = []
     med = {
-        key: {k: statistics.median(r[k] for r in rounds[key]) for k in ("rate", "client", "server")}
+        key: {k: statistics.median(r[k] for r in rounds[key]) for k in rounds[key][0]}
         for key in rounds
     }
+    rate = operator.itemgetter("rate")
+
+    def cpu(figures: dict[str, float]) -> float:
+        return figures["client"] + figures["server"]
+
     for key, name in names.items():
-        results.append(Result(name, med[key]["rate"], notes={"reply_bytes": reply_bytes}))
+        if base is None or key == base:
+            results.append(Result(name, med[key]["rate"], notes=notes))
+        else:
+            over = _ratios(rounds, key, base, rate)
+            results.append(
+                Result(
+                    name,
+                    med[key]["rate"],
+                    baseline=names[base],
+                    ratio=over.ratio,
+                    spread=over.spread,
+                    notes=notes,
+                )
+            )
         for side in ("client", "server"):
-            results.append(Result(f"  CPU per step, {side}", med[key][side], "us"))
-    totals = [
-        (e["client"] + e["server"]) / (b["client"] + b["server"])
-        for e, b in zip(rounds["envwire"], rounds["minimal"], strict=True)
-    ]
-    rates = [
-        e["rate"] / b["rate"] for e, b in zip(rounds["envwire"], rounds["minimal"], strict=True)
-    ]
+            if side in med[key] and (key != base or med[key][side]):
+                results.append(Result(f"  CPU per {per}, {side}", med[key][side], "us"))
+    over = _ratios(rounds, "envwire", "minimal", rate)
     results.append(
         Result(
             "envwire over minimal: steps/s",
             med["envwire"]["rate"],
             baseline=names["minimal"],
-            ratio=statistics.median(rates),
-            spread=(min(rates), max(rates)),
+            ratio=over.ratio,
+            spread=over.spread,
         )
     )
-    total = med["envwire"]["client"] + med["envwire"]["server"]
+    over = _ratios(rounds, "envwire", "minimal", cpu)
     results.append(
         Result(
-            "envwire over minimal: CPU per step, client + server",
-            total,
+            f"envwire over minimal: CPU per {per}, client + server",
+            cpu(med["envwire"]),
             "us",
             baseline=names["minimal"],
-            ratio=statistics.median(totals),
-            spread=(min(totals), max(totals)),
+            ratio=over.ratio,
+            spread=over.spread,
         )
     )
     return results
