@@ -3,6 +3,7 @@ replies, bookkeeping, tap events and errors."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from typing import Any
 
@@ -152,3 +153,19 @@ def test_a_lean_step_reply_is_the_message_its_constructor_makes() -> None:
         s.handle(m.Step(1))
     with pytest.raises(InvalidArgumentError):
         _session(parse_env_arg("CartPole-v1")).handle(m.Reset(seed=-2))
+
+
+def test_a_usual_reset_takes_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    s = _session(parse_env_arg("CartPole-v1"))
+    general: list[m.Request] = []
+    observed = s._observed
+
+    def counted(request: m.Request) -> m.Reply:
+        general.append(request)
+        return observed(request)
+
+    monkeypatch.setattr(s, "_observed", counted)
+    for request in [m.Reset(seed=0), m.Reset(), m.Reset(seed=-1), m.Reset(seed=1)]:
+        with contextlib.suppress(InvalidArgumentError):
+            s.handle(request)
+    assert general == [m.Reset(seed=-1)]  # only the refused seed took the general path
