@@ -200,6 +200,9 @@ def test_lean_replies_are_the_bytes_the_general_path_writes(name: str, space: An
         b"\x08\x00\x01\x00\x00\x001\x08",  # a step and the first byte of the next
         b"\x08\x00\x02\x00\x00\x001",  # a step not whole yet
         b"\x03",  # not a step
+        b"\x07\x1c\x00\x00\x00" + b'{"seed":null,"options":null}',  # the usual reset
+        b"\x07\x1c\x00\x00\x00" + b'{"seed":null,"options":null}\x08',  # and more
+        b"\x07\x19\x00\x00\x00" + b'{"seed":1,"options":null}',  # a seeded reset
     ],
 )
 def test_a_lean_step_is_the_event_next_event_reads(request_bytes: bytes) -> None:
@@ -596,3 +599,15 @@ def test_the_clients_usual_reset_is_the_general_bytes() -> None:
         client.receive_data(server.send_reply(m.ResetReply(np.int64(obs), {})))
         reply = client.next_event()
         assert isinstance(reply, m.ResetReply) and reply.observation == obs
+
+
+@pytest.mark.parametrize("flags", [Flags(0), Flags.ERRORS, Flags.VECTOR | _EXTENDED])
+def test_the_usual_reset_is_lean_only_where_its_packet_is_allowed(flags: Flags) -> None:
+    usual = bytes([Packet.RESET_EX]) + pack_field(b'{"seed":null,"options":null}')
+    server = ServerConnection()
+    server.receive_data(ClientConnection(flags).send_handshake("x", vector={"num_envs": 2}))
+    server.next_event()
+    assert server.lean_step(usual) is None  # the general path refuses it, in its own words
+    server.receive_data(usual)
+    event = server.next_event()
+    assert type(event).__name__ == "Invalid"

@@ -167,13 +167,17 @@ class ServerConnection(ReplyWriter):
         self._pending.append(packet)
         return event
 
-    def lean_step(self, data: bytes) -> m.Step | Invalid | None:
+    def lean_step(self, data: bytes) -> m.Step | m.Reset | Invalid | None:
         """``data``, just received, when it is one whole step packet and nothing else, with no
         bytes buffered before it: the step, parsed as :meth:`next_event` parses it, without
-        the buffer (the request then waits for its reply as from :meth:`next_event`). None
+        the buffer (the request then waits for its reply as from :meth:`next_event`); the
+        same for the usual reset of an extended connection (no seed, no options). None
         for anything else: feed ``data`` to :meth:`receive_data` and read with
         :meth:`next_event`.
         """
+        if data == _UNSEEDED_PACKET and self._extended and not self._vector and not self._buf.data:
+            self._pending.append(Packet.RESET_EX)
+            return m.Reset()
         if (
             len(data) < 6
             or self._buf.data
@@ -396,3 +400,4 @@ _new = object.__new__
 _SET_ACTION = getattr(m.Step, "action").__set__  # noqa: B009 (a slot, not a class attribute)
 # RESET_EX's options of a reset with no seed and no options, as json_bytes writes them
 _UNSEEDED = json_bytes({"seed": None, "options": None})
+_UNSEEDED_PACKET = bytes([Packet.RESET_EX]) + pack_field(_UNSEEDED)
