@@ -200,6 +200,9 @@ def test_lean_replies_are_the_bytes_the_general_path_writes(name: str, space: An
         b"\x08\x00\x01\x00\x00\x001\x08",  # a step and the first byte of the next
         b"\x08\x00\x02\x00\x00\x001",  # a step not whole yet
         b"\x03",  # not a step
+        b"\x07\x1c\x00\x00\x00" + b'{"seed":null,"options":null}',  # the usual reset
+        b"\x07\x1c\x00\x00\x00" + b'{"seed":null,"options":null}\x08',  # and more
+        b"\x07\x19\x00\x00\x00" + b'{"seed":1,"options":null}',  # a seeded reset
     ],
 )
 def test_a_lean_step_is_the_event_next_event_reads(request_bytes: bytes) -> None:
@@ -577,3 +580,63 @@ def test_a_vector_info_the_lean_read_cannot_read_is_the_general_paths_error(info
                 outcome = str(exc)
         outcomes.append(outcome)
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        b'{"seed":null,"options":null}',  # the usual reset's, read without JSON
+        b'{"seed": null, "options": null}',
+        b'{"options":null,"seed":null}',
+        b'{"seed":5,"options":null}',
+        b'{"seed":null,"options":{"low":0}}',
+        b"{}",
+        b"",
+        b'{"seed":null,"options":null',  # not JSON
+        b"[null]",
+    ],
+)
+def test_a_reset_is_the_event_its_json_reads(options: bytes) -> None:
+    server = _server(spaces.Box(-1, 1, (4,), np.float32))
+    server.receive_data(bytes([Packet.RESET_EX]) + pack_field(options))
+    event = server.next_event()
+    try:
+        opts = json.loads(options) if options else {}
+        expected: Any = m.Reset(seed=opts.get("seed"), options=opts.get("options"))
+    except (ValueError, AttributeError):
+        expected = ProtocolError
+    if expected is ProtocolError:
+        assert type(event).__name__ == "Invalid" and isinstance(event.error, ProtocolError)  # type: ignore[union-attr]
+    else:
+        assert event == expected
+    assert not server.buffered
+
+
+def test_the_clients_usual_reset_is_the_general_bytes() -> None:
+    client = _open(_EXTENDED, spaces.Discrete(3))
+    usual = client.send_request(m.Reset())
+    assert usual == bytes([Packet.RESET_EX]) + pack_field(
+        json.dumps({"seed": None, "options": None}, separators=(",", ":")).encode()
+    )
+    seeded = client.send_request(m.Reset(seed=4, options={"a": 1}))
+    assert seeded == bytes([Packet.RESET_EX]) + pack_field(b'{"seed":4,"options":{"a":1}}')
+    server = _server(spaces.Discrete(3))
+    server.receive_data(usual + seeded)
+    assert server.next_event() == m.Reset()
+    assert server.next_event() == m.Reset(seed=4, options={"a": 1})
+    for obs in (1, 2):
+        client.receive_data(server.send_reply(m.ResetReply(np.int64(obs), {})))
+        reply = client.next_event()
+        assert isinstance(reply, m.ResetReply) and reply.observation == obs
+
+
+@pytest.mark.parametrize("flags", [Flags(0), Flags.ERRORS, Flags.VECTOR | _EXTENDED])
+def test_the_usual_reset_is_lean_only_where_its_packet_is_allowed(flags: Flags) -> None:
+    usual = bytes([Packet.RESET_EX]) + pack_field(b'{"seed":null,"options":null}')
+    server = ServerConnection()
+    server.receive_data(ClientConnection(flags).send_handshake("x", vector={"num_envs": 2}))
+    server.next_event()
+    assert server.lean_step(usual) is None  # the general path refuses it, in its own words
+    server.receive_data(usual)
+    event = server.next_event()
+    assert type(event).__name__ == "Invalid"

@@ -34,6 +34,13 @@ __all__ = ["Session", "SessionObserver", "SessionTap"]
 # Bound once: the step path calls them on every step.
 _perf_counter = time.perf_counter
 _monotonic = time.monotonic
+# A StepReply made by its slots' own setters: a third of the frozen dataclass's __init__,
+# whose object.__setattr__ per field is paid on every step (the reply is the same object)
+_new = object.__new__
+_SET_OBS, _SET_REWARD, _SET_TERMINATED, _SET_TRUNCATED, _SET_INFO = (
+    getattr(m.StepReply, name).__set__
+    for name in ("observation", "reward", "terminated", "truncated", "info")
+)
 
 
 class Session:
@@ -217,6 +224,8 @@ class Session:
         """
         if type(request) is m.Step:
             return self.step(request)
+        if type(request) is m.Reset:
+            return self.reset(request)
         with self._lock:
             return self._observed(request)
 
@@ -251,7 +260,51 @@ class Session:
             self.episode_return += reward
             if terminated or truncated:
                 self.state = State.ENDED
-            reply = m.StepReply(obs, reward, terminated, truncated, info)
+            reply = _new(m.StepReply)  # m.StepReply(obs, reward, terminated, truncated, info)
+            _SET_OBS(reply, obs)
+            _SET_REWARD(reply, reward)
+            _SET_TERMINATED(reply, terminated)
+            _SET_TRUNCATED(reply, truncated)
+            _SET_INFO(reply, info)
+            if tap is not None:
+                tap.handled(request, reply, _perf_counter() - started)
+            return reply
+
+    def reset(self, request: m.Reset) -> m.Reply:
+        """:meth:`handle` for a Reset, in one call when it is a one-env session's whose env
+        is not broken, with a valid seed; any other as any request.
+
+        Raises:
+            As :meth:`handle`.
+        """
+        with self._lock:
+            seed = request.seed
+            if (
+                m.Reset not in self._allowed
+                or self.autoreset_mode is not None
+                or self.state is State.BROKEN
+                or not (seed is None or (type(seed) is int and seed >= 0))
+            ):
+                return self._observed(request)
+            tap = self.tap
+            started = _perf_counter()
+            self.last_active = _monotonic()
+            try:
+                obs, info = self._call("reset", seed, request.options)
+            except EnvwireError as exc:  # as _reset() and _observed() answer it
+                if isinstance(exc, EnvError) and not isinstance(
+                    exc, EnvCrashedError | EnvTimeoutError
+                ):  # (those broke the session in _call())
+                    self.state = State.ENDED
+                if tap is not None:
+                    tap.failed(request, exc, _perf_counter() - started)
+                raise
+            self.state = State.RUNNING
+            self.episode += 1
+            self.step_count = 0
+            self.episode_return = 0.0
+            self.last_seed = seed
+            reply = m.ResetReply(obs, info)
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
             return reply

@@ -52,6 +52,7 @@ __all__ = ["ClientConnection"]
 
 _EMPTY_INFO_SIZE = len(EMPTY_INFO)
 _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
+_UNSEEDED_RESET = U8.pack(Packet.RESET_EX) + pack_field(json_bytes({"seed": None, "options": None}))
 
 #: What a reply parser returns: the event and the end offset (None: the reply is incomplete).
 _Parsed = tuple[HandshakeReply | m.Reply | EnvwireError, int]
@@ -109,6 +110,9 @@ class ClientConnection(Side):
             self._expect.append(packet)
             return _STEP_BYTES[packet] + self._action(request.action)
         match request:
+            case m.Reset(seed=None, options=None) if extended:  # the usual reset: bytes made once
+                self._expect.append(Packet.RESET_EX)
+                return _UNSEEDED_RESET
             case m.Reset(seed=seed, options=options) if extended:
                 packet, body = (
                     Packet.RESET_EX,

@@ -39,6 +39,7 @@ from envwire.protocols.gymsocket.packets import (
     Packet,
     Upload,
     decode_text,
+    json_bytes,
     monitor_has_video,
     pack_field,
     unpack_tensor,
@@ -169,13 +170,17 @@ class ServerConnection(ReplyWriter):
         self._pending.append(packet)
         return event
 
-    def lean_step(self, data: bytes) -> m.Step | Invalid | None:
+    def lean_step(self, data: bytes) -> m.Step | m.Reset | Invalid | None:
         """``data``, just received, when it is one whole step packet and nothing else, with no
         bytes buffered before it: the step, parsed as :meth:`next_event` parses it, without
-        the buffer (the request then waits for its reply as from :meth:`next_event`). None
+        the buffer (the request then waits for its reply as from :meth:`next_event`); the
+        same for the usual reset of an extended connection (no seed, no options). None
         for anything else: feed ``data`` to :meth:`receive_data` and read with
         :meth:`next_event`.
         """
+        if data == _UNSEEDED_PACKET and self._extended and not self._vector and not self._buf.data:
+            self._pending.append(Packet.RESET_EX)
+            return m.Reset()
         if (
             (size := len(data)) < 6
             or self._buf.data
@@ -189,7 +194,9 @@ class ServerConnection(ReplyWriter):
         self._pending.append(_PACKETS[packet])
         raw = data[6:]
         if data[1] == ACT_JSON and self._int_actions and size < 24 and raw.isdigit():
-            return m.Step(np.int64(int(raw)))
+            step = _new(m.Step)  # m.Step(np.int64(int(raw))), by the slot's own setter
+            _SET_ACTION(step, np.int64(int(raw)))
+            return step
         try:
             return m.Step(self._decode_action(data[1], raw))
         except EnvwireError as exc:
@@ -312,6 +319,8 @@ class ServerConnection(ReplyWriter):
         if body is None:
             return None
         raw, end = body
+        if raw == _UNSEEDED:  # the usual reset's options, as clients write them: no JSON parse
+            return m.Reset(), end
         try:
             opts = jsonio.loads(raw) if raw else {}
             if not isinstance(opts, dict):
@@ -389,3 +398,9 @@ _PARSERS: dict[Packet, Callable[[ServerConnection, int], _Parsed | None]] = {
 }
 
 _PACKETS = {int(p): p for p in Packet}
+# A Step made by its slot's own setter: a third of the frozen dataclass's __init__
+_new = object.__new__
+_SET_ACTION = getattr(m.Step, "action").__set__  # noqa: B009 (a slot, not a class attribute)
+# RESET_EX's options of a reset with no seed and no options, as json_bytes writes them
+_UNSEEDED = json_bytes({"seed": None, "options": None})
+_UNSEEDED_PACKET = bytes([Packet.RESET_EX]) + pack_field(_UNSEEDED)
