@@ -40,9 +40,9 @@ from typing import Any
 
 import httpx
 
+from envwire.ports import FRONT_ENDS
 from envwire.protocols.http.http11 import Request, RequestParser
 from envwire.protocols.http.websocket import FrameReader, accept_bytes, text_frame
-from envwire.settings import FRONT_ENDS
 from harness import Result, Settings
 
 __all__ = ["bench_openenv_cases", "main"]
@@ -147,9 +147,9 @@ def start_envwire() -> tuple[str, subprocess.Popen[bytes]]:
     port = free_port()
     command = [sys.executable, "-m", "envwire", "serve", "envwire/Echo-v0", "--http", str(port)]
     command += ["--workers", "1"]  # one process, as the peer's server is
-    for name in FRONT_ENDS:
-        if name != "http":
-            command += [f"--{name}", "off"]
+    for row in FRONT_ENDS:
+        if row.name != "http":
+            command += [row.flag, "off"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL)
     base = f"http://127.0.0.1:{port}"
     wait_healthy(base, process)

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from envwire.settings import FRONT_ENDS
+from envwire.ports import FRONT_ENDS
 
 __all__ = ["APPS", "measure_repo"]
 
@@ -61,9 +61,9 @@ def _servers(envs: Path, name: str, app: str) -> dict[str, tuple[str, subprocess
     core, wire = _port(), _port()
     uvicorn = [sys.executable, "-m", "uvicorn", app, "--port", str(core), "--log-level", "error"]
     serve = [sys.executable, "-m", "envwire", "serve", f"oe/{name}={app}", "--http", str(wire)]
-    for front_end in FRONT_ENDS:
-        if front_end != "http":
-            serve += [f"--{front_end}", "off"]
+    for row in FRONT_ENDS:
+        if row.name != "http":
+            serve += [row.flag, "off"]
     servers: dict[str, tuple[str, subprocess.Popen[bytes]]] = {}
     try:
         servers["openenv-core"] = (f"http://127.0.0.1:{core}", _start(uvicorn, envs, core))
