@@ -277,13 +277,7 @@ def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> lis
         remote.reset(seed=0)
         server_pid = _pid(server)
 
-        def remote_step() -> bool:
-            _, _, terminated, truncated, _ = remote.step(1)
-            return bool(terminated or truncated)
-
-        def minimal_step() -> bool:
-            _, _, terminated, truncated = minimal.step()
-            return bool(terminated or truncated)
+        remote_step, minimal_step = _one_step_each(remote, minimal)
 
         try:
             rounds = _rounds(
@@ -369,13 +363,7 @@ def _frames(
         remote.reset(seed=0)
         server_pid = _pid(server)
 
-        def remote_step() -> bool:
-            _, _, terminated, truncated, _ = remote.step(1)
-            return bool(terminated or truncated)
-
-        def minimal_step() -> bool:
-            _, _, terminated, truncated = minimal.step()
-            return bool(terminated or truncated)
+        remote_step, minimal_step = _one_step_each(remote, minimal)
 
         try:
             rounds = _rounds(
@@ -395,6 +383,21 @@ def _frames(
             remote.close()
     notes = {"request_bytes": sizes[0], "reply_bytes": sizes[1]}
     return _results(names, rounds, notes, "step", "echo")
+
+
+def _one_step_each(remote: Any, minimal: Any) -> tuple[Callable[[], bool], Callable[[], bool]]:
+    """One step of envwire's env and of the minimal client with action 1, each saying whether
+    its episode ended."""
+
+    def remote_step() -> bool:
+        _, _, terminated, truncated, _ = remote.step(1)
+        return bool(terminated or truncated)
+
+    def minimal_step() -> bool:
+        _, _, terminated, truncated = minimal.step()
+        return bool(terminated or truncated)
+
+    return remote_step, minimal_step
 
 
 def _pid(server: ServerProcess | EchoServer) -> int:
