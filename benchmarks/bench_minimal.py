@@ -277,20 +277,9 @@ def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> lis
         remote.reset(seed=0)
         server_pid = _pid(server)
 
-        remote_step, minimal_step = _one_step_each(remote, minimal)
-
+        cases = _one_step_cases(remote, minimal, settings.seconds, pid, server_pid)
         try:
-            rounds = _rounds(
-                {
-                    "minimal": lambda: _stepping(
-                        minimal_step, minimal.reset, settings.seconds, pid
-                    ),
-                    "envwire": lambda: _stepping(
-                        remote_step, remote.reset, settings.seconds, server_pid
-                    ),
-                },
-                settings.runs,
-            )
+            rounds = _rounds(cases, settings.runs)
         finally:
             minimal.close()
             remote.close()
@@ -363,21 +352,12 @@ def _frames(
         remote.reset(seed=0)
         server_pid = _pid(server)
 
-        remote_step, minimal_step = _one_step_each(remote, minimal)
-
+        cases = {
+            "echo": lambda: {"rate": echo_rate(echo.port, *sizes, settings.seconds)},
+            **_one_step_cases(remote, minimal, settings.seconds, pid, server_pid),
+        }
         try:
-            rounds = _rounds(
-                {
-                    "echo": lambda: {"rate": echo_rate(echo.port, *sizes, settings.seconds)},
-                    "minimal": lambda: _stepping(
-                        minimal_step, minimal.reset, settings.seconds, pid
-                    ),
-                    "envwire": lambda: _stepping(
-                        remote_step, remote.reset, settings.seconds, server_pid
-                    ),
-                },
-                settings.runs,
-            )
+            rounds = _rounds(cases, settings.runs)
         finally:
             minimal.close()
             remote.close()
@@ -385,9 +365,11 @@ def _frames(
     return _results(names, rounds, notes, "step", "echo")
 
 
-def _one_step_each(remote: Any, minimal: Any) -> tuple[Callable[[], bool], Callable[[], bool]]:
-    """One step of envwire's env and of the minimal client with action 1, each saying whether
-    its episode ended."""
+def _one_step_cases(
+    remote: Any, minimal: Any, seconds: float, pid: int | None, server_pid: int | None
+) -> dict[str, Callable[[], dict[str, float]]]:
+    """The rounds' cases of one step with action 1: the minimal client against its server
+    (``pid``) and envwire's env against envwire's (``server_pid``)."""
 
     def remote_step() -> bool:
         _, _, terminated, truncated, _ = remote.step(1)
@@ -397,7 +379,10 @@ def _one_step_each(remote: Any, minimal: Any) -> tuple[Callable[[], bool], Calla
         _, _, terminated, truncated = minimal.step()
         return bool(terminated or truncated)
 
-    return remote_step, minimal_step
+    return {
+        "minimal": lambda: _stepping(minimal_step, minimal.reset, seconds, pid),
+        "envwire": lambda: _stepping(remote_step, remote.reset, seconds, server_pid),
+    }
 
 
 def _pid(server: ServerProcess | EchoServer) -> int:
