@@ -20,12 +20,13 @@ import pytest
 import envwire
 from envwire.app import Server
 from envwire.errors import ConfigError
+from envwire.observe import datasets
 from envwire.observe.datasets import DatasetWriter
 from envwire.observe.episodes import Episode
 from envwire.observe.storage import dataset_id, directory_size
 from envwire.registry import Catalog, EnvSpec, parse_env_arg
 from envwire.settings import Settings
-from envwire.testing import ServerProcess
+from envwire.testing import ServerProcess, wait_until
 from tests.observe.conftest import play_episode, scrape, start, url, value
 
 CART = "CartPole-v1"
@@ -252,6 +253,47 @@ def test_a_full_queue_waits_and_loses_nothing_by_default(tmp_path: Path) -> None
     assert dropped == [] and writer.dropped == 0
     assert writer.waited > 0  # the queue was full: the wait is what kept them
     assert _loaded(tmp_path) == 30
+
+
+def test_a_stuck_writer_holds_no_session_longer_than_the_wait_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The disk hangs: the session whose episode finds the queue full waits ``wait_timeout``
+    seconds, then goes on; its episode is dropped, counted and logged, and the episodes
+    already handed over are written once the disk answers again."""
+    disk = threading.Event()  # set: the disk answers again
+    encode = datasets.encode
+
+    def hung(episode: Episode) -> bytes:
+        assert disk.wait(60)
+        return encode(episode)
+
+    monkeypatch.setattr(datasets, "encode", hung)
+    dropped: list[str] = []
+    writer = DatasetWriter(tmp_path, queue_size=1, wait_timeout=0.5,
+                           on_drop=lambda env, reason: dropped.append(reason))  # fmt: skip
+    with caplog.at_level(logging.WARNING, logger="envwire.record"):
+        writer.offer(_episode(5))  # the writer takes it and hangs on the disk
+        assert wait_until(lambda: not writer._queue, 30)
+        writer.offer(_episode(5))  # waits in the queue
+        offered = threading.Thread(target=writer.offer, args=(_episode(5),), daemon=True)
+        started = time.monotonic()
+        offered.start()
+        offered.join(30)  # without a timeout, this offer would wait as long as the disk
+        assert not offered.is_alive()
+        assert time.monotonic() - started >= 0.5
+        assert dropped == ["wait_timeout"] and writer.wait_timeouts == 1
+        disk.set()
+        assert writer.flush(60)
+        writer.close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any("made no room within 0.5 s" in w and f"1 of {CART}" in w for w in warnings)
+    assert writer.dropped == 1 and _loaded(tmp_path) == 2
+
+
+def test_the_wait_timeout_is_checked(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="wait timeout must be above 0"):
+        DatasetWriter(tmp_path, wait_timeout=0)
 
 
 def test_the_lossy_mode_drops_on_a_full_queue_and_says_how_many(

@@ -10,7 +10,11 @@ them all.
 When episodes finish faster than the disk takes them, ``overflow`` decides:
 
 - ``"wait"`` (the default): :meth:`DatasetWriter.offer` waits for room in the queue, so the
-  recorded sessions slow down to the writer's pace and no episode handed over is lost;
+  recorded sessions slow down to the writer's pace and no episode handed over is lost, as long
+  as the writer makes room within ``wait_timeout`` seconds (:data:`DEFAULT_WAIT_TIMEOUT`); a
+  writer stuck longer (a hung disk) does not hold the session's step: the episode is dropped,
+  counted (``wait_timeout``) and a WARNING says how many (at most one line per
+  ``DROP_LOG_INTERVAL``);
 - ``"drop"``: the episode is dropped and counted (``queue_full``), the session never waits,
   and a WARNING says how many were dropped (at most one line per ``DROP_LOG_INTERVAL``).
 
@@ -36,7 +40,12 @@ from typing import Any
 from gymnasium import spaces
 
 from envwire.errors import EnvwireError
-from envwire.observe.episodes import DEFAULT_MAX_BYTES, DEFAULT_QUEUE_SIZE, Episode
+from envwire.observe.episodes import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_QUEUE_SIZE,
+    DEFAULT_WAIT_TIMEOUT,
+    Episode,
+)
 from envwire.optional import requires
 
 with requires("minari", "envwire.observe.datasets (recording)"):
@@ -114,12 +123,15 @@ class DatasetWriter:
             working directory now.
         on_written: told the env id of each episode written (once it is counted on disk).
         on_drop: told ``(env_id, reason)`` of each episode not written: ``queue_full``
-            (overflow ``drop`` only), ``disk_full``, ``unsupported`` (Minari cannot store its
+            (overflow ``drop`` only), ``wait_timeout`` (overflow ``wait``: no room came within
+            ``wait_timeout``), ``disk_full``, ``unsupported`` (Minari cannot store its
             spaces), ``error`` (writing failed) or ``stopped`` (offered after :meth:`close`).
         queue_size: finished episodes that may wait for the writer.
         max_bytes: bytes ``root`` may hold; an episode that would pass it is dropped.
         author: the datasets' author field.
         overflow: ``"wait"`` or ``"drop"``: what a full queue does to :meth:`offer`.
+        wait_timeout: seconds :meth:`offer` waits for room (overflow ``wait``) before it drops
+            the episode.
         progress_every: seconds between two progress lines (INFO, logger ``envwire.record``:
             episodes written and dropped so far, bytes held), logged after a write once that
             long has passed; :meth:`close` logs a last one when anything was written or dropped.
@@ -139,10 +151,13 @@ class DatasetWriter:
         max_bytes: int = DEFAULT_MAX_BYTES,
         author: str = "envwire",
         overflow: str = "wait",
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
         progress_every: float = 10.0,
     ) -> None:
         if overflow not in OVERFLOW:
             raise ValueError(f"overflow must be one of {OVERFLOW}, got {overflow!r}")
+        if not wait_timeout > 0:
+            raise ValueError(f"the queue's wait timeout must be above 0, got {wait_timeout}")
         if queue_size < 1:
             raise ValueError(f"queue size must be at least 1, got {queue_size}")
         # Once, now: every later path is absolute, whatever the working directory becomes.
@@ -158,6 +173,7 @@ class DatasetWriter:
         self.max_bytes = max_bytes
         self.author = author
         self.overflow = overflow
+        self.wait_timeout = wait_timeout
         #: Each env's Gymnasium spec as JSON (``envwire.observe.gymspec``), stored in its
         #: dataset when the dataset is made, for Minari's ``recover_environment()``.
         self.env_specs: dict[str, str] = {}
@@ -170,6 +186,10 @@ class DatasetWriter:
         self._reported = time.monotonic()
         self._failures = _Tally(logging.ERROR, "recording failed")
         self._drops = _Tally(logging.WARNING, "recording is behind; episodes dropped")
+        self._timeouts = _Tally(
+            logging.WARNING,
+            f"the recorder's writer made no room within {wait_timeout:g} s; episodes dropped",
+        )
         self.first_failure: str | None = None
         self._datasets: dict[str, Dataset] = {}
         self._unsupported: set[str] = set()
@@ -190,6 +210,11 @@ class DatasetWriter:
         """Episodes dropped because the queue was full (overflow ``drop``)."""
         return self._drops.total
 
+    @property
+    def wait_timeouts(self) -> int:
+        """Episodes dropped because no room came within ``wait_timeout`` (overflow ``wait``)."""
+        return self._timeouts.total
+
     @staticmethod
     def supports(observation_space: spaces.Space[Any], action_space: spaces.Space[Any]) -> bool:
         """Whether Minari can store episodes with these spaces."""
@@ -202,7 +227,8 @@ class DatasetWriter:
 
     def offer(self, episode: Episode) -> None:
         """Queue ``episode`` for writing. When the queue is full, wait for room (overflow
-        ``wait``) or drop the episode at once (``drop``)."""
+        ``wait``, up to ``wait_timeout`` seconds: then the episode is dropped) or drop the
+        episode at once (``drop``)."""
         reason = ""
         with self._cond:
             if len(self._queue) >= self.queue_size and not self._stopped:
@@ -210,8 +236,11 @@ class DatasetWriter:
                     reason = "queue_full"
                 else:
                     self.waited += 1
-                    while len(self._queue) >= self.queue_size and not self._stopped:
-                        self._cond.wait()
+                    if not self._cond.wait_for(
+                        lambda: len(self._queue) < self.queue_size or self._stopped,
+                        self.wait_timeout,
+                    ):
+                        reason = "wait_timeout"
             if not reason and self._stopped:
                 reason = "stopped"
             if not reason:
@@ -221,6 +250,8 @@ class DatasetWriter:
         if reason:
             if reason == "queue_full":
                 self._drops.note(episode.env_id)
+            elif reason == "wait_timeout":
+                self._timeouts.note(episode.env_id)
             else:
                 log.warning("an episode of %s ended after the recorder stopped", episode.env_id)
             self._drop(episode.env_id, reason)
@@ -238,6 +269,7 @@ class DatasetWriter:
             self._cond.notify_all()
         self._thread.join(timeout)
         self._drops.flush()
+        self._timeouts.flush()
         self._failures.flush()
         if self.written or self.dropped:
             log.info("%s (closed)", self.progress_line())

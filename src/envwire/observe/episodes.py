@@ -27,6 +27,7 @@ __all__ = [
     "DEFAULT_MAX_EPISODE_BYTES",
     "DEFAULT_MAX_EPISODE_STEPS",
     "DEFAULT_QUEUE_SIZE",
+    "DEFAULT_WAIT_TIMEOUT",
     "Episode",
     "EpisodeTap",
 ]
@@ -37,8 +38,11 @@ DEFAULT_MAX_EPISODE_STEPS = 100_000
 DEFAULT_MAX_EPISODE_BYTES = 256 << 20
 #: Bytes the recording directory may hold before new episodes are dropped (1 GiB).
 DEFAULT_MAX_BYTES = 1 << 30
-#: Finished episodes waiting for the writer before new ones are dropped.
+#: Finished episodes waiting for the writer before new ones wait (or are dropped).
 DEFAULT_QUEUE_SIZE = 64
+#: Seconds an episode waits for room in a full queue (overflow ``wait``) before it is dropped
+#: (``wait_timeout``): a stuck writer never holds a session's step for longer.
+DEFAULT_WAIT_TIMEOUT = 60.0
 
 
 @dataclass

@@ -15,6 +15,7 @@ from envwire.observe.episodes import (
     DEFAULT_MAX_EPISODE_BYTES,
     DEFAULT_MAX_EPISODE_STEPS,
     DEFAULT_QUEUE_SIZE,
+    DEFAULT_WAIT_TIMEOUT,
     Episode,
 )
 from envwire.observe.live import Activity
@@ -45,6 +46,8 @@ class RecordSettings:
         overflow: ``wait`` (recorded sessions wait for the writer; nothing is lost) or
             ``drop`` (episodes that find the queue full are dropped, counted and logged) when
             episodes end faster than they are written (``--record-overflow``).
+        wait_timeout: seconds a session waits for room with ``wait`` before its episode is
+            dropped (``wait_timeout``; default 60).
         forward: where finished episodes go instead of a writer of this process (a worker
             of several: :mod:`envwire.observe.shipping`).
     """
@@ -59,6 +62,7 @@ class RecordSettings:
     max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS
     max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES
     overflow: str = "wait"
+    wait_timeout: float = DEFAULT_WAIT_TIMEOUT
     forward: Callable[[Episode], bool] | None = None
 
 
@@ -126,6 +130,7 @@ class Observability:
                 max_episode_steps=record.max_episode_steps,
                 max_episode_bytes=record.max_episode_bytes,
                 overflow=record.overflow,
+                wait_timeout=record.wait_timeout,
                 on_written=self.metrics.recorded_one,
                 on_drop=self.metrics.dropped_one,
                 forward=record.forward,

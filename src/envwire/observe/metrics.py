@@ -96,7 +96,8 @@ class Metrics:
         )
         self.dropped = Counter(
             "envwire_recording_dropped_episodes",
-            "Episodes not recorded: the writer's queue was full (queue_full), the disk budget "
+            "Episodes not recorded: the writer's queue was full (queue_full) or made no room in "
+            "time (wait_timeout), the disk budget "
             "was spent (disk_full), the episode was too long (too_long), its env failed "
             "(env_failed), Minari cannot store its spaces (unsupported), or writing failed "
             "(error).",

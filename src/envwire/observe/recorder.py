@@ -19,6 +19,7 @@ from envwire.observe.episodes import (
     DEFAULT_MAX_EPISODE_BYTES,
     DEFAULT_MAX_EPISODE_STEPS,
     DEFAULT_QUEUE_SIZE,
+    DEFAULT_WAIT_TIMEOUT,
     Episode,
     EpisodeTap,
 )
@@ -43,6 +44,8 @@ class Recorder:
         max_episode_steps: longest episode recorded, in steps.
         max_episode_bytes: largest episode gathered in memory, in bytes.
         overflow: what a full queue does: ``wait`` or ``drop`` (see :class:`DatasetWriter`).
+        wait_timeout: seconds a session waits for room in a full queue (overflow ``wait``)
+            before its episode is dropped (``wait_timeout``).
         on_written, on_drop: told of each episode written or dropped (metrics).
         forward: where finished episodes go instead of this recorder's writer (a worker of
             several sends them to worker 0's: :mod:`envwire.observe.shipping`); it returns
@@ -66,6 +69,7 @@ class Recorder:
         max_episode_steps: int = DEFAULT_MAX_EPISODE_STEPS,
         max_episode_bytes: int = DEFAULT_MAX_EPISODE_BYTES,
         overflow: str = "wait",
+        wait_timeout: float = DEFAULT_WAIT_TIMEOUT,
         on_written: Callable[[str], None] = lambda env: None,
         on_drop: Callable[[str, str], None] = lambda env, reason: None,
         forward: Callable[[Episode], bool] | None = None,
@@ -87,6 +91,7 @@ class Recorder:
             queue_size=queue_size,
             max_bytes=max_bytes,
             overflow=overflow,
+            wait_timeout=wait_timeout,
         )
         self.root = self.writer.root  # absolute
         self._supported: dict[str, bool] = {}
