@@ -238,7 +238,10 @@ def _supervise(argv: Sequence[str], chosen: settings.Settings, count: int) -> in
         for name, sock in sockets.items():
             print_line(f"envwire: {name} listening on {host}:{sock.getsockname()[1]}{tls}")
         log.info("%d workers serving: processes %s", count, supervisor.pids())
-        return supervisor.serve(announce=_announce_shutdown)
+        status = supervisor.serve(announce=_announce_shutdown)
+        if supervisor.failure:
+            print(f"envwire: {supervisor.failure}", file=sys.stderr)
+        return status
 
 
 def _announce_shutdown(sessions: int | None) -> None:

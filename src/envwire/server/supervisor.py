@@ -14,7 +14,12 @@ id across connections (:mod:`envwire.server.relay`).
 
 The workers are ``envwire serve`` again, with the same arguments, told their role by the
 :data:`ROLE_VARIABLE` environment variable (:class:`WorkerRole`). A worker that dies is replaced,
-and the log says which one died, how, and by which process it was replaced. SIGHUP is passed to
+and the log says which one died, how, and by which process it was replaced. A replacement that
+cannot start (it exits before it listens, or does not listen within :data:`READY_TIMEOUT`) is
+started again after a delay that doubles each time (:data:`RESTART_DELAY` up to
+:data:`MAX_RESTART_DELAY`); after :data:`MAX_FAILED_STARTS` such starts in a row the server
+stops, saying why, with exit status 1 (a worker that always crashes at import would otherwise be
+restarted forever while its share of the server is gone). SIGHUP is passed to
 every worker; SIGINT and SIGTERM stop them all within :data:`GRACE` seconds (SIGKILL after), and a
 worker whose parent dies gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``).
 """
@@ -41,7 +46,10 @@ from envwire.server.tally import SESSIONS, Tally, make_tally_file
 
 __all__ = [
     "GRACE",
+    "MAX_FAILED_STARTS",
+    "MAX_RESTART_DELAY",
     "READY_TIMEOUT",
+    "RESTART_DELAY",
     "ROLE_VARIABLE",
     "Supervisor",
     "WorkerFailed",
@@ -62,8 +70,15 @@ GRACE = 10.0
 READY_TIMEOUT = 120.0
 
 #: Seconds between a worker's start and its replacement's, when it died as soon as it started
-#: (a worker that cannot start is not restarted in a tight loop).
+#: (a worker that cannot start is not restarted in a tight loop); doubled after each failed
+#: start in a row, up to :data:`MAX_RESTART_DELAY`.
 RESTART_DELAY = 1.0
+
+#: The longest delay before a replacement's start.
+MAX_RESTART_DELAY = 30.0
+
+#: Failed starts in a row of one worker after which the server stops (exit status 1).
+MAX_FAILED_STARTS = 5
 
 _PR_SET_PDEATHSIG = 1
 
@@ -253,6 +268,7 @@ class _Child:
         self.process = process
         self.ready = ready  # the read end of its ready pipe (-1 once closed)
         self.started = time.monotonic()
+        self.listening = False  # it said so on its ready pipe
 
     def close_ready(self) -> None:
         if self.ready >= 0:
@@ -271,6 +287,12 @@ class Supervisor:
         shared: the front ends whose port the workers bind themselves (SO_REUSEPORT).
         rundir: a private folder (mode 0700) for the workers' Unix sockets.
         grace: seconds the workers have to stop before they are killed.
+        restart_delay, max_restart_delay: the first and the longest delay before a
+            replacement of a worker that died as soon as it started.
+        max_failed_starts: failed starts in a row of one worker after which :meth:`serve`
+            stops the server (:attr:`failure` says why).
+        ready_timeout: seconds a replacement may take to listen before it is killed (a
+            failed start).
     """
 
     def __init__(
@@ -282,12 +304,22 @@ class Supervisor:
         rundir: str,
         *,
         grace: float = GRACE,
+        restart_delay: float = RESTART_DELAY,
+        max_restart_delay: float = MAX_RESTART_DELAY,
+        max_failed_starts: int = MAX_FAILED_STARTS,
+        ready_timeout: float = READY_TIMEOUT,
     ) -> None:
         self.command = list(command)
         self.count = count
         self.sockets = dict(sockets)
         self.shared = frozenset(shared)
         self.grace = grace
+        self.restart_delay, self.max_restart_delay = restart_delay, max_restart_delay
+        self.max_failed_starts = max_failed_starts
+        self.ready_timeout = ready_timeout
+        #: Why :meth:`serve` stopped the server by itself (a worker that cannot start), or "".
+        self.failure = ""
+        self._failed_starts = [0] * count  # of each worker, in a row
         self.relay_paths = tuple(os.path.join(rundir, f"worker-{i}.sock") for i in range(count))
         self.relays: list[socket.socket] = []
         for path in self.relay_paths:
@@ -356,6 +388,7 @@ class Supervisor:
                 child = waiting.pop(fd)
                 got = os.read(fd, 1)
                 child.close_ready()
+                child.listening = bool(got)
                 if not got:  # the pipe closed unwritten: it exited
                     status = child.process.wait(timeout)
                     self.stop()
@@ -387,7 +420,8 @@ class Supervisor:
         that die; then stop them all, calling ``announce`` with the sessions open across the
         workers when the shutdown begins and with None when it is done (from then on, on the
         main thread, a second SIGINT stops this process at once). Returns the exit status: 0,
-        or 1 when a worker ended with an error of its own (a recording that failed)."""
+        or 1 when a worker ended with an error of its own (a recording that failed) or could
+        not start ``max_failed_starts`` times in a row (:attr:`failure`)."""
         while True:
             self._wake.wait(poll)
             self._wake.clear()
@@ -414,7 +448,9 @@ class Supervisor:
         self._wake.set()
 
     def _watch(self) -> None:
-        """Note the workers that died; start the replacements that are due."""
+        """Note the replacements that listen and the workers that died; start the
+        replacements that are due; stop the server when one cannot start."""
+        self._note_ready()
         now = time.monotonic()
         for index, child in enumerate(self.children):
             status = None if child is None else child.process.poll()
@@ -423,8 +459,28 @@ class Supervisor:
             child.close_ready()
             self.children[index] = None
             self.tally.clear(index)  # its sessions are gone
-            early = now - child.started < RESTART_DELAY
-            self._due[index] = child.started + RESTART_DELAY if early else now
+            if not child.listening:
+                self._failed_starts[index] += 1
+                failed = self._failed_starts[index]
+                if failed >= self.max_failed_starts:
+                    self.failure = (
+                        f"worker {index} could not start {failed} times in a row (the last "
+                        f"{_how(status)}); stopping the server"
+                    )
+                    log.error("%s", self.failure)
+                    self.status = 1
+                    self.request_stop()
+                    return
+                delay = min(self.restart_delay * 2 ** (failed - 1), self.max_restart_delay)
+                self._due[index] = now + delay
+                log.warning(
+                    "worker %d (process %d) %s before it listened (%d failed starts in a row); "
+                    "starting it again in %g seconds",
+                    *(index, child.process.pid, _how(status), failed, delay),
+                )
+                continue
+            early = now - child.started < self.restart_delay
+            self._due[index] = child.started + self.restart_delay if early else now
             log.warning(
                 "worker %d (process %d) %s; its sessions ended; it is being replaced",
                 index,
@@ -434,10 +490,29 @@ class Supervisor:
         for index, due in list(self._due.items()):
             if now >= due:
                 del self._due[index]
-                replacement = self._spawn(index)
-                replacement.close_ready()  # it serves when it is ready; nobody waits for it
+                replacement = self._spawn(index)  # it serves when it is ready
                 self.children[index] = replacement
                 log.warning("worker %d replaced by process %d", index, replacement.process.pid)
+
+    def _note_ready(self) -> None:
+        """Read the ready pipes of the replacements (without waiting); kill those that did not
+        listen within ``ready_timeout`` (counted as failed starts when they are reaped)."""
+        starting = {c.ready: c for c in self.children if c is not None and c.ready >= 0}
+        readable = select.select(list(starting), [], [], 0)[0] if starting else []
+        for fd in readable:
+            child = starting.pop(fd)
+            child.listening = bool(os.read(fd, 1))
+            child.close_ready()
+            if child.listening:
+                self._failed_starts[child.index] = 0
+        for child in starting.values():
+            if time.monotonic() - child.started > self.ready_timeout:
+                log.warning(
+                    "worker %d (process %d) did not listen within %g seconds; killed",
+                    *(child.index, child.process.pid, self.ready_timeout),
+                )
+                child.close_ready()
+                child.process.kill()
 
     def stop(self) -> int:
         """SIGTERM every worker, SIGKILL those still running after the grace period, and
