@@ -7,13 +7,21 @@ gets a request for another worker's session (an OpenEnv HTTP or MCP session, who
 worker; the arena, which lives in worker 0) passes it there whole (:class:`RelayMount`) with the
 client's address in the :data:`FORWARDED` header, and relays the answer. The owner runs every
 check as if the client had come to it: tokens, Host/Origin, its own limits.
+
+The requests a worker passes go over keep-alive connections (:class:`RelayPool`): after an
+answer, the connection is kept for the next request to the same worker, at most
+:data:`MAX_IDLE` idle ones per worker (the rest are closed). A kept connection that the other
+worker closed meanwhile (its keep-alive time ran out, it was replaced) is dropped before use,
+and a request that finds it closed while being sent is sent again once, on a new connection.
 """
 
 from __future__ import annotations
 
 import http.client
 import logging
+import select
 import socket
+import threading
 from collections.abc import Callable, Sequence
 from urllib.parse import quote
 
@@ -24,7 +32,16 @@ from envwire.server.security.admission import ConnectionLimits
 from envwire.server.threads import ThreadPool
 from envwire.settings import HttpSettings
 
-__all__ = ["FORWARDED", "RELAY_TIMEOUT", "Borrowed", "RelayMount", "fetch", "relay_front_end"]
+__all__ = [
+    "FORWARDED",
+    "MAX_IDLE",
+    "RELAY_TIMEOUT",
+    "Borrowed",
+    "RelayMount",
+    "RelayPool",
+    "fetch",
+    "relay_front_end",
+]
 
 log = logging.getLogger("envwire.workers")
 
@@ -38,6 +55,9 @@ RELAY_TIMEOUT = 300.0
 
 #: Connections on one worker's relay socket at once (every other worker's requests in flight).
 MAX_RELAYED = 4096
+
+#: Idle keep-alive connections a process keeps to each other worker's relay socket.
+MAX_IDLE = 8
 
 _HOP_BY_HOP = frozenset(
     {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade", "te", FORWARDED}
@@ -62,29 +82,124 @@ class _UnixConnection(http.client.HTTPConnection):
         self.sock = sock
 
 
+def _closed(conn: _UnixConnection) -> bool:
+    """Whether an idle connection is unusable: the peer closed it (or sent what nobody asked)."""
+    sock = conn.sock
+    if sock is None:
+        return True
+    try:
+        return bool(select.select([sock], [], [], 0)[0])
+    except (OSError, ValueError):
+        return True
+
+
+class RelayPool:
+    """Keep-alive HTTP connections to the workers' Unix sockets, reused across requests.
+
+    Args:
+        max_idle: idle connections kept per socket path; one more, after its answer, is closed.
+
+    Attributes:
+        opened: connections opened so far (all paths).
+    """
+
+    def __init__(self, max_idle: int = MAX_IDLE) -> None:
+        self.max_idle = max_idle
+        self.opened = 0
+        self._idle: dict[str, list[_UnixConnection]] = {}
+        self._lock = threading.Lock()
+
+    def idle(self, path: str) -> int:
+        """Idle connections kept to ``path`` now."""
+        with self._lock:
+            return len(self._idle.get(path, ()))
+
+    def fetch(self, path: str, request: Request, timeout: float = RELAY_TIMEOUT) -> Response:
+        """Send ``request`` to the worker listening on the Unix socket ``path``; its answer.
+
+        Raises:
+            OSError: the worker cannot be reached, or did not answer within ``timeout``.
+        """
+        headers = {k: v for k, v in request.headers.items() if k not in _HOP_BY_HOP}
+        headers[FORWARDED] = f"{request.client} {request.peer} {request.scheme}"
+        headers["content-length"] = str(len(request.body))
+        target = _quote_path(request.path + (f"?{request.query}" if request.query else ""))
+        conn = self._take(path, timeout)
+        reused = conn.sock is not None
+        try:
+            try:
+                conn.request(request.method, target, body=request.body, headers=headers)
+                answer = conn.getresponse()
+            except ConnectionError:  # the peer closed a kept connection: once more, anew
+                if not reused:
+                    raise
+                conn.close()
+                conn = self._new(path, timeout)
+                conn.request(request.method, target, body=request.body, headers=headers)
+                answer = conn.getresponse()
+            body = answer.read()
+            kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in _HOP_BY_HOP]
+        except http.client.HTTPException as exc:
+            conn.close()
+            raise OSError(f"bad answer from the worker at {path}: {exc}") from None
+        except BaseException:
+            conn.close()
+            raise
+        self._give_back(path, conn, keep=not answer.will_close)
+        content_type = next((v for k, v in kept if k.lower() == "content-type"), "")
+        rest = [(k, v) for k, v in kept if k.lower() != "content-type"]
+        return Response(answer.status, body, content_type or "application/octet-stream", rest)
+
+    def close(self) -> None:
+        """Close every idle connection."""
+        with self._lock:
+            idle, self._idle = self._idle, {}
+        for conns in idle.values():
+            for conn in conns:
+                conn.close()
+
+    def _new(self, path: str, timeout: float) -> _UnixConnection:
+        with self._lock:
+            self.opened += 1
+        return _UnixConnection(path, timeout)  # it connects on its first request
+
+    def _take(self, path: str, timeout: float) -> _UnixConnection:
+        """A kept connection to ``path`` that is still open, or a new one."""
+        while True:
+            with self._lock:
+                kept = self._idle.get(path)
+                conn = kept.pop() if kept else None
+            if conn is None:
+                return self._new(path, timeout)
+            if not _closed(conn):
+                conn.timeout = timeout
+                if conn.sock is not None:
+                    conn.sock.settimeout(timeout)
+                return conn
+            conn.close()
+
+    def _give_back(self, path: str, conn: _UnixConnection, keep: bool) -> None:
+        if keep:
+            with self._lock:
+                kept = self._idle.setdefault(path, [])
+                if len(kept) < self.max_idle:
+                    kept.append(conn)
+                    return
+        conn.close()
+
+
+#: The pool of this process's passed requests.
+_POOL = RelayPool()
+
+
 def fetch(path: str, request: Request, timeout: float = RELAY_TIMEOUT) -> Response:
-    """Send ``request`` to the worker listening on the Unix socket ``path``; its answer.
+    """Send ``request`` to the worker listening on the Unix socket ``path`` over a kept
+    connection of this process's :class:`RelayPool`; its answer.
 
     Raises:
         OSError: the worker cannot be reached, or did not answer within ``timeout``.
     """
-    headers = {k: v for k, v in request.headers.items() if k not in _HOP_BY_HOP}
-    headers[FORWARDED] = f"{request.client} {request.peer} {request.scheme}"
-    headers["content-length"] = str(len(request.body))
-    target = request.path + (f"?{request.query}" if request.query else "")
-    conn = _UnixConnection(path, timeout)
-    try:
-        conn.request(request.method, _quote_path(target), body=request.body, headers=headers)
-        answer = conn.getresponse()
-        body = answer.read()
-        kept = [(k, v) for k, v in answer.getheaders() if k.lower() not in _HOP_BY_HOP]
-    except http.client.HTTPException as exc:
-        raise OSError(f"bad answer from the worker at {path}: {exc}") from None
-    finally:
-        conn.close()
-    content_type = next((v for k, v in kept if k.lower() == "content-type"), "")
-    rest = [(k, v) for k, v in kept if k.lower() != "content-type"]
-    return Response(answer.status, body, content_type or "application/octet-stream", rest)
+    return _POOL.fetch(path, request, timeout)
 
 
 def _quote_path(target: str) -> str:
