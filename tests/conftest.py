@@ -38,27 +38,39 @@ def pytest_configure(config: pytest.Config) -> None:
         )
 
 
-#: Test files that take minutes: they start first, so that with ``-n`` (pyproject's addopts)
-#: no worker is left running one of them alone at the end.
+#: Test files that take minutes, the longest first (their summed durations in a run of the
+#: suite): they start first, in this order, so that with ``-n`` (pyproject's addopts) no worker
+#: is left running one of them alone at the end. The docs' pages are units of their own
+#: (:data:`SPREAD_FILES`), each as long as a long file.
 LONG_FILES = (
+    "tests/server/test_ray.py",
     "tests/docs/test_examples.py",
-    "tests/frontends/openenv/test_strict_answers.py",
-    "tests/frontends/openenv/test_native_envs.py",
+    "tests/adapters/training/test_sb3.py",
     "tests/frontends/openenv/test_openenv_clients.py",
+    "tests/runtime/ray/test_worker.py",
+    "tests/examples/test_sb3_ppo.py",
+    "tests/server/test_workers.py",
+    "tests/frontends/openenv/test_native_envs.py",
+    "tests/frontends/openenv/test_strict_answers.py",
     "tests/client/test_openenv.py",
 )
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Run the files that take longest first (a stable sort: the order within and among the
-    rest stays as collected, the same in every worker)."""
+    """Run the long files first, longest first, then the files marked slow (a stable sort: the
+    order within and among the rest stays as collected, the same in every worker)."""
 
-    def long(item: pytest.Item) -> bool:
+    def rank(item: pytest.Item) -> int:
         path = item.nodeid.partition("::")[0]
-        return path in LONG_FILES or item.get_closest_marker("slow") is not None
+        if path in LONG_FILES:
+            return LONG_FILES.index(path)
+        return len(LONG_FILES) + (item.get_closest_marker("slow") is None)
 
-    first = {item.nodeid.partition("::")[0] for item in items if long(item)}
-    items.sort(key=lambda item: item.nodeid.partition("::")[0] not in first)
+    ranks: dict[str, int] = {}
+    for item in items:
+        path = item.nodeid.partition("::")[0]
+        ranks[path] = min(ranks.get(path, rank(item)), rank(item))
+    items.sort(key=lambda item: ranks[item.nodeid.partition("::")[0]])
 
 
 @pytest.fixture(scope="session")
@@ -90,5 +102,9 @@ class _LoadFileSpreading(LoadFileScheduling):
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
     """The scheduler for ``--dist loadfile``; any other mode keeps xdist's own."""
     if config.getoption("dist") == "loadfile":
+        # xdist would hand out the files with the most tests first, and the docs' pages, one
+        # test each, last: the longest units would end the run alone. The collection's order
+        # (pytest_collection_modifyitems: the longest first) is kept instead.
+        config.option.loadscopereorder = False
         return _LoadFileSpreading(config, log)
     return None
