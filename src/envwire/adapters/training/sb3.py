@@ -163,16 +163,13 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
             or np.asarray(infos[f"_{_FINAL_INFO}"]).tolist() != ended
         ):
             return None
-        final_obs = list(infos[_FINAL_OBS])
-        step_infos: list[dict[str, Any]] = []
-        for i, (done, limit) in enumerate(zip(ended, limits, strict=True)):
-            if done:
-                self.reset_infos[i] = {}
-                step_infos.append(
-                    {"terminal_observation": final_obs[i], "TimeLimit.truncated": limit}
-                )
-            else:
-                step_infos.append({"TimeLimit.truncated": limit})
+        # every copy's dict first (DummyVecEnv's order of keys), then the ended copies' own
+        final_obs = infos[_FINAL_OBS]
+        step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
+        reset_infos = self.reset_infos
+        for i in np.flatnonzero(dones).tolist():
+            reset_infos[i] = {}
+            step_infos[i]["terminal_observation"] = final_obs[i]
         return step_infos
 
     def _split_infos(
