@@ -19,6 +19,7 @@ The client puts the keys back where Gymnasium has them, so both forms read as th
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Final
 
 import numpy as np
@@ -140,12 +141,17 @@ def read_finals(
         return 0, _NO_MASK, _NO_MASK, pos + 1
     if kind not in (FINALS_OBS, FINALS_OBS | FINALS_EMPTY_INFO):
         raise ProtocolError(f"unknown final observations kind {kind}")
-    mask_field = _field(data, pos + 1, size)
-    if mask_field is None:
-        return None
-    mask, end = unpack_tensor(data[: mask_field[1]], mask_field[0])
-    if mask.dtype != _BOOL or mask.shape != (num_envs,) or end != mask_field[1]:
-        raise ProtocolError(f"final observations' mask is {mask.dtype}{list(mask.shape)}")
+    head = _mask_head(num_envs)
+    start = pos + 1 + len(head)
+    if size >= start + num_envs and data[pos + 1 : start] == head:  # the usual mask's header
+        mask, end = np.frombuffer(data, _BOOL, num_envs, start).copy(), start + num_envs
+    else:
+        mask_field = _field(data, pos + 1, size)
+        if mask_field is None:
+            return None
+        mask, end = unpack_tensor(data[: mask_field[1]], mask_field[0])
+        if mask.dtype != _BOOL or mask.shape != (num_envs,) or end != mask_field[1]:
+            raise ProtocolError(f"final observations' mask is {mask.dtype}{list(mask.shape)}")
     if size <= end:
         return None
     if data[end] != OBS_TENSOR:
@@ -154,10 +160,16 @@ def read_finals(
     if batch_field is None:
         return None
     batch, stop = unpack_tensor(data[: batch_field[1]], batch_field[0])
-    count = int(np.count_nonzero(mask))
+    count = len(mask.nonzero()[0])
     if stop != batch_field[1] or not batch.ndim or batch.shape[0] != count:
         raise ProtocolError(f"final observations {list(batch.shape)} for {count} ended copies")
     return kind, mask, batch, stop
+
+
+@functools.lru_cache(maxsize=16)
+def _mask_head(num_envs: int) -> bytes:
+    """The bytes before a mask of ``num_envs`` copies: its field's length and tensor header."""
+    return pack_column(np.zeros(num_envs, _BOOL), _BOOL)[: -num_envs or None]
 
 
 def _field(data: bytes | bytearray | memoryview, pos: int, size: int) -> tuple[int, int] | None:
@@ -181,7 +193,7 @@ def merge_finals(
     final = np.empty(len(mask), dtype=object)
     # a batch of scalars' rows as 0-d arrays, as they were sent (iterating gives scalars)
     rows = batch if batch.ndim > 1 else [batch[j, ...] for j in range(len(batch))]
-    for i, row in zip(np.flatnonzero(mask).tolist(), rows, strict=True):
+    for i, row in zip(mask.nonzero()[0].tolist(), rows, strict=True):
         final[i] = row
     if kind & FINALS_EMPTY_INFO:
         merged = {
