@@ -18,7 +18,13 @@ from envwire import messages as m
 from envwire.errors import ProtocolError
 from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
 from envwire.protocols.gymsocket.finals import NO_FINALS, read_finals, split_finals
-from envwire.protocols.gymsocket.packets import EMPTY_INFO, Packet, pack_field
+from envwire.protocols.gymsocket.packets import (
+    EMPTY_INFO,
+    Packet,
+    pack_column,
+    pack_field,
+    pack_tensor,
+)
 from tests.protocols.test_gymsocket_lean import _same_step_infos
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
@@ -110,7 +116,11 @@ def test_final_observations_read_as_the_json_form_reads(name: str, space: Any) -
         json_server._pending.append(Packet.VECTOR_STEP)
         assert old == b"".join((b"\x00", *json_server._vector_step_parts(reply))), t
         json_server._pending.popleft()
+        server._pending.append(Packet.VECTOR_STEP)
+        written = b"".join((b"\x00", *server._vector_step_parts(reply)))
+        server._pending.popleft()
         new = _write(server, reply)
+        assert new == written, f"{name} {t}: the lean reply is the general path's bytes"
         expected = _general(json_reader, old)
         assert_same(_general(general, new), expected, f"{name} {t} general")
         got, was_lean = _lean(lean, new)
@@ -120,6 +130,13 @@ def test_final_observations_read_as_the_json_form_reads(name: str, space: Any) -
             binary += 1
     tensor = isinstance(batch_space(space, _N).sample(), np.ndarray)
     finals = [i for i in _same_step_infos(space) if "final_obs" in i]
+    for infos in finals:  # the field is the tensor codec's bytes of the stacked observations
+        field = split_finals(infos)[1]
+        if field != NO_FINALS:
+            mask = infos["_final_obs"]
+            rows = np.stack([row for row in infos["final_obs"] if row is not None])
+            reference = pack_column(mask, np.dtype(bool)) + b"\x02" + pack_field(pack_tensor(rows))
+            assert field[1:] == reference, name
     if tensor and finals and split_finals(finals[0])[1] != NO_FINALS:
         assert binary == len(finals), name
         assert leans >= len(finals), name  # the ended steps too are read lean
