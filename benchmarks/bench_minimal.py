@@ -1,5 +1,5 @@
-"""gym-socket's one step, vector step and frames, each beside a minimal hand-written Python
-implementation of the same bytes.
+"""gym-socket's one step, vector step, SB3's VecEnv and frames, each beside a minimal
+hand-written Python implementation of the same bytes.
 
 Run: ``python benchmarks/bench_minimal.py [--seconds S] [--runs R] [--quick] [--cpu N|none]``.
 
@@ -10,8 +10,10 @@ that answers the handshake, the extended reset and the extended step and nothing
 fixed header, the observation's bytes and one ``struct``), and a client that sends the step's
 7 bytes with one ``sendall`` and reads the 47-byte reply with ``recv_into``, ``np.frombuffer``
 and one ``struct``. :mod:`minimal_cases` holds the baselines of two more cases written the same
-way: ``make_vec(url, 8)`` of CartPole (beside in-process ``SyncVectorEnv``), and 84x84x4 uint8
-frames one step (beside the plain echo of the same bytes, as the suite measures it). Before the
+way: ``make_vec(url, 8)`` of CartPole (beside in-process ``SyncVectorEnv``), SB3's
+``make_vec_env(url, 8)`` of CartPole (beside SB3's ``DummyVecEnv``; needs the ``sb3`` extra),
+and 84x84x4 uint8 frames one step (beside the plain echo of the same bytes, as the suite
+measures it). Before the
 rounds of each case, both servers answer the same requests from the same state, and the
 benchmark checks that their replies are the same bytes.
 
@@ -48,12 +50,17 @@ from harness import EchoServer, Result, Settings, echo_rate, machine, parse_sett
 from harness import read_exactly as _read
 from minimal_cases import (
     FRAMES_REPLY,
+    SB3_FIXED,
+    SB3_N,
     VECTOR_N,
     VECTOR_REPLY,
     FramesClient,
+    Sb3Client,
     VectorClient,
+    check_requests,
     frames_requests,
     minimal_case_server,
+    sb3_requests,
     vector_requests,
 )
 
@@ -203,13 +210,6 @@ def _one_step_requests(steps: int) -> list[tuple[bytes, int]]:
     return [(hello, 4), (reset, 37), *[(_STEP_ONE, 47)] * steps]
 
 
-def _recv_exactly(sock: socket.socket, size: int) -> bytes:
-    data = bytearray(size)
-    if not _read(sock, memoryview(data)):
-        raise ConnectionError("closed")
-    return bytes(data)
-
-
 def _chosen_cpu(choice: str) -> int | None:
     """``--cpu``: ``last`` (the default: the highest CPU this process may use), ``none`` (no
     pinning), or a CPU's number."""
@@ -242,6 +242,7 @@ def main() -> int:
             _pin_threads(_pid(echo), pin)
         results += _one_step(settings, server, pin)
         results += _vector(settings, server, pin)
+        results += _sb3(settings, server, pin)
         results += _frames(settings, server, echo, pin)
     report = {"machine": machine() | {"pinned_cpu": pin}, "results": [vars(r) for r in results]}
     print_table(report)
@@ -270,7 +271,7 @@ def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> lis
         "envwire": "envwire: CartPole one step, extended path",
     }
     with minimal_server(pin) as (port, pid):
-        _check_requests(_one_step_requests(8), port, server.ports["gym-socket"])
+        check_requests(_one_step_requests(8), port, server.ports["gym-socket"])
         minimal = MinimalClient(port)
         minimal.reset()
         remote = envwire.make(server.url("gym-socket", "CartPole-v1"))
@@ -297,40 +298,78 @@ def _vector(settings: Settings, server: ServerProcess, pin: int | None) -> list[
     }
     url = server.url("gym-socket", "CartPole-v1")
     with minimal_case_server("vector", pin) as (port, pid):
-        _check_requests(vector_requests(32), port, server.ports["gym-socket"])
-        actions = np.zeros(n, np.int64)
+        check_requests(vector_requests(32), port, server.ports["gym-socket"])
         local = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
         local.reset(seed=0)
         minimal = VectorClient(port)
         minimal.reset(seed=0)
         remote = envwire.make_vec(url, n)
         remote.reset(seed=0)
-        server_pid = _pid(server)
-
-        def batches(env: Any, server_pid: int | None) -> Callable[[], dict[str, float]]:
-            def step() -> bool:
-                env.step(actions)
-                return False
-
-            return lambda: _stepping(step, env.reset, settings.seconds, server_pid)
-
+        envs = {"sync": (local, None), "minimal": (minimal, pid), "envwire": (remote, _pid(server))}
         try:
-            rounds = _rounds(
-                {
-                    "sync": batches(local, None),
-                    "minimal": batches(minimal, pid),
-                    "envwire": batches(remote, server_pid),
-                },
-                settings.runs,
-            )
+            rounds = _batch_rounds(envs, np.zeros(n, np.int64), settings)
         finally:
-            minimal.close()
-            remote.close()
-            local.close()
+            for env, _ in envs.values():
+                env.close()
+    return _results(names, rounds, {"reply_bytes": VECTOR_REPLY}, "batch", "sync")
+
+
+def _sb3(settings: Settings, server: ServerProcess, pin: int | None) -> list[Result]:
+    """SB3's VecEnv N=8 of CartPole (actions ``i % 2``): the baseline pair and envwire's
+    ``make_vec_env``, beside SB3's local DummyVecEnv; no results without the sb3 extra."""
+    try:
+        from stable_baselines3.common.vec_env import DummyVecEnv
+
+        from envwire.adapters.training.sb3 import make_vec_env
+    except ImportError as exc:
+        print(f"SB3 case skipped: the sb3 extra is not installed ({exc})")
+        return []
+    n = SB3_N
+    names = {
+        "dummy": f"SB3 DummyVecEnv, local, N={n}",
+        "minimal": f"minimal Python: SB3 VecEnv N={n}, same bytes",
+        "envwire": f"envwire: SB3 make_vec_env CartPole N={n}",
+    }
+    with minimal_case_server("sb3", pin) as (port, pid):
+        check_requests(sb3_requests(64), port, server.ports["gym-socket"])
+        local = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+        minimal = Sb3Client(port)
+        remote = make_vec_env(server.url("gym-socket", "CartPole-v1"), n, monitor=False)
+        for env in (local, remote):
+            env.seed(0)
+            env.reset()
+        minimal.reset(0)
+        envs = {
+            "dummy": (local, None),
+            "minimal": (minimal, pid),
+            "envwire": (remote, _pid(server)),
+        }
+        try:
+            rounds = _batch_rounds(envs, np.arange(n) % 2, settings)
+        finally:
+            for env, _ in envs.values():
+                env.close()
+    return _results(names, rounds, {"reply_bytes": f">= {SB3_FIXED}"}, "batch", "dummy")
+
+
+def _batch_rounds(
+    envs: dict[str, tuple[Any, int | None]], actions: np.ndarray[Any, Any], settings: Settings
+) -> Rounds:
+    """Rounds of each vector env's steps with ``actions`` (with its server's pid, None for a
+    local one): env steps/s, and CPU per batch."""
+
+    def batches(env: Any, server_pid: int | None) -> Callable[[], dict[str, float]]:
+        def step() -> bool:
+            env.step(actions)
+            return False
+
+        return lambda: _stepping(step, env.reset, settings.seconds, server_pid)
+
+    rounds = _rounds({key: batches(*pair) for key, pair in envs.items()}, settings.runs)
     for measured in rounds.values():
         for figures in measured:
-            figures["rate"] *= n
-    return _results(names, rounds, {"reply_bytes": VECTOR_REPLY}, "batch", "sync")
+            figures["rate"] *= len(actions)
+    return rounds
 
 
 def _frames(
@@ -345,7 +384,7 @@ def _frames(
     }
     sizes = (len(frames_requests(1)[-1][0]), FRAMES_REPLY)
     with minimal_case_server("frames", pin) as (port, pid):
-        _check_requests(frames_requests(8), port, server.ports["gym-socket"])
+        check_requests(frames_requests(8), port, server.ports["gym-socket"])
         minimal = FramesClient(port)
         minimal.reset()
         remote = envwire.make(server.url("gym-socket", "bench/Frames-v0"))
@@ -388,23 +427,6 @@ def _one_step_cases(
 def _pid(server: ServerProcess | EchoServer) -> int:
     assert server.process is not None and server.process.pid is not None
     return server.process.pid
-
-
-def _check_requests(requests: list[tuple[bytes, int]], minimal_port: int, port: int) -> None:
-    """Both servers answer ``requests`` (each with the size of its reply) with the same bytes."""
-    replies: list[list[bytes]] = []
-    for each in (minimal_port, port):
-        sock = socket.create_connection(("127.0.0.1", each))
-        sock.settimeout(30)
-        got = []
-        for request, size in requests:
-            sock.sendall(request)
-            got.append(_recv_exactly(sock, size))
-        sock.close()
-        replies.append(got)
-    if replies[0] != replies[1]:
-        differ = [i for i, (a, b) in enumerate(zip(*replies, strict=True)) if a != b]
-        raise AssertionError(f"the replies to requests {differ} differ")
 
 
 def _ratios(

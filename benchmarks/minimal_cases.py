@@ -1,4 +1,4 @@
-"""Minimal hand-written Python servers and clients of two more gym-socket cases, each writing
+"""Minimal hand-written Python servers and clients of three more gym-socket cases, each writing
 exactly the bytes envwire writes for it (:mod:`bench_minimal` checks that before it measures):
 
 - ``vector``: ``envwire.make_vec(url, 8)`` of CartPole, gym-socket's vector path. The server
@@ -6,6 +6,11 @@ exactly the bytes envwire writes for it (:mod:`bench_minimal` checks that before
   writes the reply from fixed headers and the four arrays' bytes; the client sends a fixed
   header and the actions' bytes with one ``sendall``, reads the 272-byte reply with
   ``recv_into`` and copies the four arrays out of it with ``np.frombuffer``.
+- ``sb3``: SB3's ``make_vec_env(url, 8)`` of CartPole: a SameStep vector session with the
+  ``FINAL_OBS`` flag. The server steps 8 CartPoles in a loop (an ended copy reset in the same
+  step) and writes the reply with its final field; the client reads it and makes SB3's step
+  of it: float32 rewards, dones, and one info dict per copy (``TimeLimit.truncated``, an
+  ended copy's ``terminal_observation``).
 - ``frames``: one step of :class:`envwire.testing.envs.FramesEnv` (84x84x4 uint8) over the
   extended path; the client copies the frame out of its reply buffer.
 
@@ -21,7 +26,7 @@ import multiprocessing
 import os
 import socket
 import struct
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import gymnasium
@@ -32,12 +37,19 @@ from harness import read_exactly as _read
 
 __all__ = [
     "FRAMES_REPLY",
+    "SB3_FIXED",
+    "SB3_N",
     "FramesClient",
+    "Sb3Client",
     "VECTOR_N",
     "VECTOR_REPLY",
     "VectorClient",
     "frames_requests",
+    "check_requests",
     "minimal_case_server",
+    "read_sb3_reply",
+    "sb3_requests",
+    "sb3_reset_request",
     "vector_requests",
 ]
 
@@ -170,6 +182,164 @@ class VectorClient:
         self.sock.close()
 
 
+# --- SB3's VecEnv N=8: make_vec_env(url, 8) of CartPole, SameStep with FINAL_OBS ----------
+
+SB3_N = VECTOR_N
+_SB3_FLAGS = 0x2F  # ERRORS | MONITOR_REPLY | EXTENDED | VECTOR | FINAL_OBS: the SB3 adapter's
+_SB3_OPTIONS = json.dumps(
+    {"num_envs": SB3_N, "autoreset_mode": "SameStep", "workers": 1}, separators=(",", ":")
+).encode()
+_SB3_HELLO = (
+    bytes([_SB3_FLAGS])
+    + _U32.pack(11)
+    + b"CartPole-v1"
+    + _U32.pack(len(_SB3_OPTIONS))
+    + _SB3_OPTIONS
+)
+#: A step's reply up to its final field's kind byte (0: no copy ended), and the kind-3 field
+#: that follows otherwise: the mask's field, then the final observations' kind and field
+#: (float32, shape (k, 4)), each header followed by its data.
+SB3_FIXED = VECTOR_REPLY + 1
+_MASK_HEAD = _VBOOL_HEAD
+_FINALS_HEAD = struct.Struct("<BIBIII")  # kind 2, field length, float32, ndim 2, k, 4
+_FINAL_TAIL = len(_MASK_HEAD) + SB3_N + _FINALS_HEAD.size
+
+
+def sb3_reset_request(seed: int) -> bytes:
+    """SB3's seeded reset: copy ``i`` gets ``seed + i``."""
+    options = json.dumps(
+        {"seed": list(range(seed, seed + SB3_N)), "options": None}, separators=(",", ":")
+    ).encode()
+    return bytes([_VRESET]) + _U32.pack(len(options)) + options
+
+
+def sb3_requests(steps: int) -> list[tuple[bytes, int | None]]:
+    """The handshake, SB3's reset with seed 0 and ``steps`` steps of actions ``i % 2``, with
+    the size of each reply (None: a step's, whose size its bytes tell: :func:`read_sb3_reply`)."""
+    step = _VSTEP_HEAD + (np.arange(SB3_N) % 2).astype(np.int64).tobytes()
+    return [(_SB3_HELLO, 4), (sb3_reset_request(0), _VECTOR_RESET_REPLY), *[(step, None)] * steps]
+
+
+def read_sb3_reply(sock: socket.socket, reply: memoryview) -> int:
+    """Read one step reply into ``reply``: its size (0 at EOF)."""
+    if not _read(sock, reply[:SB3_FIXED]):
+        return 0
+    if not reply[SB3_FIXED - 1]:
+        return SB3_FIXED
+    if not _read(sock, reply[SB3_FIXED : SB3_FIXED + _FINAL_TAIL]):
+        return 0
+    k = _FINALS_HEAD.unpack_from(reply, SB3_FIXED + len(_MASK_HEAD) + SB3_N)[4]
+    end = SB3_FIXED + _FINAL_TAIL + 16 * k
+    return end if _read(sock, reply[SB3_FIXED + _FINAL_TAIL : end]) else 0
+
+
+def _serve_sb3(client: socket.socket) -> None:
+    """One SB3 connection: the handshake, vector resets and SameStep steps of 8 CartPoles,
+    stepped in a loop as DummyVecEnv steps them (an ended copy is reset in the same step)."""
+    head = memoryview(bytearray(5))
+    if not _read(client, head):
+        return
+    rest = bytearray(_U32.unpack_from(head, 1)[0] + 4)
+    _read(client, memoryview(rest))
+    _read(client, memoryview(bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])))
+    client.sendall(_OK)
+    envs = [gymnasium.make("CartPole-v1") for _ in range(SB3_N)]
+    header = bytearray(6)
+    header_view = memoryview(header)
+    body = bytearray(9 + 8 * SB3_N)
+    body_view = memoryview(body)
+    obs = np.zeros((SB3_N, 4), np.float32)
+    rewards = np.zeros(SB3_N)
+    terminated = np.zeros(SB3_N, bool)
+    truncated = np.zeros(SB3_N, bool)
+    while _read(client, header_view):
+        if header[0] == _VSTEP:
+            _read(client, body_view)
+            finals = []
+            for i, action in enumerate(np.frombuffer(body, np.int64, SB3_N, 9).tolist()):
+                ob, rewards[i], terminated[i], truncated[i], _ = envs[i].step(action)
+                if terminated[i] or truncated[i]:
+                    finals.append(ob)
+                    ob, _ = envs[i].reset()
+                obs[i] = ob
+            ended = b"\x00"
+            if finals:
+                k = len(finals)
+                mask = (terminated | truncated).tobytes()
+                final = _FINALS_HEAD.pack(2, 13 + 16 * k, 10, 2, k, 4)
+                ended = b"".join((b"\x03", _MASK_HEAD, mask, final, np.stack(finals).tobytes()))
+            client.sendall(
+                b"".join(
+                    (
+                        _VOBS_HEAD,
+                        obs.tobytes(),
+                        _VREW_HEAD,
+                        rewards.tobytes(),
+                        _VBOOL_HEAD,
+                        terminated.tobytes(),
+                        _VBOOL_HEAD,
+                        truncated.tobytes(),
+                        _EMPTY_INFO,
+                        ended,
+                    )
+                )
+            )
+        else:  # the reset: its options' JSON, 1 byte of it already read
+            rest = bytearray(_U32.unpack_from(header, 1)[0] - 1)
+            _read(client, memoryview(rest))
+            seeds = json.loads(bytes(header[5:]) + rest)["seed"]
+            for i, env in enumerate(envs):
+                obs[i] = env.reset(seed=seeds[i])[0]
+            client.sendall(_VOBS_HEAD + obs.tobytes() + _EMPTY_INFO)
+
+
+class Sb3Client:
+    """The baseline SB3 client: one ``sendall`` out, the reply read into one buffer, and SB3's
+    step (float32 rewards, dones, one info dict per copy with ``TimeLimit.truncated`` and an
+    ended copy's ``terminal_observation``) made from its arrays."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port))
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.sock.sendall(_SB3_HELLO)
+        answer = memoryview(bytearray(4))
+        if not _read(self.sock, answer) or answer != _OK:
+            raise ConnectionError(f"the handshake was refused: {bytes(answer)!r}")
+        self.reply = memoryview(bytearray(SB3_FIXED + _FINAL_TAIL + 16 * SB3_N))
+        self.num_envs = SB3_N
+
+    def reset(self, seed: int = 0) -> np.ndarray[Any, Any]:
+        self.sock.sendall(sb3_reset_request(seed))
+        view = self.reply[:_VECTOR_RESET_REPLY]
+        if not _read(self.sock, view):
+            raise ConnectionError("the server closed the connection")
+        return np.frombuffer(view, np.float32, 4 * SB3_N, _VOBS_AT).reshape(SB3_N, 4).copy()
+
+    def step(self, actions: np.ndarray[Any, Any]) -> tuple[Any, ...]:
+        self.sock.sendall(_VSTEP_HEAD + actions.astype(np.int64, copy=False).tobytes())
+        reply = self.reply
+        if not read_sb3_reply(self.sock, reply):
+            raise ConnectionError("the server closed the connection")
+        obs = np.frombuffer(reply, np.float32, 4 * SB3_N, _VOBS_AT).reshape(SB3_N, 4).copy()
+        rewards = np.frombuffer(reply, np.float64, SB3_N, _VREW_AT).astype(np.float32)
+        terminated = np.frombuffer(reply, np.bool_, SB3_N, _VTERM_AT)
+        truncated = np.frombuffer(reply, np.bool_, SB3_N, _VTRUNC_AT)
+        dones = terminated | truncated
+        limits = (truncated & ~terminated).tolist()
+        infos = [{"TimeLimit.truncated": limit} for limit in limits]
+        if reply[SB3_FIXED - 1]:
+            k = _FINALS_HEAD.unpack_from(reply, SB3_FIXED + len(_MASK_HEAD) + SB3_N)[4]
+            finals = np.frombuffer(reply, np.float32, 4 * k, SB3_FIXED + _FINAL_TAIL)
+            for row, i in zip(
+                finals.reshape(k, 4).copy(), dones.nonzero()[0].tolist(), strict=True
+            ):
+                infos[i]["terminal_observation"] = row
+        return obs, rewards, dones, infos
+
+    def close(self) -> None:
+        self.sock.close()
+
+
 # --- 84x84x4 uint8 frames, one step ---------------------------------------------------------
 
 _FRAMES_NAME = b"bench/Frames-v0"
@@ -255,9 +425,43 @@ class FramesClient:
         self.sock.close()
 
 
+# --- the check that both servers write the same bytes ---------------------------------------
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes:
+    data = bytearray(size)
+    if not _read(sock, memoryview(data)):
+        raise ConnectionError("closed")
+    return bytes(data)
+
+
+def check_requests(
+    requests: Sequence[tuple[bytes, int | None]], minimal_port: int, port: int
+) -> None:
+    """Both servers answer ``requests`` (each with the size of its reply; None: an SB3 step's,
+    whose bytes tell its size) with the same bytes."""
+    replies: list[list[bytes]] = []
+    inbox = memoryview(bytearray(4096))
+    for each in (minimal_port, port):
+        sock = socket.create_connection(("127.0.0.1", each))
+        sock.settimeout(30)
+        got = []
+        for request, size in requests:
+            sock.sendall(request)
+            if size is None:
+                got.append(bytes(inbox[: read_sb3_reply(sock, inbox)]))
+            else:
+                got.append(_recv_exactly(sock, size))
+        sock.close()
+        replies.append(got)
+    if replies[0] != replies[1]:
+        differ = [i for i, (a, b) in enumerate(zip(*replies, strict=True)) if a != b]
+        raise AssertionError(f"the replies to requests {differ} differ")
+
+
 # --- the servers' process -------------------------------------------------------------------
 
-_SERVE = {"vector": _serve_vector, "frames": _serve_frames}
+_SERVE = {"vector": _serve_vector, "frames": _serve_frames, "sb3": _serve_sb3}
 
 
 def _server_main(conn: Any, case: str, pin: int | None) -> None:
@@ -275,7 +479,7 @@ def _server_main(conn: Any, case: str, pin: int | None) -> None:
 
 @contextlib.contextmanager
 def minimal_case_server(case: str, pin: int | None) -> Iterator[tuple[int, int]]:
-    """The baseline server of ``case`` (``vector`` or ``frames``) in a process of its own:
+    """The baseline server of ``case`` (``vector``, ``sb3`` or ``frames``) in a process of its own:
     yields (port, pid)."""
     parent, child = multiprocessing.Pipe()
     ctx = multiprocessing.get_context("spawn")

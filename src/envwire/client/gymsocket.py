@@ -46,6 +46,10 @@ from envwire.sockets.tls import TlsSocket
 __all__ = ["DEFAULT_FLAGS", "DEFAULT_PORT", "GymSocketTransport", "open_url", "open_vector_url"]
 
 DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
+#: A SameStep vector session's flags: its final observations travel as a tensor.
+_FINALS_FLAGS = DEFAULT_FLAGS | Flags.FINAL_OBS
+#: How a server that does not know FINAL_OBS refuses it.
+_UNKNOWN_FINALS = f"unknown handshake flags 0x{int(Flags.FINAL_OBS):02x} "
 #: The port of ``gym-socket://`` URLs that name none.
 DEFAULT_PORT = GYM_SOCKET.default_port
 _RECV = 256 * 1024
@@ -507,6 +511,27 @@ def open_vector_url(
     vector = {"num_envs": num_envs, "autoreset_mode": mode, "workers": workers}
     host, port, env_id = split_url(url, DEFAULT_PORT)
     security = _security(url, token, ca)
-    return GymSocketTransport(
-        host, port, env_id, timeout=timeout, vector=vector, **security, **kwargs
-    )
+    flags, busy_poll_us = kwargs.get("flags"), kwargs.get("busy_poll_us", 0.0)
+
+    def opened(flags: Flags) -> GymSocketTransport:
+        return GymSocketTransport(
+            host,
+            port,
+            env_id,
+            timeout=timeout,
+            vector=vector,
+            flags=flags,
+            busy_poll_us=busy_poll_us,
+            **security,
+        )
+
+    if flags is not None or mode != "SameStep":
+        return opened(DEFAULT_FLAGS if flags is None else flags)
+    # SameStep's final observations travel as a tensor (FINAL_OBS); a server from before that
+    # flag refuses it as unknown, and is asked again without it
+    try:
+        return opened(_FINALS_FLAGS)
+    except TransportError as exc:
+        if _UNKNOWN_FINALS not in str(exc):
+            raise
+    return opened(DEFAULT_FLAGS)

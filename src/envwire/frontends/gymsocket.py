@@ -454,7 +454,7 @@ class _Connection:
         if unknown:
             error = (
                 f"unknown handshake flags 0x{unknown:02x} (known: 0x01 errors, 0x02 monitor "
-                "reply, 0x04 extended, 0x08 vector, 0x10 auth)"
+                "reply, 0x04 extended, 0x08 vector, 0x10 auth, 0x20 final obs)"
             )
             self._refuse(error)
             return None

@@ -76,6 +76,12 @@ def unbatch_infos(infos: dict[str, Any], num_envs: int) -> list[dict[str, Any]]:
     return split
 
 
+def _listed(mask: Any) -> list[Any]:
+    """A mask's items as a list (of Python bools, for an array)."""
+    items: list[Any] = mask.tolist() if isinstance(mask, np.ndarray) else list(mask)
+    return items
+
+
 class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the sb3 extra
     """A remote vector env (``envwire.make_vec``, ``SameStep`` mode) as an SB3 ``VecEnv``.
 
@@ -139,7 +145,9 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         dones = np.logical_or(terminated, truncated)
         # DummyVecEnv's flag, on every copy and every step: a time limit cut the episode short
         limits: list[bool] = np.logical_and(truncated, np.logical_not(terminated)).tolist()
-        if not infos and not dones.any():
+        # (lists of Python bools: NumPy's any() and flatnonzero() are Python functions that
+        # cost more than the few items they look at)
+        if not infos and True not in dones.tolist():
             # the usual step of a training run: no copy ended and none has info, so there is
             # nothing to split per copy (SameStep infos always carry an ended copy's final_obs)
             step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
@@ -158,21 +166,15 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         if infos.keys() != _ENDED_ONLY or infos[_FINAL_INFO]:
             return None
         ended = dones.tolist()
-        if (
-            np.asarray(infos[f"_{_FINAL_OBS}"]).tolist() != ended
-            or np.asarray(infos[f"_{_FINAL_INFO}"]).tolist() != ended
-        ):
+        if _listed(infos[f"_{_FINAL_OBS}"]) != ended or _listed(infos[f"_{_FINAL_INFO}"]) != ended:
             return None
-        final_obs = list(infos[_FINAL_OBS])
-        step_infos: list[dict[str, Any]] = []
-        for i, (done, limit) in enumerate(zip(ended, limits, strict=True)):
-            if done:
-                self.reset_infos[i] = {}
-                step_infos.append(
-                    {"terminal_observation": final_obs[i], "TimeLimit.truncated": limit}
-                )
-            else:
-                step_infos.append({"TimeLimit.truncated": limit})
+        # every copy's dict first (DummyVecEnv's order of keys), then the ended copies' own
+        final_obs = infos[_FINAL_OBS]
+        step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
+        reset_infos = self.reset_infos
+        for i in dones.nonzero()[0].tolist():
+            reset_infos[i] = {}
+            step_infos[i]["terminal_observation"] = final_obs[i]
         return step_infos
 
     def _split_infos(

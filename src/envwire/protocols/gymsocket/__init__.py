@@ -17,6 +17,8 @@ bits are our extensions (documented in ``docs/protocols/gym-socket.md``):
   tensor observations (type 2) and actions (type 1), and envwire's exact space descriptions.
 - ``VECTOR`` (0x08): one session of N copies; Reset and Step carry batches (packets 9 and 10).
 - ``AUTH`` (0x10): the handshake carries a token, right after the flags byte.
+- ``FINAL_OBS`` (0x20): with ``VECTOR``, SameStep's final observations travel as a tensor
+  field after a vector step's info instead of inside its JSON (:mod:`.finals`).
 
 The shared wire format is in :mod:`.wire`, the server's end in :mod:`.server`, the client's in
 :mod:`.client`.

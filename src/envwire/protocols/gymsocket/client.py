@@ -19,6 +19,7 @@ from envwire.errors import (
     UsageError,
     error_class_for_code,
 )
+from envwire.protocols.gymsocket.finals import merge_finals, read_finals
 from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorLayout, VectorStep
 from envwire.protocols.gymsocket.packets import (
     ACT_JSON,
@@ -472,13 +473,20 @@ class ClientConnection(Side):
         if data[end : end + _EMPTY_INFO_SIZE] == EMPTY_INFO:
             infos: dict[str, Any] = {}
             end += _EMPTY_INFO_SIZE
-            if len(placed) == 4:
+            if len(placed) == 4 and not self._finals:
                 self._vector_layout = VectorLayout.learn(data, placed, end)
         else:
             info = self._buf.field(end)
             if info is None:
                 return None
             infos, end = jsonio.loads_info(info[0]), info[1]
+        if self._finals:  # FINAL_OBS: the final observations' field follows the info
+            finals = read_finals(data, end, len(data), len(arrays[0]))
+            if finals is None:
+                return None
+            if not finals[0] and not infos and len(placed) == 4:
+                self._vector_layout = VectorLayout.learn(data, placed, finals[3], finals=True)
+            infos, end = merge_finals(infos, *finals[:3]), finals[3]
         return m.VectorStepReply(obs[0], arrays[0], arrays[1], arrays[2], infos), end
 
     def _read_observation(self, pos: int) -> tuple[object, int] | None:

@@ -17,6 +17,7 @@ import numpy.typing as npt
 
 from envwire import jsonio
 from envwire.errors import EnvwireError
+from envwire.protocols.gymsocket.finals import NO_FINALS, merge_finals, read_finals
 from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, STEP_EX_TAIL, U32
 
 __all__ = ["StepLayout", "StepResult", "VectorStep", "VectorLayout"]
@@ -85,11 +86,13 @@ class StepLayout(NamedTuple):
 
 class VectorLayout(NamedTuple):
     """A vector step reply: observations, rewards, terminations and truncations (four arrays),
-    and the empty info; ``fixed`` holds every byte around the arrays, by offset."""
+    and the empty info (then, with ``finals``, the ``FINAL_OBS`` field's kind 0); ``fixed``
+    holds every byte around the arrays, by offset."""
 
     fixed: tuple[tuple[int, bytes], ...]
     arrays: tuple[_Array, ...]
     size: int
+    finals: bool = False
 
     @classmethod
     def learn(
@@ -97,10 +100,13 @@ class VectorLayout(NamedTuple):
         data: bytes | bytearray | memoryview,
         arrays: list[tuple[npt.NDArray[Any], int]],
         end: int,
+        finals: bool = False,
     ) -> VectorLayout | None:
         """The layout of the reply in ``data[:end]``, given its arrays with the offset where
-        each ends; None when it is no usual one (an info, a byte order not native)."""
-        if bytes(data[end - len(EMPTY_INFO) : end]) != EMPTY_INFO:
+        each ends; None when it is no usual one (an info, a byte order not native, final
+        observations)."""
+        tail = EMPTY_INFO + NO_FINALS if finals else EMPTY_INFO
+        if bytes(data[end - len(tail) : end]) != tail:
             return None
         if not all(array.dtype.isnative for array, _ in arrays):
             return None
@@ -110,7 +116,7 @@ class VectorLayout(NamedTuple):
             fixed.append((start, bytes(data[start:offset])))
             start = stop
         fixed.append((start, bytes(data[start:end])))
-        return cls(tuple(fixed), places, end)
+        return cls(tuple(fixed), places, end, finals)
 
     def wants(self, view: memoryview, size: int) -> int:
         """The whole reply's size when ``view[:size]`` begins as this layout (its first fixed
@@ -121,7 +127,7 @@ class VectorLayout(NamedTuple):
         info = self.fixed[-1][0]  # where the info field begins: its length, then its JSON
         if size < info + 4:
             return self.size
-        return int(info + 4 + U32.unpack_from(view, info)[0])
+        return int(info + 4 + U32.unpack_from(view, info)[0]) + self.finals
 
     def read(self, view: memoryview, size: int) -> VectorStep | None:
         """The four arrays and the info when ``view[:size]`` is a whole reply of this layout
@@ -136,15 +142,21 @@ class VectorLayout(NamedTuple):
             infos: dict[str, Any] = {}
         else:
             info = fixed[-1][0]
-            if size < info + 4 or size != info + 4 + U32.unpack_from(view, info)[0]:
+            if size < info + 4:
                 return None
-            if size - info - 4 > MAX_FIELD:
+            end = info + 4 + U32.unpack_from(view, info)[0]
+            if (end >= size if self.finals else end != size) or end - info - 4 > MAX_FIELD:
                 return None
             for offset, part in fixed[:-1]:
                 if view[offset : offset + len(part)] != part:
                     return None
             try:
-                infos = jsonio.loads_info(bytes(view[info + 4 : size]))
+                infos = jsonio.loads_info(bytes(view[info + 4 : end]))
+                if self.finals:  # the final observations' field, after the info
+                    finals = read_finals(view, end, size, self.arrays[1][2])
+                    if finals is None or finals[3] != size:
+                        return None
+                    infos = merge_finals(infos, *finals[:3])
             except (EnvwireError, ValueError, TypeError, KeyError, IndexError):
                 return None
         # Unrolled: this runs once per batch, and a generator's frames cost more than the reads

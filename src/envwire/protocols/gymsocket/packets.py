@@ -94,9 +94,17 @@ class Flags(IntFlag):
     EXTENDED = 0x04
     VECTOR = 0x08
     AUTH = 0x10
+    FINAL_OBS = 0x20
 
 
-KNOWN_FLAGS: Final = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED | Flags.VECTOR | Flags.AUTH
+KNOWN_FLAGS: Final = (
+    Flags.ERRORS
+    | Flags.MONITOR_REPLY
+    | Flags.EXTENDED
+    | Flags.VECTOR
+    | Flags.AUTH
+    | Flags.FINAL_OBS
+)
 
 
 class Packet(IntEnum):
@@ -277,6 +285,8 @@ class Side:
         self._errors = bool(flags & Flags.ERRORS)
         self._extended = bool(flags & Flags.EXTENDED)
         self._vector = bool(flags & Flags.VECTOR)
+        # SameStep's final observations in a field of their own (a vector session's only)
+        self._finals = self._vector and bool(flags & Flags.FINAL_OBS)
         if self._vector:
             self._fast_steps = frozenset({int(Packet.VECTOR_STEP)})
         elif self._extended:
@@ -369,7 +379,9 @@ def pack_column(values: object, dtype: np.dtype[Any]) -> bytes:
     return _COLUMN_HEADER.pack(9 + len(data), CODE_BY_DTYPE[dtype], 1, len(array)) + data
 
 
-def unpack_tensor(raw: bytes | bytearray, pos: int = 0) -> tuple[np.ndarray[Any, Any], int]:
+def unpack_tensor(
+    raw: bytes | bytearray | memoryview, pos: int = 0
+) -> tuple[np.ndarray[Any, Any], int]:
     """The inverse of :func:`pack_tensor`: (a writable array, end offset)."""
     if len(raw) < pos + 5:
         raise ProtocolError("tensor header is truncated")

@@ -15,6 +15,7 @@ import numpy as np
 from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvwireError, ProtocolError
+from envwire.protocols.gymsocket.finals import NO_FINALS, split_finals
 from envwire.protocols.gymsocket.packets import (
     CODE_BY_DTYPE,
     EMPTY_INFO,
@@ -73,7 +74,7 @@ class ReplyWriter(Side):
             self._pending.popleft()
             return joined
         if packet is Packet.VECTOR_STEP and isinstance(reply, m.VectorStepReply):
-            lean = self._lean_vector_reply(reply)
+            lean = self._finals_reply(reply) if self._finals else self._lean_vector_reply(reply)
             if lean is None:
                 parts = self._vector_step_parts(reply)
                 lean = b"".join((b"\x00" if self._errors else b"", *parts))
@@ -234,6 +235,19 @@ class ReplyWriter(Side):
         the arrays learned from the last such batch and the arrays' own: the bytes
         :meth:`_vector_step_parts` writes. None for any other reply (which teaches the layout
         when it is a usual one)."""
+        return None if v.infos else self._lean_vector_arrays(v, EMPTY_INFO)
+
+    def _finals_reply(self, v: m.VectorStepReply) -> bytes | None:
+        """:meth:`_lean_vector_reply` for a ``FINAL_OBS`` connection: the same bytes, then
+        the final field (:mod:`.finals`), for a reply whose info is empty once its final
+        observations are out of it; None for any other (the general path's)."""
+        if not v.infos:
+            return self._lean_vector_arrays(v, _EMPTY_NO_FINALS)
+        infos, finals = split_finals(v.infos)
+        return None if infos else self._lean_vector_arrays(v, EMPTY_INFO + finals)
+
+    def _lean_vector_arrays(self, v: m.VectorStepReply, tail: bytes) -> bytes | None:
+        """The lean vector step reply's bytes, ending with ``tail`` (after the arrays)."""
         obs, rewards, terminations, truncations = (
             v.observations,
             v.rewards,
@@ -241,8 +255,7 @@ class ReplyWriter(Side):
             v.truncations,
         )
         if (
-            v.infos
-            or type(obs) is not np.ndarray
+            type(obs) is not np.ndarray
             or type(rewards) is not np.ndarray
             or type(terminations) is not np.ndarray
             or type(truncations) is not np.ndarray
@@ -274,19 +287,24 @@ class ReplyWriter(Side):
                 terminations.tobytes(),
                 layout.flags_head,
                 truncations.tobytes(),
-                EMPTY_INFO,
+                tail,
             )
         )
 
     def _vector_step_parts(self, v: m.VectorStepReply) -> tuple[bytes, ...]:
         """A vector step's body: the batch of observations, a tensor of float64 rewards, two
-        of bool flags, the vector info (the common empty one is a constant)."""
+        of bool flags, the vector info (the common empty one is a constant); with
+        ``FINAL_OBS``, the final field after it (:mod:`.finals`)."""
+        infos, finals = v.infos, b""
+        if self._finals:
+            infos, finals = split_finals(infos) if infos else (infos, NO_FINALS)
         return (
             self._batch(v.observations),
             pack_column(v.rewards, _F64),
             pack_column(v.terminations, _BOOL),
             pack_column(v.truncations, _BOOL),
-            self._vector_infos(v.infos) if v.infos else EMPTY_INFO,
+            self._vector_infos(infos) if infos else EMPTY_INFO,
+            finals,
         )
 
     def _vector_infos(self, infos: dict[str, Any]) -> bytes:
@@ -337,6 +355,8 @@ def _byte_list_header(ndim: int) -> struct.Struct:
 
 
 _F64: Final = np.dtype("<f8")
+#: The end of a usual ``FINAL_OBS`` vector step reply: the empty info, no final field.
+_EMPTY_NO_FINALS: Final = EMPTY_INFO + NO_FINALS
 _BOOL: Final = np.dtype(np.bool_)
 
 

@@ -1,0 +1,226 @@
+"""gym-socket: the ``FINAL_OBS`` field of a vector step reply, both ends.
+
+In ``SameStep`` mode Gymnasium's vector info carries the ended copies' last observations as
+``final_obs`` (an object array: an array for each ended copy, None for the others) with its
+mask ``_final_obs``, and their last steps' infos as ``final_info`` with ``_final_info``.
+Typed JSON writes each final observation as base64 inside the info. With the ``FINAL_OBS``
+handshake flag a vector step reply ends instead with one more field, after the info:
+
+- ``u8 kind``: 0 (nothing: no copy ended, or the final observations stay in the info JSON,
+  where they are not one tensor), or the bits 1 (final observations follow) and 2 (every
+  ended copy's final info was empty: ``final_info`` is ``{}`` and ``_final_info`` is the
+  same mask, and neither is in the info JSON);
+- with bit 1: a string tensor bool[N] (``_final_obs``), then a type 2 tensor batch (u8 2,
+  string tensor) of the final observations of the copies it marks, in copy order, whose
+  first dimension is their count. ``final_obs`` and ``_final_obs`` are not in the info JSON.
+
+The client puts the keys back where Gymnasium has them, so both forms read as the same info.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+
+from envwire.errors import ProtocolError
+from envwire.protocols.gymsocket.packets import (
+    CODE_BY_DTYPE,
+    MAX_FIELD,
+    OBS_TENSOR,
+    TENSOR_HEADERS,
+    U32,
+    pack_column,
+    unpack_tensor,
+)
+
+__all__ = [
+    "FINALS_EMPTY_INFO",
+    "FINALS_OBS",
+    "NO_FINALS",
+    "merge_finals",
+    "read_finals",
+    "split_finals",
+]
+
+#: The kind bits: final observations follow; the final infos were all empty.
+FINALS_OBS: Final = 1
+FINALS_EMPTY_INFO: Final = 2
+#: The field of a reply without final observations outside the info.
+NO_FINALS: Final = b"\x00"
+_KINDS: Final = {kind: bytes((kind,)) for kind in (1, 3)}
+#: An observation batch's kind (a tensor), before its field.
+_TENSOR_FIELD: Final = bytes((OBS_TENSOR,))
+
+_FINAL_OBS, _FINAL_OBS_MASK = "final_obs", "_final_obs"
+_FINAL_INFO, _FINAL_INFO_MASK = "final_info", "_final_info"
+_BOOL: Final = np.dtype(np.bool_)
+#: The info's first keys when final observations leave it, and the next two when the final
+#: infos leave it too (the order in which the client puts them back).
+_FIRST: Final = [_FINAL_OBS, _FINAL_OBS_MASK]
+_NEXT: Final = [_FINAL_INFO, _FINAL_INFO_MASK]
+#: (kind, ``_final_obs``, the batch of final observations, the field's end).
+Finals = tuple[int, npt.NDArray[np.bool_], npt.NDArray[Any], int]
+
+
+def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
+    """The vector info without what travels in the final field, and that field's bytes.
+
+    The final observations leave the info when ``final_obs`` is an object array whose mask
+    ``_final_obs`` (a bool array of the same length) marks arrays of one native tensor dtype
+    and one shape, and whose other items are None; the final infos with them when
+    ``final_info`` is ``{}`` and ``_final_info`` equals ``_final_obs``. Any other info stays
+    whole (the field is :data:`NO_FINALS`).
+    """
+    keys = list(infos)
+    if keys[:2] != _FIRST:  # the client puts them first, where Gymnasium's vector env has them
+        return infos, NO_FINALS
+    final, mask = infos[_FINAL_OBS], infos[_FINAL_OBS_MASK]
+    if (
+        type(final) is not np.ndarray
+        or type(mask) is not np.ndarray
+        or final.dtype.kind != "O"
+        or mask.dtype != _BOOL
+        or final.ndim != 1
+        or mask.shape != final.shape
+    ):
+        return infos, NO_FINALS
+    ended = mask.tolist()
+    rows = []
+    for item, set_ in zip(final.tolist(), ended, strict=True):
+        if set_:
+            if type(item) is not np.ndarray:
+                return infos, NO_FINALS
+            rows.append(item)
+        elif item is not None:
+            return infos, NO_FINALS
+    if not rows:
+        return infos, NO_FINALS
+    first = rows[0]
+    dtype, shape = first.dtype, first.shape
+    if dtype not in CODE_BY_DTYPE or not dtype.isnative or len(shape) >= 32:
+        return infos, NO_FINALS
+    for row in rows:
+        if row.dtype != dtype or row.shape != shape:
+            return infos, NO_FINALS
+    kind = FINALS_OBS
+    rest = {key: value for key, value in infos.items() if key not in (_FINAL_OBS, _FINAL_OBS_MASK)}
+    final_info, info_mask = rest.get(_FINAL_INFO), rest.get(_FINAL_INFO_MASK)
+    if (
+        keys[2:4] == _NEXT
+        and type(final_info) is dict
+        and not final_info
+        and type(info_mask) is np.ndarray
+        and info_mask.dtype == _BOOL
+        and info_mask.shape == mask.shape
+        and info_mask.tolist() == ended
+    ):
+        kind |= FINALS_EMPTY_INFO
+        del rest[_FINAL_INFO], rest[_FINAL_INFO_MASK]
+    # pack_tensor(np.stack(rows)) and pack_column(mask), the same bytes without the copy
+    # np.stack makes and its Python-level checks
+    ndim = len(shape) + 1
+    header = TENSOR_HEADERS[ndim].pack(CODE_BY_DTYPE[dtype], ndim, len(rows), *shape)
+    data = b"".join([row.tobytes() for row in rows])
+    return rest, b"".join(
+        (
+            _KINDS[kind],
+            _mask_head(len(ended)),
+            mask.tobytes(),
+            _TENSOR_FIELD,
+            U32.pack(len(header) + len(data)),
+            header,
+            data,
+        )
+    )
+
+
+def read_finals(
+    data: bytes | bytearray | memoryview, pos: int, size: int, num_envs: int
+) -> Finals | None:
+    """The final field at ``data[pos:size]`` of a reply of ``num_envs`` copies: (kind, mask,
+    batch, its end); None while it is incomplete. A kind 0 field has an empty mask and batch.
+
+    Raises:
+        ProtocolError: the field cannot be read (an unknown kind, a tensor that is not what
+            the field says, a mask that is not one per copy, a batch whose count is not the
+            mask's).
+    """
+    if size <= pos:
+        return None
+    kind = data[pos]
+    if not kind:
+        return 0, _NO_MASK, _NO_MASK, pos + 1
+    if kind not in (FINALS_OBS, FINALS_OBS | FINALS_EMPTY_INFO):
+        raise ProtocolError(f"unknown final observations kind {kind}")
+    head = _mask_head(num_envs)
+    start = pos + 1 + len(head)
+    if size >= start + num_envs and data[pos + 1 : start] == head:  # the usual mask's header
+        mask, end = np.frombuffer(data, _BOOL, num_envs, start).copy(), start + num_envs
+    else:
+        mask_field = _field(data, pos + 1, size)
+        if mask_field is None:
+            return None
+        mask, end = unpack_tensor(data[: mask_field[1]], mask_field[0])
+        if mask.dtype != _BOOL or mask.shape != (num_envs,) or end != mask_field[1]:
+            raise ProtocolError(f"final observations' mask is {mask.dtype}{list(mask.shape)}")
+    if size <= end:
+        return None
+    if data[end] != OBS_TENSOR:
+        raise ProtocolError(f"final observations of type {data[end]} (expected 2, a tensor)")
+    batch_field = _field(data, end + 1, size)
+    if batch_field is None:
+        return None
+    batch, stop = unpack_tensor(data[: batch_field[1]], batch_field[0])
+    count = len(mask.nonzero()[0])
+    if stop != batch_field[1] or not batch.ndim or batch.shape[0] != count:
+        raise ProtocolError(f"final observations {list(batch.shape)} for {count} ended copies")
+    return kind, mask, batch, stop
+
+
+@functools.lru_cache(maxsize=16)
+def _mask_head(num_envs: int) -> bytes:
+    """The bytes before a mask of ``num_envs`` copies: its field's length and tensor header."""
+    return pack_column(np.zeros(num_envs, _BOOL), _BOOL)[: -num_envs or None]
+
+
+def _field(data: bytes | bytearray | memoryview, pos: int, size: int) -> tuple[int, int] | None:
+    """Where a length-prefixed field at ``pos`` begins and ends, None while incomplete."""
+    if size < pos + 4:
+        return None
+    length = U32.unpack_from(data, pos)[0]
+    if length > MAX_FIELD:
+        raise ProtocolError(f"field of {length} bytes exceeds the {MAX_FIELD}-byte limit")
+    end = pos + 4 + length
+    return None if size < end else (pos + 4, end)
+
+
+def merge_finals(
+    infos: dict[str, Any], kind: int, mask: npt.NDArray[np.bool_], batch: npt.NDArray[Any]
+) -> dict[str, Any]:
+    """``infos`` with the final field's keys put back first, as Gymnasium has them (a new
+    dict; ``infos`` itself for a kind 0 field)."""
+    if not kind:
+        return infos
+    final = np.empty(len(mask), dtype=object)
+    # a batch of scalars' rows as 0-d arrays, as they were sent (iterating gives scalars)
+    rows = batch if batch.ndim > 1 else [batch[j, ...] for j in range(len(batch))]
+    for i, row in zip(mask.nonzero()[0].tolist(), rows, strict=True):
+        final[i] = row
+    if kind & FINALS_EMPTY_INFO:
+        merged = {
+            _FINAL_OBS: final,
+            _FINAL_OBS_MASK: mask,
+            _FINAL_INFO: {},
+            _FINAL_INFO_MASK: mask.copy(),
+        }
+    else:
+        merged = {_FINAL_OBS: final, _FINAL_OBS_MASK: mask}
+    if infos:
+        merged.update(infos)
+    return merged
+
+
+_NO_MASK: Final = np.zeros(0, _BOOL)
