@@ -134,13 +134,11 @@ def _join_raw(steps: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | N
         if type(step) is not RawStep or step.dtype != dtype or step.shape[1:] != row:
             return None
         count += step.count
-    buffer = bytearray(
-        b"".join(
-            [s.rewards for s in steps]
-            + [s.obs for s in steps]
-            + [s.terminations for s in steps]
-            + [s.truncations for s in steps]
-        )
+    buffer = bytearray().join(
+        [s.rewards for s in steps]
+        + [s.obs for s in steps]
+        + [s.terminations for s in steps]
+        + [s.truncations for s in steps]
     )
     obs_at = 8 * count
     flags_at = len(buffer) - 2 * count
