@@ -235,3 +235,27 @@ def test_a_hang_and_a_crash_during_a_fixed_frame_step(workers: int) -> None:
                 worker.call("step", actions, timeout=2 if trouble == "hang" else 30)
         finally:
             worker.close()
+
+
+def test_masked_resets_after_fixed_frame_steps_equal_sync_vector_env() -> None:
+    """In ``Disabled`` mode, a masked reset that spares a whole slice answers that slice's
+    observations of the last (fixed-frame) step, as ``SyncVectorEnv`` does; the others are
+    reset."""
+    make = lambda: CatalogEnv("box_f32_unit", "discrete_5")  # noqa: E731
+    local = gymnasium.vector.SyncVectorEnv([make] * 4, autoreset_mode="Disabled")
+    group = make_worker(_spec("box_f32_unit", "discrete_5"), 4, "Disabled", workers=2)
+    try:
+        if not isinstance(group, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        assert_same(group.call("reset", 5, None, timeout=30), local.reset(seed=5))
+        actions = np.array([1, 2, 3, 4])
+        for i in range(3):
+            assert_same(group.call("step", actions, timeout=30), local.step(actions), f"{i}")
+        for mask in ([False, False, True, True], [True, True, False, False]):
+            options = {"reset_mask": np.array(mask)}
+            got = group.call("reset", None, options, timeout=30)
+            assert_same(got, local.reset(options={"reset_mask": np.array(mask)}), f"{mask}")
+            assert_same(group.call("step", actions, timeout=30), local.step(actions))
+    finally:
+        group.close()
+        local.close()
