@@ -135,10 +135,27 @@ ACTIONS = [
 PICKLED = ["dict_unsorted", "tuple_nested", "text_default"]
 
 
+#: Plain observation spaces over processes: every dtype kind and width, scalar, empty, 2-d and
+#: image rows (the frames' own round trip is tested above for every space of the catalog).
+PLAIN = [
+    "box_f32_2d_varied",
+    "box_f32_scalar",
+    "box_f32_empty",
+    "box_f64_wide",
+    "box_f16",
+    "box_int8_varied",
+    "box_uint64",
+    "box_uint8_image",
+    "box_bool",
+    "discrete_start_neg",
+    "discrete_uint8",
+    "multibinary_2d",
+    "multidiscrete_2d_start",
+]
+
+
 def _cases() -> list[tuple[str, str, int]]:
-    plain = [name for name in IDS if name.split("_")[0] in ("box", "discrete", "multibinary")]
-    plain += [name for name in IDS if name.startswith("multidiscrete")]
-    observed = [(name, "discrete_5", 2) for name in plain + PICKLED]
+    observed = [(name, "discrete_5", 2) for name in PLAIN + PICKLED]
     observed += [(name, "discrete_5", 1) for name in sorted(ONE_WORKER)]
     return observed + [("box_f32_unit", name, 2) for name in ACTIONS]
 
@@ -153,7 +170,7 @@ def test_steps_equal_sync_vector_env(obs: str, act: str, workers: int) -> None:
     make = lambda: CatalogEnv(obs, act)  # noqa: E731
     try:
         local = gymnasium.vector.SyncVectorEnv([make] * COPIES)
-        actions = [_batch(CATALOG[act], seed) for seed in range(12)]
+        actions = [_batch(CATALOG[act], seed) for seed in range(9)]
     except (TypeError, NotImplementedError, ValueError, AssertionError) as exc:
         pytest.skip(f"Gymnasium does not batch these spaces: {exc}")
     worker = make_worker(_spec(obs, act), COPIES, "NextStep", workers=workers)
