@@ -159,6 +159,7 @@ class RawStep:
         "infos",
         "obs",
         "rewards",
+        "row",
         "shape",
         "terminations",
         "truncations",
@@ -169,7 +170,7 @@ class RawStep:
         dtype, shape, size = _layout(bytes(frame[2:end]))
         count = shape[0]
         view = memoryview(frame)
-        self.dtype, self.shape, self.count = dtype, shape, count
+        self.dtype, self.shape, self.count, self.row = dtype, shape, count, shape[1:]
         self.obs = view[end : end + size]
         end += size
         self.rewards = view[end : end + 8 * count]

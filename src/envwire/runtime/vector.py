@@ -126,29 +126,31 @@ def _join_raw(steps: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | N
     arrays over it: fresh and writable on every step, as Gymnasium's are.
     """
     first = steps[0]
-    if not isinstance(first, RawStep):
+    if type(first) is not RawStep:
         return None
-    dtype, row = first.dtype, first.shape[1:]
+    dtype, row = first.dtype, first.row
     count = 0
+    rewards: list[memoryview] = []
+    obs: list[memoryview] = []
+    flags: list[memoryview] = []
+    infos = False
     for step in steps:
-        if type(step) is not RawStep or step.dtype != dtype or step.shape[1:] != row:
+        if type(step) is not RawStep or step.row != row or step.dtype != dtype:
             return None
         count += step.count
-    buffer = bytearray().join(
-        [s.rewards for s in steps]
-        + [s.obs for s in steps]
-        + [s.terminations for s in steps]
-        + [s.truncations for s in steps]
-    )
-    obs_at = 8 * count
+        rewards.append(step.rewards)
+        obs.append(step.obs)
+        flags.append(step.terminations)
+        infos = infos or bool(step.infos)
+    flags += [step.truncations for step in steps]
+    buffer = bytearray().join(rewards + obs + flags)
     flags_at = len(buffer) - 2 * count
-    infos = [s.infos for s in steps]
     return (
-        np.ndarray((count, *row), dtype, buffer, obs_at),
+        np.ndarray((count, *row), dtype, buffer, 8 * count),
         np.ndarray((count,), _F8, buffer, 0),
         np.ndarray((count,), _BOOL, buffer, flags_at),
         np.ndarray((count,), _BOOL, buffer, flags_at + count),
-        _join_infos(infos, [s.count for s in steps]) if any(infos) else {},
+        _join_infos([s.infos for s in steps], [s.count for s in steps]) if infos else {},
     )
 
 
