@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
+from envwire.runtime.pipe import READ_SIZE, FrameReader, dumps, frame, write_all
 
 ARRAYS = [
     np.arange(12, dtype=np.int64).reshape(3, 4),
@@ -89,4 +89,23 @@ def test_frames_are_read_whole_however_the_bytes_arrive() -> None:
         assert reader.read() == []  # EOF
     finally:
         feeder.join()
+        os.close(read)
+
+
+def test_a_frame_larger_than_one_read_is_read_whole() -> None:
+    """One read takes at most READ_SIZE bytes (kept small: a larger read costs an ``mmap`` of
+    its own); a frame of several reads' worth comes back whole, and so does the next."""
+    read, write = os.pipe()
+    big = frame(b"", bytes(range(256)) * (3 * READ_SIZE // 256 + 1))
+    feeder = threading.Thread(target=write_all, args=(write, big + frame(b"", b"next")))
+    feeder.start()
+    try:
+        reader = FrameReader(read)
+        got: list[bytes] = []
+        while len(got) < 2:
+            got += [bytes(f) for f in reader.read()]
+        assert got == [big[4:], b"next"]
+    finally:
+        feeder.join()
+        os.close(write)
         os.close(read)

@@ -23,12 +23,14 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["FrameReader", "dumps", "frame", "write_all"]
+__all__ = ["READ_SIZE", "FrameReader", "dumps", "frame", "write_all"]
 
 _LENGTH = struct.Struct("<I")
 
-#: Bytes one read takes at most.
-READ_SIZE = 1 << 18
+#: Bytes one read takes at most: below glibc's threshold for serving an allocation by its own
+#: ``mmap`` (128 KiB), which ``os.read`` would otherwise pay, with its ``munmap`` and page
+#: faults, on every read (about 50 us for 256 KiB; 4 us for 64 KiB).
+READ_SIZE = 1 << 16
 
 #: Largest frame: 4 GiB - 1 (the length is a u32).
 MAX_FRAME = 2**32 - 1

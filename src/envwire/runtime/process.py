@@ -29,6 +29,14 @@ from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireEr
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import make_host
 from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
+from envwire.runtime.stepframes import (
+    STEP_CALL,
+    STEP_REPLY,
+    read_step_call,
+    read_step_reply,
+    step_call,
+    step_reply,
+)
 
 __all__ = ["ProcessWorker", "portable_error", "worker_context"]
 
@@ -46,6 +54,7 @@ def _child_main(
         write_all(fd, frame(b"", dumps(("err", portable_error(exc)))))
         return
     write_all(fd, frame(b"", dumps(("ok", None))))
+    lean = mode is not None  # a vector host: its steps' results may travel as fixed frames
     reader = FrameReader(fd)
     while True:
         try:
@@ -56,13 +65,19 @@ def _child_main(
             host.close()
             return
         for call in calls:  # one at a time: the server waits for each reply
-            method, args = pickle.loads(call)
+            if call[0] == STEP_CALL:  # a vector step's fixed frame (the server sends it so)
+                method, args = "step", (read_step_call(call),)
+            else:
+                method, args = pickle.loads(call)
             try:
-                reply = dumps(("ok", host.call(method, args)))
+                result = host.call(method, args)
+                reply = (step_reply(result) if method == "step" and lean else None) or frame(
+                    b"", dumps(("ok", result))
+                )
             except BaseException as exc:  # the call failed, or its result does not pickle
-                reply = dumps(("err", portable_error(exc)))
+                reply = frame(b"", dumps(("err", portable_error(exc))))
             try:
-                write_all(fd, frame(b"", reply))
+                write_all(fd, reply)
             except OSError:  # the server is gone
                 host.close()
                 return
@@ -115,6 +130,7 @@ class ProcessWorker:
         self._lock = threading.Lock()
         self._fd = self._conn.fileno()
         self._reader = FrameReader(self._fd)
+        self._vector = mode is not None  # steps travel as fixed frames (stepframes)
         # One poll object for the worker's life: Connection.poll builds a selector per call.
         self._poller = select.poll()
         self._poller.register(self._fd, select.POLLIN)
@@ -130,10 +146,16 @@ class ProcessWorker:
             return self._receive(method, timeout)
 
     def send(self, method: str, *args: object) -> None:
-        """Start a call without waiting (pair with :meth:`finish`; used to fan out)."""
+        """Start a call without waiting (pair with :meth:`finish`; used to fan out).
+
+        A vector worker's step of a plain array travels as a fixed frame
+        (:mod:`~envwire.runtime.stepframes`); everything else is pickled.
+        """
         if self._conn.closed:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
-        message = frame(b"", dumps((method, args)))  # an argument that does not pickle raises
+        message = step_call(args[0]) if method == "step" and self._vector else None
+        if message is None:
+            message = frame(b"", dumps((method, args)))  # an argument that does not pickle raises
         try:
             write_all(self._fd, message)
         except (OSError, ValueError):
@@ -143,7 +165,12 @@ class ProcessWorker:
         """The result of the call :meth:`send` started (None: wait as long as it takes)."""
         return self._receive(method, timeout)
 
-    def _receive(self, method: str, timeout: float | None) -> object:
+    def finish_step(self, timeout: float | None) -> object:
+        """:meth:`finish` of a step, with a reply that came as a fixed frame left as its bytes
+        (a :class:`~envwire.runtime.stepframes.RawStep`), for a group to join."""
+        return self._receive("step", timeout, raw=True)
+
+    def _receive(self, method: str, timeout: float | None, raw: bool = False) -> object:
         if self._conn.closed:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
         # None waits as long as the call takes; POLLHUP and POLLERR also end the wait (a dead
@@ -160,7 +187,11 @@ class ProcessWorker:
             replies = []
         if not replies:  # EOF: the child died
             raise self._crashed(method) from None
-        status, value = pickle.loads(replies[0])  # one call in flight: one reply
+        reply = replies[0]  # one call in flight: one reply
+        if reply[0] == STEP_REPLY:
+            step = read_step_reply(reply)
+            return step if raw else step.arrays()
+        status, value = pickle.loads(reply)
         if status == "err":
             raise value
         return value

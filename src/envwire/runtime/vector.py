@@ -6,6 +6,7 @@ so the group equals one ``SyncVectorEnv``.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -15,6 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envwire.errors import EnvError, EnvTimeoutError, EnvwireError, InvalidArgumentError
+from envwire.runtime.stepframes import RawStep
 
 __all__ = ["Slice", "VectorGroup", "split_sizes"]
 
@@ -111,6 +113,47 @@ def _join(space: gymnasium.Space[Any], parts: list[object], sizes: list[int]) ->
     return _batch(space, items, sum(sizes))
 
 
+_F8 = np.dtype(np.float64)
+_BOOL = np.dtype(np.bool_)
+
+
+def _join_raw(steps: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | None:
+    """The slices' step replies joined from their bytes, when every one came as a fixed frame
+    (:class:`RawStep`) with observations of one dtype and row shape; else None.
+
+    One ``join`` copies the slices' rewards, observations, terminations and truncations into
+    one new buffer (the rewards first: every array is aligned), and the four batches are
+    arrays over it: fresh and writable on every step, as Gymnasium's are.
+    """
+    first = steps[0]
+    if type(first) is not RawStep:
+        return None
+    dtype, row = first.dtype, first.row
+    count = 0
+    rewards: list[memoryview] = []
+    obs: list[memoryview] = []
+    flags: list[memoryview] = []
+    infos = False
+    for step in steps:
+        if type(step) is not RawStep or step.row != row or step.dtype != dtype:
+            return None
+        count += step.count
+        rewards.append(step.rewards)
+        obs.append(step.obs)
+        flags.append(step.terminations)
+        infos = infos or bool(step.infos)
+    flags += [step.truncations for step in steps]
+    buffer = bytearray().join(rewards + obs + flags)
+    flags_at = len(buffer) - 2 * count
+    return (
+        np.ndarray((count, *row), dtype, buffer, 8 * count),
+        np.ndarray((count,), _F8, buffer, 0),
+        np.ndarray((count,), _BOOL, buffer, flags_at),
+        np.ndarray((count,), _BOOL, buffer, flags_at + count),
+        _join_infos([s.infos for s in steps], [s.count for s in steps]) if infos else {},
+    )
+
+
 def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
     """Gymnasium's vector infos of each slice, as one vector info over all copies."""
     joined: dict[str, Any] = {}
@@ -164,6 +207,10 @@ class VectorGroup(Generic[S]):
         self._offsets = [int(o) for o in np.cumsum([0, *sizes[:-1]])]
         self._bounds = [(o, o + size) for o, size in zip(self._offsets, sizes, strict=True)]
         self._last_obs: list[object] = [None] * len(workers)  # for masked resets that skip a slice
+        # a step's reply of a worker process may stay bytes until the slices are joined
+        self._finishers: list[Callable[[float | None], Any]] = [
+            getattr(w, "finish_step", None) or functools.partial(w.finish, "step") for w in workers
+        ]
         workers[0].send("spaces")
         self.action_space: gymnasium.Space[Any]
         self.observation_space: gymnasium.Space[Any]
@@ -193,15 +240,22 @@ class VectorGroup(Generic[S]):
                     worker.send("reset", _slice_seed(seed, offset, size), part)
                     sent.append(i)
                 infos: list[dict[str, Any]] = [{} for _ in self.workers]
+                last = [o.arrays()[0] if isinstance(o, RawStep) else o for o in self._last_obs]
                 for i, (obs, info) in self._finish("reset", sent, timeout).items():
-                    self._last_obs[i], infos[i] = obs, info
-                return _join(obs_space, self._last_obs, sizes), _join_infos(infos, sizes)
+                    last[i], infos[i] = obs, info
+                self._last_obs = last
+                return _join(obs_space, last, sizes), _join_infos(infos, sizes)
             case "step", (actions,):
                 parts = _slices(self.action_space, actions, sizes, self._bounds)
                 for worker, batch in zip(self.workers, parts, strict=True):
                     worker.send("step", batch)
-                done = self._finish("step", range(len(self.workers)), timeout)
-                results = [done[i] for i in range(len(self.workers))]
+                done = self._finish("step", range(len(self.workers)), timeout, self._finishers)
+                steps = [done[i] for i in range(len(self.workers))]
+                joined = _join_raw(steps)
+                if joined is not None:
+                    self._last_obs = steps  # turned into arrays only by a masked reset
+                    return joined
+                results = [s.arrays() if isinstance(s, RawStep) else s for s in steps]
                 self._last_obs = [r[0] for r in results]
                 return (
                     _join(obs_space, [r[0] for r in results], sizes),
@@ -215,10 +269,17 @@ class VectorGroup(Generic[S]):
                 return None
         raise InvalidArgumentError(f"unknown vector host method {method!r}")
 
-    def _finish(self, method: str, started: Sequence[int], timeout: float | None) -> dict[int, Any]:
+    def _finish(
+        self,
+        method: str,
+        started: Sequence[int],
+        timeout: float | None,
+        finishers: list[Callable[[float | None], Any]] | None = None,
+    ) -> dict[int, Any]:
         """Finish the calls started on ``started`` slices, last to first (a slice stepped in
         the caller's thread is last: it steps while the others' calls are under way), every
-        one even after one failed, so no slice is left with an answer unread.
+        one even after one failed, so no slice is left with an answer unread; by the slices'
+        ``finishers`` when given (a step's), else by their ``finish``.
 
         Raises:
             EnvwireError: the first slice's error, in slice order.
@@ -227,7 +288,10 @@ class VectorGroup(Generic[S]):
         errors: dict[int, EnvwireError] = {}
         for i in reversed(started):
             try:
-                results[i] = self.workers[i].finish(method, timeout)
+                if finishers is None:
+                    results[i] = self.workers[i].finish(method, timeout)
+                else:
+                    results[i] = finishers[i](timeout)
             except EnvwireError as exc:
                 errors[i] = exc
         if errors:

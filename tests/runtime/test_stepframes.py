@@ -1,0 +1,278 @@
+"""A vector step's fixed frames: the same results and errors as the pickled path, for every
+space the codecs carry, in one worker process and split over two."""
+
+from __future__ import annotations
+
+import copy
+import zlib
+from typing import Any
+
+import gymnasium
+import numpy as np
+import pytest
+from gymnasium import spaces
+from gymnasium.vector.utils import batch_space
+
+from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError
+from envwire.registry import EnvSpec
+from envwire.runtime import InlineWorker, ProcessWorker, make_worker
+from envwire.runtime.stepframes import RawStep, read_step_call, step_call, step_reply
+from envwire.runtime.vector import VectorGroup
+from tests.spaces_catalog import IDS, SPACES, assert_same
+
+CATALOG = dict(SPACES)
+ENV = "tests.runtime.test_stepframes:CatalogEnv"
+COPIES = 5
+
+
+class CatalogEnv(gymnasium.Env[Any, Any]):
+    """Observations and actions of the catalog's spaces (by name); each copy's observations
+    follow its seed, the reward is a checksum of the action, episodes end every few steps and
+    some infos are not empty. ``trouble`` at step ``at``: ``raise``, ``hang`` or ``crash``."""
+
+    def __init__(self, obs: str, act: str, trouble: str = "", at: int = 0) -> None:
+        self.observation_space = copy.deepcopy(CATALOG[obs])
+        self.action_space = copy.deepcopy(CATALOG[act])
+        self.trouble, self.at, self.t = trouble, at, 0
+
+    def _obs(self) -> Any:
+        self.observation_space.seed(int(self.np_random.integers(2**31)))
+        return self.observation_space.sample()
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        self.t = 0
+        return self._obs(), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        self.t += 1
+        if self.t == self.at:
+            if self.trouble == "raise":
+                raise ValueError(f"step {self.t} fails on purpose")
+            if self.trouble == "hang":
+                import time
+
+                time.sleep(60)
+            if self.trouble == "crash":
+                import os
+
+                os._exit(3)
+        if not self.action_space.contains(action):
+            raise ValueError(f"{action!r} is not an action of {self.action_space}")
+        try:
+            reward = float(zlib.crc32(np.asarray(action).tobytes()) % 1000)
+        except (TypeError, ValueError):
+            reward = 0.5
+        info: dict[str, Any] = {"t": self.t, "v": np.arange(2) * self.t} if self.t % 3 else {}
+        return self._obs(), reward, self.t % 4 == 0, self.t % 7 == 0, info
+
+
+def _spec(obs: str, act: str, **trouble: Any) -> EnvSpec:
+    return EnvSpec("catalog", ENV, {"obs": obs, "act": act, **trouble}, isolation="process")
+
+
+def _batch(space: spaces.Space[Any], seed: int) -> Any:
+    batched = batch_space(space, COPIES)
+    batched.seed(seed)
+    return batched.sample()
+
+
+@pytest.mark.parametrize("name", IDS)
+def test_frames_round_trip_every_plain_batch_and_leave_the_rest_to_pickle(name: str) -> None:
+    """A batch of plain arrays crosses as raw bytes and comes back bit for bit (writable);
+    any other batch (dicts, tuples, texts, graphs) is left to the pickled path."""
+    space = CATALOG[name]
+    try:
+        obs = _batch(space, 1)
+    except (TypeError, NotImplementedError, ValueError) as exc:
+        pytest.skip(f"Gymnasium does not batch {space}: {exc}")
+    frame = step_call(obs)
+    plain = isinstance(obs, np.ndarray) and obs.dtype.kind in "biufc"
+    assert (frame is not None) is plain
+    if frame is not None:
+        back = read_step_call(bytearray(frame[4:]))
+        assert_same(back, obs)
+        assert back.flags.writeable
+    rewards = np.linspace(-1, 1, COPIES)
+    flags = np.array([True, False, True, False, False])
+    for infos in ({}, {"t": np.arange(COPIES), "_t": np.ones(COPIES, bool)}):
+        result = (obs, rewards, flags, ~flags, infos)
+        reply = step_reply(result)
+        assert (reply is not None) is plain
+        if reply is not None:
+            raw = RawStep(bytearray(reply[4:]))
+            assert_same(raw.arrays(), result)
+
+
+def test_odd_results_are_left_to_pickle() -> None:
+    """Rewards of another dtype, a non-contiguous batch or object arrays do not travel raw."""
+    obs = np.zeros((3, 2), np.float32)
+    rewards, flags = np.zeros(3), np.zeros(3, bool)
+    assert step_reply((obs, rewards, flags, flags, {})) is not None
+    assert step_reply((obs, rewards.astype(np.float32), flags, flags, {})) is None
+    assert step_reply((obs, rewards, flags, flags[:2], {})) is None
+    assert step_reply((np.zeros((2, 3), np.float32).T, rewards, flags, flags, {})) is None
+    assert step_call(np.zeros((4, 2)).T) is None
+    assert step_call(np.array([None, 1])) is None
+    assert step_call(np.int64(3)) is None
+
+
+#: Observation spaces stepped in one worker process as well as split over two.
+ONE_WORKER = {"box_f32_unit", "box_uint8_image", "multidiscrete_2d_start", "dict_unsorted"}
+#: Action spaces (observed through box_f32_unit): plain arrays of each kind, and a tuple.
+ACTIONS = [
+    "box_f32_2d_varied",
+    "box_int8_varied",
+    "box_bool",
+    "discrete_uint8",
+    "multibinary_2d",
+    "multidiscrete_2d_start",
+    "tuple_flat",
+]
+#: Observation spaces of each kind beside the plain ones: dicts, tuples and a text, pickled.
+PICKLED = ["dict_unsorted", "tuple_nested", "text_default"]
+
+
+#: Plain observation spaces over processes: every dtype kind and width, scalar, empty, 2-d and
+#: image rows (the frames' own round trip is tested above for every space of the catalog).
+PLAIN = [
+    "box_f32_2d_varied",
+    "box_f32_scalar",
+    "box_f32_empty",
+    "box_f64_wide",
+    "box_f16",
+    "box_int8_varied",
+    "box_uint64",
+    "box_uint8_image",
+    "box_bool",
+    "discrete_start_neg",
+    "discrete_uint8",
+    "multibinary_2d",
+    "multidiscrete_2d_start",
+]
+
+
+def _cases() -> list[tuple[str, str, int]]:
+    observed = [(name, "discrete_5", 2) for name in PLAIN + PICKLED]
+    observed += [(name, "discrete_5", 1) for name in sorted(ONE_WORKER)]
+    return observed + [("box_f32_unit", name, 2) for name in ACTIONS]
+
+
+@pytest.mark.parametrize(
+    ("obs", "act", "workers"), _cases(), ids=[f"{o}-{a}-{w}" for o, a, w in _cases()]
+)
+def test_steps_equal_sync_vector_env(obs: str, act: str, workers: int) -> None:
+    """Steps over one worker process, or split over two, are ``SyncVectorEnv``'s own, type for
+    type and bit for bit, infos and autoresets included, for observations and actions of
+    every space: the plain ones by the fixed frames, the others pickled."""
+    make = lambda: CatalogEnv(obs, act)  # noqa: E731
+    try:
+        local = gymnasium.vector.SyncVectorEnv([make] * COPIES)
+        actions = [_batch(CATALOG[act], seed) for seed in range(9)]
+    except (TypeError, NotImplementedError, ValueError, AssertionError) as exc:
+        pytest.skip(f"Gymnasium does not batch these spaces: {exc}")
+    worker = make_worker(_spec(obs, act), COPIES, "NextStep", workers=workers)
+    try:
+        if workers == 2 and not isinstance(worker, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        assert_same(worker.call("reset", 3, None, timeout=30), local.reset(seed=3), "reset")
+        for i, batch in enumerate(actions):
+            want = local.step(batch)
+            got = worker.call("step", batch, timeout=30)
+            assert_same(got, want, f"step {i}")
+            assert all(a.flags.writeable for a in got[1:4])
+            assert not isinstance(got[0], np.ndarray) or got[0].flags.writeable
+    finally:
+        worker.close()
+        local.close()
+
+
+def test_a_group_joins_fixed_frames() -> None:
+    """The slices' replies of plain batches are fixed frames, joined from their bytes."""
+    group = make_worker(_spec("box_f32_unit", "discrete_5"), 4, "NextStep", workers=2)
+    try:
+        if not isinstance(group, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        group.call("reset", 0, None, timeout=30)
+        worker = group.workers[0]
+        assert isinstance(worker, ProcessWorker)
+        worker.send("step", np.zeros(2, np.int64))
+        assert isinstance(worker.finish_step(30), RawStep)
+    finally:
+        group.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_an_env_error_is_the_general_paths(workers: int) -> None:
+    """An env that raises during a fixed-frame step gives the error the general path gives
+    (here, an inline worker's), and the worker goes on after a reset."""
+    spec = _spec("box_f32_unit", "discrete_5", trouble="raise", at=2)
+    inline = InlineWorker(
+        EnvSpec(spec.id, ENV, spec.kwargs, isolation="inline"), COPIES, "NextStep"
+    )
+    worker = make_worker(spec, COPIES, "NextStep", workers=workers)
+    actions = np.zeros(COPIES, np.int64)
+    try:
+        messages = []
+        for each in (inline, worker):
+            each.call("reset", 0, None, timeout=30)
+            each.call("step", actions, timeout=30)
+            with pytest.raises(EnvError) as caught:
+                each.call("step", actions, timeout=30)
+            messages.append(str(caught.value))
+        assert messages[0] == messages[1]
+        assert "fails on purpose" in messages[1]
+        worker.call("reset", 1, None, timeout=30)
+        bad = np.full(COPIES, 7, np.int64)  # not in Discrete(5): the env's own check raises
+        with pytest.raises(EnvError, match="is not an action"):
+            worker.call("step", bad, timeout=30)
+        worker.call("reset", 2, None, timeout=30)
+        assert len(worker.call("step", actions, timeout=30)[1]) == COPIES
+    finally:
+        inline.close()
+        worker.close()
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_hang_and_a_crash_during_a_fixed_frame_step(workers: int) -> None:
+    """A step that hangs past its timeout kills the worker (EnvTimeoutError); one whose
+    process dies is reported as a crash with its exit code."""
+    actions = np.zeros(COPIES, np.int64)
+    for trouble, error, match in (
+        ("hang", EnvTimeoutError, "did not return within"),
+        ("crash", EnvCrashedError, "exited with code 3 during step"),
+    ):
+        spec = _spec("box_f32_unit", "discrete_5", trouble=trouble, at=1)
+        worker = make_worker(spec, COPIES, "NextStep", workers=workers)
+        try:
+            worker.call("reset", 0, None, timeout=30)
+            with pytest.raises(error, match=match):
+                worker.call("step", actions, timeout=2 if trouble == "hang" else 30)
+        finally:
+            worker.close()
+
+
+def test_masked_resets_after_fixed_frame_steps_equal_sync_vector_env() -> None:
+    """In ``Disabled`` mode, a masked reset that spares a whole slice answers that slice's
+    observations of the last (fixed-frame) step, as ``SyncVectorEnv`` does; the others are
+    reset."""
+    make = lambda: CatalogEnv("box_f32_unit", "discrete_5")  # noqa: E731
+    local = gymnasium.vector.SyncVectorEnv([make] * 4, autoreset_mode="Disabled")
+    group = make_worker(_spec("box_f32_unit", "discrete_5"), 4, "Disabled", workers=2)
+    try:
+        if not isinstance(group, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        assert_same(group.call("reset", 5, None, timeout=30), local.reset(seed=5))
+        actions = np.array([1, 2, 3, 4])
+        for i in range(3):
+            assert_same(group.call("step", actions, timeout=30), local.step(actions), f"{i}")
+        for mask in ([False, False, True, True], [True, True, False, False]):
+            options = {"reset_mask": np.array(mask)}
+            got = group.call("reset", None, options, timeout=30)
+            assert_same(got, local.reset(options={"reset_mask": np.array(mask)}), f"{mask}")
+            assert_same(group.call("step", actions, timeout=30), local.step(actions))
+    finally:
+        group.close()
+        local.close()
