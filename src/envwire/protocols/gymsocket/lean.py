@@ -21,6 +21,7 @@ from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, STEP_EX_T
 
 __all__ = ["StepLayout", "StepResult", "VectorStep", "VectorLayout"]
 
+_EMPTY_INFO_SIZE = len(EMPTY_INFO)
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 #: Where an array lies in a reply: its offset, dtype, number of items, shape (None: 1-D).
@@ -81,6 +82,21 @@ class StepLayout(NamedTuple):
         obs = np.frombuffer(view, dtype, items, offset)
         obs = (obs if shape is None else obs.reshape(shape)).copy()
         return obs, reward, terminated, truncated, {}
+
+    def read_reset(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
+        """The observation and info of a reset when ``view[:size]`` is a whole reset reply in
+        this layout: the step's head and observation, then the empty info where the step's
+        reward began (the server writes a reset's observation as it writes a step's)."""
+        tail = self.tail
+        if (
+            size != tail + _EMPTY_INFO_SIZE
+            or view[: len(self.head)] != self.head
+            or view[tail:size] != EMPTY_INFO
+        ):
+            return None
+        offset, dtype, items, shape = self.obs
+        obs = np.frombuffer(view, dtype, items, offset)
+        return (obs if shape is None else obs.reshape(shape)).copy(), {}
 
 
 class VectorLayout(NamedTuple):
