@@ -10,6 +10,8 @@ an info, other shapes) does not match, and the general path reads it.
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -17,7 +19,7 @@ import numpy.typing as npt
 
 from envwire import jsonio
 from envwire.errors import EnvwireError
-from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, STEP_EX_TAIL, U32
+from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, U32
 
 __all__ = ["StepLayout", "StepResult", "VectorStep", "VectorLayout"]
 
@@ -41,12 +43,14 @@ def _array(view: memoryview, place: _Array) -> npt.NDArray[Any]:
 
 class StepLayout(NamedTuple):
     """An extended one-env step reply: ``head`` (every byte before the observation's), the
-    observation, then the reward, terminated and truncated at ``tail``, then the empty info."""
+    observation, then the reward, terminated and truncated at ``tail``, then the empty info.
+    ``unpack`` reads a whole reply's head, reward, flags and info in one call."""
 
     head: bytes
     obs: _Array
     tail: int
     size: int
+    unpack: Callable[[memoryview], tuple[bytes, float, bool, bool, bytes]]
 
     @classmethod
     def learn(
@@ -57,7 +61,8 @@ class StepLayout(NamedTuple):
         if bytes(data[tail + 10 : end]) != EMPTY_INFO or not obs.dtype.isnative:
             return None
         place = _place(obs, tail)
-        return cls(bytes(data[: place[0]]), place, tail, end)
+        fixed = struct.Struct(f"<{place[0]}s{tail - place[0]}xd??{_EMPTY_INFO_SIZE}s")
+        return cls(bytes(data[: place[0]]), place, tail, end, fixed.unpack_from)
 
     def wants(self, view: memoryview, size: int) -> int:
         """How many bytes a reply beginning as ``view[:size]`` has in all, as far as they
@@ -71,13 +76,11 @@ class StepLayout(NamedTuple):
 
     def read(self, view: memoryview, size: int) -> StepResult | None:
         """The step's result when ``view[:size]`` is a whole reply of this layout."""
-        if (
-            size != self.size
-            or view[: len(self.head)] != self.head
-            or view[self.tail + 10 : size] != EMPTY_INFO
-        ):
+        if size != self.size:
             return None
-        reward, terminated, truncated = STEP_EX_TAIL.unpack_from(view, self.tail)
+        head, reward, terminated, truncated, info = self.unpack(view)
+        if head != self.head or info != EMPTY_INFO:
+            return None
         offset, dtype, items, shape = self.obs  # _array(), inlined: the read of every step
         obs = np.frombuffer(view, dtype, items, offset)
         obs = (obs if shape is None else obs.reshape(shape)).copy()
