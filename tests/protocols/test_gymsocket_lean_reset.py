@@ -186,3 +186,20 @@ def test_lean_reset_replies_are_the_bytes_the_general_path_writes(
         assert _joined(lean.send_reply_buffers(answer)) == expected, f"{name}, reset {t}"
         monkeypatch.undo()
         assert not lean._pending and not general._pending
+
+
+def test_the_servers_lean_step_actions_are_next_events_however_many_and_often() -> None:
+    """Each integer action's scalar is kept for the lean step (up to a bound): repeated and
+    past the bound, every step is the event the general path reads."""
+    lean, general = _server(spaces.Box(-1, 1, (4,), np.float32)), None
+    for action in [*range(1100), 5, 1099, 0, 12345678901234567]:
+        digits = str(action).encode()
+        request = b"\x08\x00" + len(digits).to_bytes(4, "little") + digits
+        general = _server(spaces.Box(-1, 1, (4,), np.float32))
+        general.receive_data(request)
+        expected = general.next_event()
+        got = lean.lean_step(request)
+        assert isinstance(got, m.Step) and isinstance(expected, m.Step)
+        assert_same(got.action, expected.action, f"action {action}")
+        lean.send_error(EnvError("answered"))  # each request waits for its reply
+    assert len(lean._actions) == 1024
