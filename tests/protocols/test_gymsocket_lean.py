@@ -640,3 +640,40 @@ def test_the_usual_reset_is_lean_only_where_its_packet_is_allowed(flags: Flags) 
     server.receive_data(usual)
     event = server.next_event()
     assert type(event).__name__ == "Invalid"
+
+
+@pytest.mark.parametrize("where", ["head", "info"])
+def test_a_reply_of_the_usual_size_but_other_bytes_is_read_by_the_general_path(
+    where: str,
+) -> None:
+    space = spaces.Box(-1, 1, (4,), np.float32)
+    general, lean, server = _open(_EXTENDED, space), _open(_EXTENDED, space), _server(space)
+    usual = b""
+    for t in range(2):  # the first usual reply teaches the layout
+        request = general.send_request(m.Step(1))
+        assert lean.lean_step_request(1) == request
+        server.receive_data(request)
+        server.next_event()
+        usual = server.send_reply(m.StepReply(space.sample(), 1.0, False, t == 1, {}))
+        _general(general, usual)
+        assert _lean(lean, usual)[1] == (t == 1)
+    if where == "head":  # float32's dtype code turned into int32's: the same size
+        code = usual.index(bytes([CODE_BY_DTYPE[np.dtype(np.float32)]]), 2)
+        other = usual[:code] + bytes([CODE_BY_DTYPE[np.dtype(np.int32)]]) + usual[code + 1 :]
+    else:  # an info of the empty one's length that is not a JSON object
+        other = usual[:-2] + b"[]"
+    general.send_request(m.Step(1))
+    lean.lean_step_request(1)
+    try:
+        expected: Any = _general(general, other)
+    except ProtocolError as exc:
+        expected = exc
+    try:
+        got, was_lean = _lean(lean, other)
+    except ProtocolError as exc:
+        got, was_lean = exc, False
+    assert not was_lean
+    if isinstance(expected, Exception):
+        assert type(got) is type(expected) and str(got) == str(expected)
+    else:
+        assert_same(got, expected)

@@ -106,7 +106,7 @@ def test_the_inline_step_path_is_call_step() -> None:
     session = Session(spec, worker_factory=make_worker)
     try:
         assert isinstance(session.worker, InlineWorker)
-        assert session._env_step.func == session.worker.call_step  # bound once, at start
+        assert session._env_step == session.worker.call_step  # bound once, at start
         session.handle(m.Reset(seed=0))
         assert isinstance(session.handle(m.Step((0, [0, 1]))), m.StepReply)
         with pytest.raises(EnvError, match=r"r: step raised RuntimeError"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -33,11 +34,18 @@ class RemoteEnv(gymnasium.Env[Any, Any]):
         lean = getattr(transport, "step", None)
         if callable(lean):
             self.step = lean  # type: ignore[method-assign]
+        # And one with a reset of its own (gym-socket's), which reset() hands over to.
+        self._reset_env: Callable[[int | None, dict[str, Any] | None], Any] | None = getattr(
+            transport, "reset_env", None
+        )
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[Any, dict[str, Any]]:
         super().reset(seed=seed)
+        if self._reset_env is not None:
+            obs, info = self._reset_env(seed, options)
+            return obs, info
         reply = self.transport.request(m.Reset(seed=seed, options=options))
         if not isinstance(reply, m.ResetReply):
             raise ProtocolError(f"reset answered with {type(reply).__name__}")

@@ -321,6 +321,31 @@ class GymSocketTransport:
             raise ProtocolError(f"step answered with {type(reply).__name__}")
         return reply.observation, reply.reward, reply.terminated, reply.truncated, reply.info
 
+    def reset_env(
+        self, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Reset the env and wait: (observation, info), as ``request(Reset(seed, options))``
+        gives them. The usual reset (no seed, no options) of a one-env session is lean: its
+        reply, when it comes whole in the usual step reply's layout, is read straight from the
+        receive buffer; anything else takes the general path.
+
+        Raises:
+            EnvwireError: as :meth:`request` raises.
+        """
+        codec = self._codec
+        request = codec.lean_reset_request(seed, options)
+        if request is None:
+            reply = self.request(m.Reset(seed=seed, options=options))
+        else:
+            self._send(request)
+            result = self._read_lean(codec.lean_reset_reply)
+            if result is not None:
+                return result
+            reply = self.receive()
+        if not isinstance(reply, m.ResetReply):
+            raise ProtocolError(f"reset answered with {type(reply).__name__}")
+        return reply.observation, reply.info
+
     def send_vector_step(self, actions: object) -> None:
         """Send a vector session's step without waiting, as ``send(Step(actions))`` does; its
         result comes from :meth:`receive_vector_step`. A batch of actions that is an array

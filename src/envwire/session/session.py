@@ -174,9 +174,10 @@ class Session:
         # Settled once per worker rather than on every call: the deadline each call may take,
         # and the step path's call (the worker's own step where it has one).
         self._timeout = self.spec.resolved_step_timeout
+        # (called with its timeout by keyword: a partial holding a keyword would build a dict
+        # and a tuple on every call)
         direct = getattr(self.worker, "call_step", None) if self.autoreset_mode is None else None
-        step = direct or functools.partial(self.worker.call, "step")
-        self._env_step: Callable[[object], Any] = functools.partial(step, timeout=self._timeout)
+        self._env_step: Callable[..., Any] = direct or functools.partial(self.worker.call, "step")
         self._spaces = self._call("spaces")
         if self.autoreset_mode is not None:
             self.batch_action_space = batch_space(self.action_space, self.num_envs)
@@ -246,7 +247,9 @@ class Session:
             action = request.action
             try:
                 self._check_action(action)
-                obs, reward, terminated, truncated, info = self._env_step(action)
+                obs, reward, terminated, truncated, info = self._env_step(
+                    action, timeout=self._timeout
+                )
             except EnvwireError as exc:
                 if isinstance(exc, EnvCrashedError | EnvTimeoutError):
                     self.state = State.BROKEN

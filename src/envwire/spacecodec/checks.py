@@ -56,7 +56,11 @@ def checker(space: spaces.Space[Any], *, what: str = "action") -> Callable[[obje
     scalar: type[np.integer[Any]] = space.dtype.type  # a Discrete's dtype is an integer
 
     def check_discrete(value: object) -> None:
-        if (type(value) is scalar or type(value) is int) and low <= value <= high:
+        kind = type(value)  # a scalar compared as an int: numpy's own comparisons cost more
+        if kind is int:
+            if low <= value <= high:  # type: ignore[operator]
+                return
+        elif kind is scalar and low <= int(value) <= high:  # type: ignore[call-overload]
             return
         check(space, value, what=what)
 

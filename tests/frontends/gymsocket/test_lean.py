@@ -82,6 +82,33 @@ def test_lean_episodes_equal_general_ones(
     assert sum(lean_reads) >= len(lean_reads) // 2 > 0  # the lean path did the reading
 
 
+@pytest.mark.parametrize("env_id", ["CartPole-v1", FRAMES])
+def test_lean_resets_equal_general_ones(
+    server: ServerProcess, env_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    lean_reads = _counted(monkeypatch, "lean_reset_reply")
+    port = server.ports["gym-socket"]
+    general = GymSocketTransport("127.0.0.1", port, env_id)
+    lean = envwire.make(server.url("gym-socket", env_id))
+    try:
+        reply = general.request(m.Reset(seed=0))
+        assert isinstance(reply, m.ResetReply)
+        assert_same(lean.reset(seed=0), (reply.observation, reply.info))
+        for episode in range(4):  # the usual resets after the seeded one go on from its seed
+            for t in range(200):
+                expected = _general_step(general, np.int64(1))
+                assert_same(tuple(lean.step(np.int64(1))), expected, f"{env_id}, step {t}")
+                if expected[2] or expected[3] or t == 20:
+                    break
+            reply = general.request(m.Reset())
+            assert isinstance(reply, m.ResetReply)
+            assert_same(lean.reset(), (reply.observation, reply.info), f"reset {episode}")
+    finally:
+        general.close()
+        lean.close()
+    assert lean_reads == [True] * 4  # each usual reset was read lean
+
+
 def test_a_refused_action_is_the_same_error_on_both_paths(server: ServerProcess) -> None:
     port = server.ports["gym-socket"]
     general = GymSocketTransport("127.0.0.1", port, "CartPole-v1")

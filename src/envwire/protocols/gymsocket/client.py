@@ -278,6 +278,32 @@ class ClientConnection(Side):
         self._expect.append(Packet.STEP_EX)
         return request
 
+    def lean_reset_request(self, seed: object, options: object) -> bytes | None:
+        """:meth:`send_request`'s bytes of the usual reset (no seed, no options), whose reply
+        :meth:`lean_reset_reply` may read; None where :meth:`lean_step_request` is."""
+        if (
+            seed is not None
+            or options is not None
+            or self._expect
+            or self._buf.data
+            or not (self._errors and self._extended)
+            or self._vector
+        ):
+            return None
+        self._expect.append(Packet.RESET_EX)
+        return _UNSEEDED_RESET
+
+    def lean_reset_reply(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
+        """:meth:`lean_step_reply` for the one reset in flight: its observation and info,
+        when its reply is the usual step reply's head and observation, then the empty info."""
+        expect, layout = self._expect, self._step_layout
+        if layout is None or len(expect) != 1 or expect[0] is not Packet.RESET_EX or self._buf.data:
+            return None
+        result = layout.read_reset(view, size)
+        if result is not None:
+            expect.popleft()
+        return result
+
     def lean_vector_request(self, actions: object) -> bytes | None:
         """The bytes of a vector step, as :meth:`send_request` makes them, for a batch of
         actions that is an array of a tensor dtype, on a vector connection with error replies

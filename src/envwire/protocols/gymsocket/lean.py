@@ -10,6 +10,8 @@ an info, other shapes) does not match, and the general path reads it.
 
 from __future__ import annotations
 
+import struct
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -18,10 +20,11 @@ import numpy.typing as npt
 from envwire import jsonio
 from envwire.errors import EnvwireError
 from envwire.protocols.gymsocket.finals import NO_FINALS, merge_finals, read_finals
-from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, STEP_EX_TAIL, U32
+from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, U32
 
 __all__ = ["StepLayout", "StepResult", "VectorStep", "VectorLayout"]
 
+_EMPTY_INFO_SIZE = len(EMPTY_INFO)
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
 #: Where an array lies in a reply: its offset, dtype, number of items, shape (None: 1-D).
@@ -41,12 +44,14 @@ def _array(view: memoryview, place: _Array) -> npt.NDArray[Any]:
 
 class StepLayout(NamedTuple):
     """An extended one-env step reply: ``head`` (every byte before the observation's), the
-    observation, then the reward, terminated and truncated at ``tail``, then the empty info."""
+    observation, then the reward, terminated and truncated at ``tail``, then the empty info.
+    ``unpack`` reads a whole reply's head, reward, flags and info in one call."""
 
     head: bytes
     obs: _Array
     tail: int
     size: int
+    unpack: Callable[[memoryview], tuple[bytes, float, bool, bool, bytes]]
 
     @classmethod
     def learn(
@@ -57,7 +62,8 @@ class StepLayout(NamedTuple):
         if bytes(data[tail + 10 : end]) != EMPTY_INFO or not obs.dtype.isnative:
             return None
         place = _place(obs, tail)
-        return cls(bytes(data[: place[0]]), place, tail, end)
+        fixed = struct.Struct(f"<{place[0]}s{tail - place[0]}xd??{_EMPTY_INFO_SIZE}s")
+        return cls(bytes(data[: place[0]]), place, tail, end, fixed.unpack_from)
 
     def wants(self, view: memoryview, size: int) -> int:
         """How many bytes a reply beginning as ``view[:size]`` has in all, as far as they
@@ -71,17 +77,30 @@ class StepLayout(NamedTuple):
 
     def read(self, view: memoryview, size: int) -> StepResult | None:
         """The step's result when ``view[:size]`` is a whole reply of this layout."""
-        if (
-            size != self.size
-            or view[: len(self.head)] != self.head
-            or view[self.tail + 10 : size] != EMPTY_INFO
-        ):
+        if size != self.size:
             return None
-        reward, terminated, truncated = STEP_EX_TAIL.unpack_from(view, self.tail)
+        head, reward, terminated, truncated, info = self.unpack(view)
+        if head != self.head or info != EMPTY_INFO:
+            return None
         offset, dtype, items, shape = self.obs  # _array(), inlined: the read of every step
         obs = np.frombuffer(view, dtype, items, offset)
         obs = (obs if shape is None else obs.reshape(shape)).copy()
         return obs, reward, terminated, truncated, {}
+
+    def read_reset(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
+        """The observation and info of a reset when ``view[:size]`` is a whole reset reply in
+        this layout: the step's head and observation, then the empty info where the step's
+        reward began (the server writes a reset's observation as it writes a step's)."""
+        tail = self.tail
+        if (
+            size != tail + _EMPTY_INFO_SIZE
+            or view[: len(self.head)] != self.head
+            or view[tail:size] != EMPTY_INFO
+        ):
+            return None
+        offset, dtype, items, shape = self.obs
+        obs = np.frombuffer(view, dtype, items, offset)
+        return (obs if shape is None else obs.reshape(shape)).copy(), {}
 
 
 class VectorLayout(NamedTuple):

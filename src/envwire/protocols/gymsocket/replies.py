@@ -94,7 +94,8 @@ class ReplyWriter(Side):
         array's own memory, not copied: the caller must write them before the env may change
         that array again, that is before the next request is handled (an env may return the
         same array, updated in place, from every step). Any other reply comes as the bytes
-        :meth:`send_reply` returns.
+        :meth:`send_reply` returns (the usual step's and reset's, an array of the layout the
+        last usual step taught and no info, joined from that layout's head).
         """
         if type(reply) is m.StepReply and self._pending[0] is Packet.STEP:
             obs = reply.observation
@@ -134,6 +135,16 @@ class ReplyWriter(Side):
             lean = self._lean_reply(reply)
             if lean is not None:
                 return lean
+        elif type(reply) is m.ResetReply and self._pending[0] is Packet.RESET_EX:
+            obs = reply.observation
+            if (  # the usual reset's reply: the step's lean head, the array, the empty info
+                type(obs) is np.ndarray
+                and obs.dtype is self._lean_dtype
+                and obs.shape == self._lean_shape
+                and not reply.info
+            ):
+                self._pending.popleft()
+                return self._lean_head + obs.tobytes() + EMPTY_INFO
         obs = getattr(reply, "observation", None)
         if (
             type(obs) is not np.ndarray

@@ -113,6 +113,8 @@ class ServerConnection(ReplyWriter):
             )
         self.max_action = max_action
         self.handshake: Handshake | None = None
+        #: The lean step's integer actions, by their JSON (:meth:`lean_step`).
+        self._actions: dict[bytes, np.int64] = {}
         self.monitor_layout = monitor_layout
 
     def set_spaces(self, action_space: Space[Any], observation_space: Space[Any]) -> None:
@@ -193,10 +195,17 @@ class ServerConnection(ReplyWriter):
         # _step(), inlined with _decode_action's integer case: the request of every step
         self._pending.append(_PACKETS[packet])
         raw = data[6:]
-        if data[1] == ACT_JSON and self._int_actions and size < 24 and raw.isdigit():
-            step = _new(m.Step)  # m.Step(np.int64(int(raw))), by the slot's own setter
-            _SET_ACTION(step, np.int64(int(raw)))
-            return step
+        if data[1] == ACT_JSON and self._int_actions:
+            # each action's scalar made once (they are immutable): a digit string's
+            action = self._actions.get(raw)
+            if action is None and size < 24 and raw.isdigit():
+                action = np.int64(int(raw))
+                if len(self._actions) < _LEAN_ACTIONS:
+                    self._actions[raw] = action
+            if action is not None:
+                step = _new(m.Step)  # m.Step(action), by the slot's own setter
+                _SET_ACTION(step, action)
+                return step
         try:
             return m.Step(self._decode_action(data[1], raw))
         except EnvwireError as exc:
@@ -398,6 +407,8 @@ _PARSERS: dict[Packet, Callable[[ServerConnection, int], _Parsed | None]] = {
 }
 
 _PACKETS = {int(p): p for p in Packet}
+#: How many distinct integer actions a connection keeps the scalars of (a Discrete space's).
+_LEAN_ACTIONS = 1024
 # A Step made by its slot's own setter: a third of the frozen dataclass's __init__
 _new = object.__new__
 _SET_ACTION = getattr(m.Step, "action").__set__  # noqa: B009 (a slot, not a class attribute)
