@@ -9,12 +9,13 @@ import socket
 import struct
 import time
 from collections.abc import Callable
-from typing import Protocol, TypeVar
+from typing import Final, Protocol, TypeVar
 
 from envwire.errors import InvalidArgumentError
 
 __all__ = [
     "MAX_BUSY_POLL_US",
+    "RECV_SIZE",
     "Stream",
     "busy_poll",
     "busy_poll_seconds",
@@ -25,6 +26,12 @@ __all__ = [
 ]
 
 _T = TypeVar("_T")
+
+#: Bytes one ``recv`` asks for. ``sock.recv(n)`` allocates ``n`` bytes first and shrinks them to
+#: what arrived; glibc serves an allocation of 128 KiB or more with ``mmap`` and its shrunk
+#: remainder with ``munmap``, page faults between: a 7-byte recv(256 KiB) took 28-30 µs here,
+#: recv(64 KiB) 4.8. Larger messages take a few more reads.
+RECV_SIZE: Final = 64 * 1024
 
 #: The longest busy-poll window (microseconds) a client or server may ask for.
 MAX_BUSY_POLL_US = 10_000

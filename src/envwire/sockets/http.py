@@ -30,12 +30,11 @@ from envwire.protocols.http.http11 import (
     response_bytes,
 )
 from envwire.protocols.http.websocket import accept_bytes
-from envwire.sockets import Stream, close_stream
+from envwire.sockets import RECV_SIZE, Stream, close_stream
 from envwire.sockets.buffers import Hold
 
 __all__ = ["DEFAULT_SEND_TIMEOUT", "WAITING", "BodyPolicy", "HttpConnection", "Waiting"]
 
-_RECV = 256 * 1024
 
 #: Seconds a client has to take each reply before its connection is dropped.
 DEFAULT_SEND_TIMEOUT = 30.0
@@ -137,7 +136,7 @@ class HttpConnection:
                 self.sock.settimeout(limit)
                 self._timeout = -1.0
                 try:
-                    data = self.sock.recv(_RECV)
+                    data = self.sock.recv(RECV_SIZE)
                 except TimeoutError:
                     if deadline is not None and time.monotonic() >= deadline:
                         self.keep_alive = False

@@ -44,7 +44,7 @@ from envwire.protocols.http.websocket import (
     handshake_problem,
     text_frame,
 )
-from envwire.sockets import Stream, close_stream
+from envwire.sockets import RECV_SIZE, Stream, close_stream
 from envwire.sockets.buffers import Hold
 from envwire.sockets.http import DEFAULT_SEND_TIMEOUT, HttpConnection, Waiting
 
@@ -58,7 +58,6 @@ __all__ = [
     "upgrade",
 ]
 
-_RECV = 256 * 1024
 
 #: Bytes of WebSocket messages read ahead while the owner is busy.
 DEFAULT_MAX_QUEUED = 1024 * 1024
@@ -244,7 +243,7 @@ class WebSocketChannel:
                         self.sock.settimeout(left)
                         timed = True
                     try:
-                        data = self.sock.recv(_RECV)
+                        data = self.sock.recv(RECV_SIZE)
                     except TimeoutError:
                         return None
                     except OSError as exc:
@@ -388,7 +387,7 @@ class WebSocketChannel:
         try:
             while not self.dead and not self._sending and self._queued < self.max_queued:
                 try:
-                    data = self.sock.recv(_RECV, socket.MSG_DONTWAIT)
+                    data = self.sock.recv(RECV_SIZE, socket.MSG_DONTWAIT)
                 except (BlockingIOError, InterruptedError):
                     return
                 except OSError:
@@ -447,7 +446,7 @@ class WebSocketChannel:
         while not self._peer_closed and time.monotonic() < deadline:
             try:
                 self.sock.settimeout(max(deadline - time.monotonic(), 0.01))
-                data = self.sock.recv(_RECV)
+                data = self.sock.recv(RECV_SIZE)
             except OSError:
                 break
             if not data:
