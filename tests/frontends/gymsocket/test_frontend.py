@@ -30,7 +30,7 @@ from envwire.errors import (
     StateError,
     TransportError,
 )
-from envwire.frontends.gymsocket import _upload_gone
+from envwire.frontends.gymsocket.requests import upload_gone
 from envwire.protocols.gymsocket import Flags, Upload
 from envwire.testing import ServerProcess
 
@@ -211,7 +211,7 @@ def test_upload_is_answered_by_the_front_end_beside_a_live_session(
 
 def test_upload_names_where_the_monitor_keeps_the_files(tmp_path: Path) -> None:
     def answer(root: str | None, directory: str) -> str:
-        return _upload_gone(root, Upload(directory, "k", "a"))
+        return upload_gone(root, Upload(directory, "k", "a"))
 
     assert f"stay in {tmp_path}/runs/catch on the server" in answer(str(tmp_path), "/runs/catch")
     assert "no directory ('a\\x00b' is not a usable" in answer(str(tmp_path), "a\x00b")

@@ -15,12 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import math
 import os
 import socket
 import threading
-import time
-from typing import Any
 
 from gymnasium.vector.utils import batch_space
 
@@ -30,11 +27,12 @@ from envwire.errors import (
     CapacityError,
     EnvTimeoutError,
     EnvwireError,
-    InvalidArgumentError,
     ProtocolError,
     TooLargeError,
     UnsupportedError,
 )
+from envwire.frontends.gymsocket.polling import RECV, Polling
+from envwire.frontends.gymsocket.requests import is_typed_space, upload_gone, vector_options
 from envwire.observe import Observability
 from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnection, Upload
 from envwire.protocols.gymsocket.packets import NeedData
@@ -45,9 +43,9 @@ from envwire.server.security import Security
 from envwire.server.security.admission import ConnectionLimits, Ticket
 from envwire.server.sessions import SessionTable
 from envwire.server.threads import ThreadPool
-from envwire.session import Session, confine
+from envwire.session import Session
 from envwire.settings import GymSocketSettings
-from envwire.sockets import Stream, busy_poll, configure_stream, receive_timeout, send_buffers
+from envwire.sockets import Stream, configure_stream, receive_timeout, send_buffers
 from envwire.sockets.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
 
 __all__ = ["GymSocketFrontEnd"]
@@ -56,7 +54,6 @@ log = logging.getLogger("envwire.gym-socket")
 #: Closes and refusals a client provokes: INFO (the peer's doing, not the server's trouble), and
 #: no more than 20 lines per 10 s, so that no client can flood the log.
 _peer_log = RateLimitedLog(log)
-_RECV = 256 * 1024
 
 
 class GymSocketFrontEnd(ThreadedListener["_Connection"]):
@@ -130,52 +127,10 @@ class GymSocketFrontEnd(ThreadedListener["_Connection"]):
             conn.abort()
 
 
-def _vector_options(options: dict[str, Any] | None) -> dict[str, Any]:
-    """Session options from the VECTOR handshake's JSON.
-
-    Raises:
-        InvalidArgumentError: unknown keys or wrong types.
-    """
-    if options is None:
-        return {}
-    unknown = set(options) - {"num_envs", "autoreset_mode", "workers"}
-    if unknown:
-        raise InvalidArgumentError(f"unknown vector options {sorted(unknown)}")
-    num_envs = options.get("num_envs", 1)
-    workers = options.get("workers", 1)
-    if not isinstance(num_envs, int) or not isinstance(workers, int) or num_envs < 1:
-        raise InvalidArgumentError(
-            f"vector options need integer num_envs >= 1 and workers, got {options}"
-        )
-    return {
-        "num_envs": num_envs,
-        "autoreset_mode": options.get("autoreset_mode", "NextStep"),
-        "workers": workers,
-    }
-
-
-def _upload_gone(monitor_root: str | None, upload: Upload) -> str:
-    """The answer to an Upload: the scoreboard is gone, and where the monitor files stay."""
-    if monitor_root is None:
-        kept = "no directory (Monitor is disabled on this server)"
-    else:
-        try:
-            kept = confine(monitor_root, upload.directory)
-        except InvalidArgumentError:
-            kept = f"no directory ({upload.directory!r} is not a usable monitor directory)"
-    return (
-        "Upload: the OpenAI Gym scoreboard this packet uploaded to was shut down in 2017, so "
-        f"nothing was uploaded; the monitor files stay in {kept} on the server"
-    )
-
-
-def is_typed_space(space: object) -> bool:
-    """Whether a space is a typed env's (pydantic models, no tensor form)."""
-    return type(space).__name__ == "ModelSpace"
-
-
-class _Connection:
+class _Connection(Polling):
     """One client: its socket, codec and session."""
+
+    front: GymSocketFrontEnd
 
     def __init__(
         self, front: GymSocketFrontEnd, sock: Stream, peer: object, ticket: Ticket
@@ -263,7 +218,7 @@ class _Connection:
                 # Past the deadline what has arrived is still read (the server may come to a
                 # connection late in a burst); the handshake's size is bounded.
                 receive_timeout(self.sock, min(HOT_WINDOW, max(self.ticket.remaining(), 0.001)))
-                data = self.sock.recv(_RECV)
+                data = self.sock.recv(RECV)
                 if not data:
                     return None
                 codec.receive_data(data)
@@ -296,7 +251,7 @@ class _Connection:
                 if not lean:
                     self._mark_packet()
                 try:
-                    data = self._receive_polled(window) if window else self.sock.recv(_RECV)
+                    data = self._receive_polled(window) if window else self.sock.recv(RECV)
                 except (TimeoutError, BlockingIOError):
                     self._poll = False  # silent past the window: its next wait sleeps at once
                     return self._silent_until()
@@ -354,39 +309,6 @@ class _Connection:
         self.hold.update(codec.buffered)
         return True
 
-    def _mark_packet(self) -> None:
-        """Note when the command packet in the buffer began to arrive (it has packet_timeout
-        to be whole), or that none is begun."""
-        if not self.codec.buffered:
-            self.packet_began = None
-        elif self.packet_began is None:
-            self.packet_began = time.monotonic()
-
-    def _receive_polled(self, window: float) -> bytes:
-        """The client's next bytes, polled for up to ``window`` seconds first while its
-        requests keep coming within the window and a polling place is free."""
-        began = time.perf_counter()
-        polled = None
-        if self._poll and self.front.pollers.acquire(blocking=False):
-            try:
-                polled = busy_poll(self._receive, window)
-            finally:
-                self.front.pollers.release()
-        data = self.sock.recv(_RECV) if polled is None else polled
-        self._poll = time.perf_counter() - began <= window
-        return data
-
-    def _silent_until(self) -> float:
-        """The client fell silent: until when it may stay so (a packet begun: until it must
-        be whole; between commands: the idle limit, or for ever)."""
-        if self.packet_began is not None:
-            return self.packet_began + self.front.packet_timeout
-        idle = self.front.idle_timeout
-        return math.inf if idle is None else time.monotonic() + idle
-
-    def _receive(self, flags: int) -> bytes:
-        return self.sock.recv(_RECV, flags)
-
     def _flush(self, out: list[bytes | memoryview]) -> None:
         if out and not self._dead:
             with self._send_lock:
@@ -407,7 +329,7 @@ class _Connection:
             if isinstance(event, Invalid):
                 raise event.error
             if isinstance(event, Upload):  # gym-socket's own: never reaches the session
-                raise UnsupportedError(_upload_gone(self.front.sessions.monitor_root, event))
+                raise UnsupportedError(upload_gone(self.front.sessions.monitor_root, event))
             return codec.send_reply_buffers(self.session.handle(event))
         except Exception as exc:
             return self._failed(event, exc)
@@ -485,7 +407,7 @@ class _Connection:
                 event.env_name,
                 front_end=self.front.name,
                 peer=f"{self.peer[0]}:{self.peer[1]}" if isinstance(self.peer, tuple) else "",
-                **_vector_options(event.vector),
+                **vector_options(event.vector),
             )
         except EnvwireError as exc:
             self.front.observe.error(self.front.name, exc)
