@@ -38,7 +38,7 @@ from envwire.protocols.gymsocket import (
     HandshakeReply,
 )
 from envwire.protocols.gymsocket.lean import StepResult
-from envwire.sockets import busy_poll, busy_poll_seconds, configure_stream
+from envwire.sockets import RECV_SIZE, busy_poll, busy_poll_seconds, configure_stream
 from envwire.sockets.tls import TlsSocket
 
 __all__ = ["DEFAULT_FLAGS", "DEFAULT_PORT", "GymSocketTransport"]
@@ -46,6 +46,7 @@ __all__ = ["DEFAULT_FLAGS", "DEFAULT_PORT", "GymSocketTransport"]
 DEFAULT_FLAGS = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 #: The port of ``gym-socket://`` URLs that name none.
 DEFAULT_PORT = GYM_SOCKET.default_port
+#: The receive buffer the lean reads fill in place (recv_into: no allocation a reply).
 _RECV = 256 * 1024
 #: The handshake errors of a server that wants a token (docs/protocols/gym-socket.md).
 _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not accepted"})
@@ -199,7 +200,7 @@ class GymSocketTransport:
         head = b""
         while (found := recognize(head)) is None:
             try:
-                data = self._sock.recv(_RECV)
+                data = self._sock.recv(RECV_SIZE)
             except TimeoutError:
                 raise TransportError(
                     f"{self._scheme}://{self._where()}: no answer to the handshake within "

@@ -31,7 +31,7 @@ from envwire.errors import (
     TooLargeError,
     UnsupportedError,
 )
-from envwire.frontends.gymsocket.polling import RECV, Polling
+from envwire.frontends.gymsocket.polling import Polling
 from envwire.frontends.gymsocket.requests import is_typed_space, upload_gone, vector_options
 from envwire.observe import Observability
 from envwire.protocols.gymsocket import Flags, Handshake, Invalid, ServerConnection, Upload
@@ -45,7 +45,7 @@ from envwire.server.sessions import SessionTable
 from envwire.server.threads import ThreadPool
 from envwire.session import Session
 from envwire.settings import GymSocketSettings
-from envwire.sockets import Stream, configure_stream, receive_timeout, send_buffers
+from envwire.sockets import RECV_SIZE, Stream, configure_stream, receive_timeout, send_buffers
 from envwire.sockets.buffers import DEFAULT_MAX_BUFFERED, BufferBudget
 
 __all__ = ["GymSocketFrontEnd"]
@@ -218,7 +218,7 @@ class _Connection(Polling):
                 # Past the deadline what has arrived is still read (the server may come to a
                 # connection late in a burst); the handshake's size is bounded.
                 receive_timeout(self.sock, min(HOT_WINDOW, max(self.ticket.remaining(), 0.001)))
-                data = self.sock.recv(RECV)
+                data = self.sock.recv(RECV_SIZE)
                 if not data:
                     return None
                 codec.receive_data(data)
@@ -251,7 +251,7 @@ class _Connection(Polling):
                 if not lean:
                     self._mark_packet()
                 try:
-                    data = self._receive_polled(window) if window else self.sock.recv(RECV)
+                    data = self._receive_polled(window) if window else self.sock.recv(RECV_SIZE)
                 except (TimeoutError, BlockingIOError):
                     self._poll = False  # silent past the window: its next wait sleeps at once
                     return self._silent_until()

@@ -9,12 +9,9 @@ import time
 from typing import Protocol
 
 from envwire.protocols.gymsocket import ServerConnection
-from envwire.sockets import Stream, busy_poll
+from envwire.sockets import RECV_SIZE, Stream, busy_poll
 
-__all__ = ["RECV", "Polling", "PollingFront"]
-
-#: The most bytes one receive takes.
-RECV = 256 * 1024
+__all__ = ["Polling", "PollingFront"]
 
 
 class PollingFront(Protocol):
@@ -59,7 +56,7 @@ class Polling:
                 polled = busy_poll(self._receive, window)
             finally:
                 self.front.pollers.release()
-        data = self.sock.recv(RECV) if polled is None else polled
+        data = self.sock.recv(RECV_SIZE) if polled is None else polled
         self._poll = time.perf_counter() - began <= window
         return data
 
@@ -72,4 +69,4 @@ class Polling:
         return math.inf if idle is None else time.monotonic() + idle
 
     def _receive(self, flags: int) -> bytes:
-        return self.sock.recv(RECV, flags)
+        return self.sock.recv(RECV_SIZE, flags)
