@@ -54,9 +54,9 @@ from envwire.server.http import Guard, HttpFrontEnd, Mount
 from envwire.server.listener import ThreadedListener
 from envwire.server.parking import Parking
 from envwire.server.relay import RelayMount, relay_front_end
+from envwire.server.role import WorkerRole
 from envwire.server.security import Security, connection_limits
 from envwire.server.sessions import SessionTable
-from envwire.server.supervisor import WorkerRole
 from envwire.server.tally import SharedAddressLimiter, Tally
 from envwire.server.threads import ThreadPool
 from envwire.settings import Settings

@@ -39,14 +39,9 @@ from envwire.registry import (
     with_openenv,
 )
 from envwire.runtime.hosts import EnvHost
+from envwire.server.role import WorkerRole
 from envwire.server.security import Security
-from envwire.server.supervisor import (
-    Supervisor,
-    WorkerFailed,
-    WorkerRole,
-    bind_ports,
-    resolve_workers,
-)
+from envwire.server.supervisor import Supervisor, WorkerFailed, bind_ports, resolve_workers
 from envwire.settings.config import ConfigFile, read
 from envwire.settings.envkwargs import kwargs_errors
 

@@ -12,9 +12,9 @@ Each worker also gets a Unix socket of its own, made by the parent in a private 
 across the worker's replacements: the other workers reach it there for what clients address by
 id across connections (:mod:`envwire.server.relay`).
 
-The workers are ``envwire serve`` again, with the same arguments, told their role by the
-:data:`ROLE_VARIABLE` environment variable (:class:`WorkerRole`). A worker that dies is replaced,
-and the log says which one died, how, and by which process it was replaced. A replacement that
+The workers are ``envwire serve`` again, with the same arguments, told their role by an
+environment variable (:mod:`envwire.server.role`). A worker that dies is replaced, and the
+log says which one died, how, and by which process it was replaced. A replacement that
 cannot start (it exits before it listens, or does not listen within :data:`READY_TIMEOUT`) is
 started again after a delay that doubles each time (:data:`RESTART_DELAY` up to
 :data:`MAX_RESTART_DELAY`); after :data:`MAX_FAILED_STARTS` such starts in a row the server
@@ -27,21 +27,18 @@ worker whose parent dies gets SIGTERM from the kernel (``PR_SET_PDEATHSIG``).
 from __future__ import annotations
 
 import contextlib
-import ctypes
-import json
 import logging
 import os
 import select
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Collection, Mapping, Sequence
-from dataclasses import dataclass, field
 
 from envwire.server.listener import BACKLOG
+from envwire.server.role import ROLE_VARIABLE, WorkerRole
 from envwire.server.tally import SESSIONS, Tally, make_tally_file
 
 __all__ = [
@@ -50,18 +47,13 @@ __all__ = [
     "MAX_RESTART_DELAY",
     "READY_TIMEOUT",
     "RESTART_DELAY",
-    "ROLE_VARIABLE",
     "Supervisor",
     "WorkerFailed",
-    "WorkerRole",
     "bind_ports",
     "resolve_workers",
 ]
 
 log = logging.getLogger("envwire.workers")
-
-#: The environment variable that makes ``envwire serve`` a worker of a supervisor.
-ROLE_VARIABLE = "ENVWIRE_WORKER"
 
 #: Seconds the workers have to stop after SIGINT or SIGTERM before they are killed.
 GRACE = 10.0
@@ -80,8 +72,6 @@ MAX_RESTART_DELAY = 30.0
 #: Failed starts in a row of one worker after which the server stops (exit status 1).
 MAX_FAILED_STARTS = 5
 
-_PR_SET_PDEATHSIG = 1
-
 
 def resolve_workers(value: int | str) -> int:
     """The number of workers a ``workers`` setting means (``auto``: the cores this process
@@ -92,119 +82,6 @@ def resolve_workers(value: int | str) -> int:
         except (AttributeError, OSError):  # no affinity on this platform
             return max(1, os.cpu_count() or 1)
     return max(1, int(value))
-
-
-@dataclass(frozen=True)
-class WorkerRole:
-    """What a worker process is told by its supervisor.
-
-    Attributes:
-        index: this worker's number, from 0 (worker 0 holds the arena).
-        count: how many workers the server has.
-        fds: the listening sockets it inherits, by front end name.
-        ports: the ports of the front ends that bind by themselves (gRPC), with SO_REUSEPORT.
-        relay_fd: its own listening Unix socket, where the other workers reach it.
-        relays: every worker's Unix socket path, by index.
-        ready_fd: the pipe to write one byte to once every front end listens.
-        parent: the supervisor's process id.
-        life_fd: a pipe the supervisor never writes to: its end of file means the supervisor
-            is gone (where ``PR_SET_PDEATHSIG`` is missing, or came late).
-        tally: the file of the counts the workers share (:mod:`envwire.server.tally`).
-    """
-
-    index: int
-    count: int
-    fds: dict[str, int] = field(default_factory=dict)
-    ports: dict[str, int] = field(default_factory=dict)
-    relay_fd: int = -1
-    relays: tuple[str, ...] = ()
-    ready_fd: int = -1
-    parent: int = 0
-    tally: str = ""
-    life_fd: int = -1
-
-    def to_text(self) -> str:
-        """The role as the environment variable holds it."""
-        return json.dumps(
-            {
-                "index": self.index,
-                "count": self.count,
-                "fds": self.fds,
-                "ports": self.ports,
-                "relay_fd": self.relay_fd,
-                "relays": list(self.relays),
-                "ready_fd": self.ready_fd,
-                "parent": self.parent,
-                "tally": self.tally,
-                "life_fd": self.life_fd,
-            }
-        )
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] | None = None) -> WorkerRole | None:
-        """The role this process was given, or None when it is no supervisor's worker (the
-        variable is taken out of ``os.environ``: the processes a worker starts are not
-        workers)."""
-        text = (
-            os.environ.pop(ROLE_VARIABLE, None) if environ is None else environ.get(ROLE_VARIABLE)
-        )
-        if not text:
-            return None
-        data = json.loads(text)
-        return cls(
-            index=int(data["index"]),
-            count=int(data["count"]),
-            fds={str(k): int(v) for k, v in data["fds"].items()},
-            ports={str(k): int(v) for k, v in data["ports"].items()},
-            relay_fd=int(data["relay_fd"]),
-            relays=tuple(str(p) for p in data["relays"]),
-            ready_fd=int(data["ready_fd"]),
-            parent=int(data["parent"]),
-            tally=str(data["tally"]),
-            life_fd=int(data["life_fd"]),
-        )
-
-    def die_with_parent(self) -> None:
-        """Get SIGTERM from the kernel when the supervisor dies (Linux); end now if it died
-        already."""
-        if sys.platform == "linux":
-            try:
-                libc = ctypes.CDLL(None, use_errno=True)
-                libc.prctl(_PR_SET_PDEATHSIG, signal.SIGTERM, 0, 0, 0)
-            except (OSError, AttributeError):
-                log.info("cannot ask to end with the supervisor: no prctl")
-        if os.getppid() != self.parent:
-            os.kill(os.getpid(), signal.SIGTERM)
-        if self.life_fd >= 0:
-            threading.Thread(target=self._watch_parent, name="envwire-parent", daemon=True).start()
-
-    def _watch_parent(self) -> None:
-        """SIGTERM to this worker once the supervisor's end of the life pipe closes."""
-        while True:
-            ready, _, _ = select.select([self.life_fd], [], [], 60.0)
-            if ready and not os.read(self.life_fd, 1):
-                log.warning("worker %d: the server's supervisor is gone; stopping", self.index)
-                os.kill(os.getpid(), signal.SIGTERM)
-                return
-
-    def listener(self, name: str) -> socket.socket | None:
-        """The inherited listening socket of front end ``name``, if it has one."""
-        fd = self.fds.get(name)
-        return None if fd is None else socket.socket(fileno=fd)
-
-    def relay_listener(self) -> socket.socket:
-        """This worker's own Unix socket, listening."""
-        return socket.socket(fileno=self.relay_fd)
-
-    def ready(self) -> None:
-        """Tell the supervisor that every front end listens (once)."""
-        try:
-            os.write(self.ready_fd, b"1")
-        except OSError:  # the supervisor stopped waiting: nothing to tell
-            pass
-        finally:
-            with contextlib.suppress(OSError):
-                os.close(self.ready_fd)
 
 
 def bind_ports(
