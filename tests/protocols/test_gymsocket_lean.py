@@ -495,6 +495,24 @@ def test_lean_vector_replies_are_the_general_bytes(name: str, space: Any) -> Non
     assert (server._vector_layout is not None) == tensor, name  # the server wrote lean too
 
 
+def test_a_lean_vector_reply_of_arrays_that_are_not_contiguous_is_the_general_bytes() -> None:
+    """Observations and rewards that are views with strides (a transposed batch, every other
+    reward) are written in C order, as the general path writes them."""
+    space = spaces.Box(0, 9, (2, 3), np.float32)
+    _, server = _batch_pair(_ACTIONS, space, 4)
+    whole = np.arange(24, dtype=np.float32).reshape(4, 3, 2)
+    for obs, rewards in [
+        (np.ascontiguousarray(whole.transpose(0, 2, 1)), np.arange(4.0)),  # teaches the layout
+        (whole.transpose(0, 2, 1), np.arange(8.0)[::2]),
+        (np.ascontiguousarray(whole.transpose(0, 2, 1)), np.arange(8.0)[1::2]),
+    ]:
+        reply = m.VectorStepReply(obs, rewards, np.zeros(4, bool), np.ones(4, bool), {})
+        server._pending.append(Packet.VECTOR_STEP)
+        expected = b"".join((b"\x00", *server._vector_step_parts(reply)))
+        assert server.send_reply(reply) == expected
+    assert server._vector_layout is not None  # the last two were written lean
+
+
 def _same_step_infos(space: spaces.Space[Any]) -> list[dict[str, Any]]:
     """The vector infos of a SameStep vector env over ``space`` (observations of the space,
     episodes of 1-3 steps, an info of arrays and scalars on some steps)."""

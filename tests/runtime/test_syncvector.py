@@ -106,3 +106,39 @@ def test_vector_host_steps_with_it() -> None:
     assert isinstance(host.vector, LeanSyncVectorEnv)
     assert host.vector._lean  # this Gymnasium has what the lean loop uses
     host.close()
+
+
+class _BoxActionEnv(gymnasium.Env[np.ndarray, np.ndarray]):
+    """Keeps every action it is given, to compare what each copy receives."""
+
+    observation_space = spaces.Box(-1, 1, (1,), np.float32)
+    action_space = spaces.Box(-1, 1, (2,), np.float32)
+
+    def __init__(self) -> None:
+        self.seen: list[Any] = []
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        return np.zeros(1, np.float32), {}
+
+    def step(self, action: Any) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        self.seen.append(action)
+        return np.zeros(1, np.float32), 0.0, False, False, {}
+
+
+def test_each_copy_gets_its_row_of_the_actions_as_gymnasium_gives_it() -> None:
+    ours = LeanSyncVectorEnv([_BoxActionEnv] * 3)
+    theirs = SyncVectorEnv([_BoxActionEnv] * 3)
+    ours.reset(seed=0)
+    theirs.reset(seed=0)
+    actions = np.arange(6, dtype=np.float32).reshape(3, 2) / 10
+    ours.step(actions)
+    theirs.step(actions)
+    for mine, gyms in zip(ours.envs, theirs.envs, strict=True):
+        got, expected = mine.unwrapped.seen, gyms.unwrapped.seen  # type: ignore[attr-defined]
+        assert len(got) == len(expected) == 1
+        assert type(got[0]) is type(expected[0]) and got[0].dtype == expected[0].dtype
+        assert np.array_equal(got[0], expected[0])
+    with pytest.raises(ValueError, match="zip"):  # a batch of the wrong size
+        ours.step(actions[:2])

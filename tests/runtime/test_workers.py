@@ -151,6 +151,8 @@ def test_process_hang_kills_the_worker() -> None:
         worker.call("step", (0, [0, 1]), timeout=0.5)
     assert time.monotonic() - start < 10
     assert not worker._process.is_alive()
+    with pytest.raises(EnvCrashedError, match="worker process is gone"):  # every later call
+        worker.call("reset", 0, None, timeout=5)
     worker.close()
 
 

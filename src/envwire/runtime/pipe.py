@@ -101,7 +101,10 @@ def write_all(fd: int, data: bytes | memoryview) -> None:
     Raises:
         OSError: the other end is gone.
     """
-    view = memoryview(data)
+    written = os.write(fd, data)  # nearly always all of it: a frame fits the pipe's buffer
+    if written == len(data):
+        return
+    view = memoryview(data)[written:]
     while view:
         view = view[os.write(fd, view) :]
 
@@ -120,10 +123,12 @@ class FrameReader:
         Raises:
             OSError: reading failed.
         """
+        buffer = self._buffer
         while True:
-            frames = self._split()
-            if frames:
-                return frames
+            if len(buffer) >= _LENGTH.size:  # (an empty buffer, the usual case, skips the split)
+                frames = self._split()
+                if frames:
+                    return frames
             chunk = os.read(self.fd, READ_SIZE)
             if not chunk:
                 return []

@@ -32,8 +32,8 @@ from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
 from envwire.runtime.stepframes import (
     STEP_CALL,
     STEP_REPLY,
+    RawStep,
     read_step_call,
-    read_step_reply,
     step_call,
     step_reply,
 )
@@ -128,6 +128,8 @@ class ProcessWorker:
         self._process.start()
         child_conn.close()
         self._lock = threading.Lock()
+        # set by _kill: a plain attribute, read on every call (Connection.closed is a property)
+        self._gone = False
         self._fd = self._conn.fileno()
         self._reader = FrameReader(self._fd)
         self._vector = mode is not None  # steps travel as fixed frames (stepframes)
@@ -151,7 +153,7 @@ class ProcessWorker:
         A vector worker's step of a plain array travels as a fixed frame
         (:mod:`~envwire.runtime.stepframes`); everything else is pickled.
         """
-        if self._conn.closed:
+        if self._gone:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
         message = step_call(args[0]) if method == "step" and self._vector else None
         if message is None:
@@ -171,7 +173,7 @@ class ProcessWorker:
         return self._receive("step", timeout, raw=True)
 
     def _receive(self, method: str, timeout: float | None, raw: bool = False) -> object:
-        if self._conn.closed:
+        if self._gone:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
         # None waits as long as the call takes; POLLHUP and POLLERR also end the wait (a dead
         # child), and the read below then reports the crash.
@@ -189,7 +191,7 @@ class ProcessWorker:
             raise self._crashed(method) from None
         reply = replies[0]  # one call in flight: one reply
         if reply[0] == STEP_REPLY:
-            step = read_step_reply(reply)
+            step = RawStep(reply)
             return step if raw else step.arrays()
         status, value = pickle.loads(reply)
         if status == "err":
@@ -210,6 +212,7 @@ class ProcessWorker:
         return EnvCrashedError(f"{self.spec.id}: the env's worker process {how} during {method}")
 
     def _kill(self) -> None:
+        self._gone = True
         self._conn.close()
         if self._process.is_alive():
             self._process.kill()

@@ -59,7 +59,7 @@ def _slices(
     Arrays are split by view (basic slicing: no copy, no NumPy dispatch); other batches (dicts,
     tuples, texts) go through Gymnasium's own ``iterate``/``concatenate`` for the space.
     """
-    total = sum(sizes)
+    total = bounds[-1][1]
     if isinstance(value, np.ndarray):
         if value.ndim == 0 or value.shape[0] != total:
             raise InvalidArgumentError(
@@ -249,8 +249,7 @@ class VectorGroup(Generic[S]):
                 parts = _slices(self.action_space, actions, sizes, self._bounds)
                 for worker, batch in zip(self.workers, parts, strict=True):
                     worker.send("step", batch)
-                done = self._finish("step", range(len(self.workers)), timeout, self._finishers)
-                steps = [done[i] for i in range(len(self.workers))]
+                steps = self._finish_steps(timeout)
                 joined = _join_raw(steps)
                 if joined is not None:
                     self._last_obs = steps  # turned into arrays only by a masked reset
@@ -297,6 +296,25 @@ class VectorGroup(Generic[S]):
         if errors:
             raise errors[min(errors)]
         return results
+
+    def _finish_steps(self, timeout: float | None) -> list[Any]:
+        """:meth:`_finish` of a step started on every slice, as a list in slice order (the
+        path of every batch: no index dict to build and read back).
+
+        Raises:
+            EnvwireError: the first slice's error, in slice order.
+        """
+        finishers = self._finishers
+        steps: list[Any] = [None] * len(finishers)
+        error: EnvwireError | None = None
+        for i in range(len(finishers) - 1, -1, -1):  # last to first, as _finish
+            try:
+                steps[i] = finishers[i](timeout)
+            except EnvwireError as exc:
+                error = exc  # the lowest slice's error wins: it comes last
+        if error is not None:
+            raise error
+        return steps
 
     def hung(self, error: EnvTimeoutError) -> None:
         """A slice stepped in the caller's thread overran its timeout: tell the session."""

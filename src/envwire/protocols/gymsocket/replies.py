@@ -288,19 +288,21 @@ class ReplyWriter(Side):
                 obs, rewards, terminations, truncations, self._errors
             )
             return None
-        return b"".join(
-            (
-                layout.head,
-                obs.tobytes(),
-                layout.rewards_head,
-                rewards.tobytes(),
-                layout.flags_head,
-                terminations.tobytes(),
-                layout.flags_head,
-                truncations.tobytes(),
-                tail,
-            )
+        parts = (
+            layout.head,
+            obs,
+            layout.rewards_head,
+            rewards,
+            layout.flags_head,
+            terminations,
+            layout.flags_head,
+            truncations,
+            tail,
         )
+        try:  # contiguous arrays (the usual ones) are joined as they are, with no copy each
+            return b"".join(parts)  # type: ignore[arg-type]
+        except TypeError:  # one is not contiguous: the arrays' bytes in C order
+            return b"".join([p if isinstance(p, bytes) else p.tobytes() for p in parts])
 
     def _vector_step_parts(self, v: m.VectorStepReply) -> tuple[bytes, ...]:
         """A vector step's body: the batch of observations, a tensor of float64 rewards, two
