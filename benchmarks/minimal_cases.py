@@ -27,6 +27,7 @@ import os
 import socket
 import struct
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium
@@ -36,6 +37,7 @@ from envwire.testing.envs import FramesEnv
 from harness import read_exactly as _read
 
 __all__ = [
+    "CARTPOLE_VECTOR",
     "FRAMES_REPLY",
     "SB3_FIXED",
     "SB3_N",
@@ -43,6 +45,7 @@ __all__ = [
     "Sb3Client",
     "VECTOR_N",
     "VECTOR_REPLY",
+    "VectorBytes",
     "VectorClient",
     "frames_requests",
     "check_requests",
@@ -50,6 +53,8 @@ __all__ = [
     "read_sb3_reply",
     "sb3_requests",
     "sb3_reset_request",
+    "read_vector_hello",
+    "vector_bytes",
     "vector_requests",
 ]
 
@@ -59,33 +64,81 @@ _OK = b"\x00\x00\x00\x00"
 
 # --- the vector step: make_vec(url, 8) of CartPole ------------------------------------------
 
-VECTOR_N = 8
-_VECTOR_FLAGS = 0x0F  # ERRORS | MONITOR_REPLY | EXTENDED | VECTOR: envwire's make_vec's own
-_VECTOR_OPTIONS = json.dumps(
-    {"num_envs": VECTOR_N, "autoreset_mode": "NextStep", "workers": 1}, separators=(",", ":")
-).encode()
-_VECTOR_HELLO = (
-    bytes([_VECTOR_FLAGS])
-    + _U32.pack(11)
-    + b"CartPole-v1"
-    + _U32.pack(len(_VECTOR_OPTIONS))
-    + _VECTOR_OPTIONS
-)
+
+@dataclass(frozen=True)
+class VectorBytes:
+    """The fixed bytes of a make_vec session over gym-socket's vector path, NextStep: the
+    handshake, the step request's header and the reply's fields, with where each array of the
+    reply begins and the replies' sizes."""
+
+    n: int
+    hello: bytes
+    step_head: bytes
+    obs_head: bytes
+    rew_head: bytes
+    bool_head: bytes
+    obs_dtype: np.dtype[Any]
+    obs_width: int
+    obs_at: int
+    rew_at: int
+    term_at: int
+    trunc_at: int
+    reply: int
+    reset_reply: int
+
+
+def vector_bytes(env_id: bytes, n: int, workers: int, obs_dtype: Any, width: int) -> VectorBytes:
+    """:class:`VectorBytes` of ``n`` copies of ``env_id`` split over ``workers``, whose
+    observations are ``width`` values of ``obs_dtype`` each, and whose actions are int64."""
+    flags = 0x0F  # ERRORS | MONITOR_REPLY | EXTENDED | VECTOR: envwire's make_vec's own
+    options = json.dumps(
+        {"num_envs": n, "autoreset_mode": "NextStep", "workers": workers}, separators=(",", ":")
+    ).encode()
+    hello = bytes([flags]) + _U32.pack(len(env_id)) + env_id + _U32.pack(len(options)) + options
+    dtype = np.dtype(obs_dtype)
+    row = dtype.itemsize * width
+    # The step request: packet 10, action kind 1 (an array), int64 (code 4), shape (n,). The
+    # observations' field: status 0, kind 2 (an array), the dtype's code, shape (n, width).
+    step_head = bytes([_VSTEP, 1]) + struct.pack("<IBII", 9 + 8 * n, 4, 1, n)
+    code = {np.dtype(np.int64): 4, np.dtype(np.float32): 10}[dtype]
+    obs_head = b"\x00\x02" + struct.pack("<IBIII", 13 + row * n, code, 2, n, width)
+    rew_head = struct.pack("<IBII", 9 + 8 * n, 11, 1, n)  # float64
+    bool_head = struct.pack("<IBII", 9 + n, 0, 1, n)  # bool
+    obs_at = len(obs_head)
+    rew_at = obs_at + row * n + len(rew_head)
+    term_at = rew_at + 8 * n + len(bool_head)
+    trunc_at = term_at + n + len(bool_head)
+    return VectorBytes(
+        n, hello, step_head, obs_head, rew_head, bool_head, dtype, width, obs_at, rew_at,
+        term_at, trunc_at, trunc_at + n + len(_EMPTY_INFO), obs_at + row * n + len(_EMPTY_INFO),
+    )  # fmt: skip
+
+
+def read_vector_hello(client: socket.socket) -> bool:
+    """Read a make_vec handshake (its name and options, whatever they are) and accept it;
+    False when the client left first."""
+    head = memoryview(bytearray(5))
+    if not _read(client, head):
+        return False
+    rest = bytearray(_U32.unpack_from(head, 1)[0] + 4)  # the name, then the options' length
+    _read(client, memoryview(rest))
+    _read(client, memoryview(bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])))
+    client.sendall(_OK)
+    return True
+
+
 _VRESET, _VSTEP = 9, 10
-#: The step request's header: packet 10, action kind 1 (an array), its field: int64 (code 4),
-#: one dimension of 8, then the 64 bytes of the actions.
-_VSTEP_HEAD = bytes([_VSTEP, 1]) + struct.pack("<IBII", 9 + 8 * VECTOR_N, 4, 1, VECTOR_N)
-#: The observations' field: status 0, kind 2 (an array), float32 (code 10), shape (8, 4).
-_VOBS_HEAD = b"\x00\x02" + struct.pack("<IBIII", 13 + 16 * VECTOR_N, 10, 2, VECTOR_N, 4)
-_VREW_HEAD = struct.pack("<IBII", 9 + 8 * VECTOR_N, 11, 1, VECTOR_N)  # float64
-_VBOOL_HEAD = struct.pack("<IBII", 9 + VECTOR_N, 0, 1, VECTOR_N)  # bool
-#: Where each array of the step reply begins, and the reply's size.
-_VOBS_AT = len(_VOBS_HEAD)
-_VREW_AT = _VOBS_AT + 16 * VECTOR_N + len(_VREW_HEAD)
-_VTERM_AT = _VREW_AT + 8 * VECTOR_N + len(_VBOOL_HEAD)
-_VTRUNC_AT = _VTERM_AT + VECTOR_N + len(_VBOOL_HEAD)
-VECTOR_REPLY = _VTRUNC_AT + VECTOR_N + len(_EMPTY_INFO)
-_VECTOR_RESET_REPLY = _VOBS_AT + 16 * VECTOR_N + len(_EMPTY_INFO)
+VECTOR_N = 8
+CARTPOLE_VECTOR = vector_bytes(b"CartPole-v1", VECTOR_N, 1, np.float32, 4)
+_VECTOR_HELLO = CARTPOLE_VECTOR.hello
+_VSTEP_HEAD = CARTPOLE_VECTOR.step_head
+_VOBS_HEAD = CARTPOLE_VECTOR.obs_head
+_VREW_HEAD = CARTPOLE_VECTOR.rew_head
+_VBOOL_HEAD = CARTPOLE_VECTOR.bool_head
+VECTOR_REPLY = CARTPOLE_VECTOR.reply
+_VECTOR_RESET_REPLY = CARTPOLE_VECTOR.reset_reply
+_VOBS_AT, _VREW_AT = CARTPOLE_VECTOR.obs_at, CARTPOLE_VECTOR.rew_at
+_VTERM_AT, _VTRUNC_AT = CARTPOLE_VECTOR.term_at, CARTPOLE_VECTOR.trunc_at
 
 
 def _reset_request(packet: int, seed: int | None) -> bytes:
@@ -106,13 +159,8 @@ def vector_requests(steps: int) -> list[tuple[bytes, int]]:
 
 def _serve_vector(client: socket.socket) -> None:
     """One make_vec connection: the handshake (with its options), vector resets and steps."""
-    head = memoryview(bytearray(5))
-    if not _read(client, head):
+    if not read_vector_hello(client):
         return
-    rest = bytearray(_U32.unpack_from(head, 1)[0] + 4)  # the name, then the options' length
-    _read(client, memoryview(rest))
-    _read(client, memoryview(bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])))
-    client.sendall(_OK)
     envs = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * VECTOR_N)
     header = bytearray(6)
     header_view = memoryview(header)
@@ -150,32 +198,40 @@ def _serve_vector(client: socket.socket) -> None:
 class VectorClient:
     """The baseline make_vec client: one ``sendall`` out, the reply read into one buffer."""
 
-    def __init__(self, port: int) -> None:
+    def __init__(self, port: int, layout: VectorBytes = CARTPOLE_VECTOR) -> None:
+        self.layout = layout
         self.sock = socket.create_connection(("127.0.0.1", port))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.sendall(_VECTOR_HELLO)
+        self.sock.sendall(layout.hello)
         answer = memoryview(bytearray(4))
         if not _read(self.sock, answer) or answer != _OK:
             raise ConnectionError(f"the handshake was refused: {bytes(answer)!r}")
-        self.reply = memoryview(bytearray(VECTOR_REPLY))
+        self.reply = memoryview(bytearray(layout.reply))
 
     def reset(self, seed: int | None = None) -> np.ndarray[Any, Any]:
         self.sock.sendall(_reset_request(_VRESET, seed))
-        view = self.reply[:_VECTOR_RESET_REPLY]
+        at = self.layout
+        view = self.reply[: at.reset_reply]
         if not _read(self.sock, view):
             raise ConnectionError("the server closed the connection")
-        return np.frombuffer(view, np.float32, 4 * VECTOR_N, _VOBS_AT).reshape(VECTOR_N, 4).copy()
+        return (
+            np.frombuffer(view, at.obs_dtype, at.obs_width * at.n, at.obs_at)
+            .reshape(at.n, -1)
+            .copy()
+        )
 
     def step(self, actions: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], ...]:
-        self.sock.sendall(_VSTEP_HEAD + actions.tobytes())
+        at = self.layout
+        self.sock.sendall(at.step_head + actions.tobytes())
         reply = self.reply
         if not _read(self.sock, reply):
             raise ConnectionError("the server closed the connection")
+        n = at.n
         return (
-            np.frombuffer(reply, np.float32, 4 * VECTOR_N, _VOBS_AT).reshape(VECTOR_N, 4).copy(),
-            np.frombuffer(reply, np.float64, VECTOR_N, _VREW_AT).copy(),
-            np.frombuffer(reply, np.bool_, VECTOR_N, _VTERM_AT).copy(),
-            np.frombuffer(reply, np.bool_, VECTOR_N, _VTRUNC_AT).copy(),
+            np.frombuffer(reply, at.obs_dtype, at.obs_width * n, at.obs_at).reshape(n, -1).copy(),
+            np.frombuffer(reply, np.float64, n, at.rew_at).copy(),
+            np.frombuffer(reply, np.bool_, n, at.term_at).copy(),
+            np.frombuffer(reply, np.bool_, n, at.trunc_at).copy(),
         )
 
     def close(self) -> None:
@@ -236,13 +292,8 @@ def read_sb3_reply(sock: socket.socket, reply: memoryview) -> int:
 def _serve_sb3(client: socket.socket) -> None:
     """One SB3 connection: the handshake, vector resets and SameStep steps of 8 CartPoles,
     stepped in a loop as DummyVecEnv steps them (an ended copy is reset in the same step)."""
-    head = memoryview(bytearray(5))
-    if not _read(client, head):
+    if not read_vector_hello(client):
         return
-    rest = bytearray(_U32.unpack_from(head, 1)[0] + 4)
-    _read(client, memoryview(rest))
-    _read(client, memoryview(bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])))
-    client.sendall(_OK)
     envs = [gymnasium.make("CartPole-v1") for _ in range(SB3_N)]
     header = bytearray(6)
     header_view = memoryview(header)

@@ -52,8 +52,9 @@ from envwire.testing import ServerProcess
 from envwire.testing.envs import BurnEnv
 from harness import Result, machine, parse_settings, print_table
 from harness import read_exactly as _read
+from minimal_cases import VectorClient, read_vector_hello, vector_bytes
 
-__all__ = ["ParallelClient", "main", "parallel_requests", "parallel_server"]
+__all__ = ["main", "parallel_requests", "parallel_server"]
 
 N, HALF = 8, 4
 BURN_STEP_US = 200.0
@@ -62,25 +63,11 @@ ENV_ID = b"bench/Burn"
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _EMPTY_INFO = _U32.pack(2) + b"{}"
-_OK = b"\x00\x00\x00\x00"
-_FLAGS = 0x0F  # ERRORS | MONITOR_REPLY | EXTENDED | VECTOR: envwire's make_vec's own
-_OPTIONS = json.dumps(
-    {"num_envs": N, "autoreset_mode": "NextStep", "workers": 2}, separators=(",", ":")
-).encode()
-_HELLO = bytes([_FLAGS]) + _U32.pack(len(ENV_ID)) + ENV_ID + _U32.pack(len(_OPTIONS)) + _OPTIONS
+_LAYOUT = vector_bytes(ENV_ID, N, 2, np.int64, 2)
+_HELLO, _STEP_HEAD, REPLY = _LAYOUT.hello, _LAYOUT.step_head, _LAYOUT.reply
+_OBS_HEAD, _REW_HEAD, _BOOL_HEAD = _LAYOUT.obs_head, _LAYOUT.rew_head, _LAYOUT.bool_head
+_RESET_REPLY = _LAYOUT.reset_reply
 _VRESET, _VSTEP = 9, 10
-#: The step request's header: packet 10, action kind 1 (an array), int64 (code 4), shape (8,).
-_STEP_HEAD = bytes([_VSTEP, 1]) + struct.pack("<IBII", 9 + 8 * N, 4, 1, N)
-#: The observations' field: status 0, kind 2 (an array), int64 (code 4), shape (8, 2).
-_OBS_HEAD = b"\x00\x02" + struct.pack("<IBIII", 13 + 16 * N, 4, 2, N, 2)
-_REW_HEAD = struct.pack("<IBII", 9 + 8 * N, 11, 1, N)  # float64
-_BOOL_HEAD = struct.pack("<IBII", 9 + N, 0, 1, N)  # bool
-_OBS_AT = len(_OBS_HEAD)
-_REW_AT = _OBS_AT + 16 * N + len(_REW_HEAD)
-_TERM_AT = _REW_AT + 8 * N + len(_BOOL_HEAD)
-_TRUNC_AT = _TERM_AT + N + len(_BOOL_HEAD)
-REPLY = _TRUNC_AT + N + len(_EMPTY_INFO)
-_RESET_REPLY = _OBS_AT + 16 * N + len(_EMPTY_INFO)
 #: A worker's step reply: 4 observations of 2 int64, 4 rewards, 4 terminations, 4 truncations.
 _SLICE_OBS, _SLICE_REW, _SLICE_REPLY = 16 * HALF, 8 * HALF, 16 * HALF + 8 * HALF + 2 * HALF
 
@@ -139,13 +126,8 @@ def _read_fd(fd: int, view: memoryview) -> bool:
 
 def _serve(client: socket.socket, fds: list[int]) -> None:
     """One make_vec connection: the handshake (with its options), vector resets and steps."""
-    head = memoryview(bytearray(5))
-    if not _read(client, head):
+    if not read_vector_hello(client):
         return
-    rest = bytearray(_U32.unpack_from(head, 1)[0] + 4)  # the name, then the options' length
-    _read(client, memoryview(rest))
-    _read(client, memoryview(bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])))
-    client.sendall(_OK)
     header = bytearray(6)
     header_view = memoryview(header)
     body = bytearray(9 + 8 * N)  # a step's action field
@@ -234,41 +216,6 @@ def parallel_server(work: int) -> Iterator[tuple[int, int]]:
                 os.kill(pid, 9)
         process.kill()
         process.join(5)
-
-
-class ParallelClient:
-    """The baseline make_vec client: one ``sendall`` out, the reply read into one buffer."""
-
-    def __init__(self, port: int) -> None:
-        self.sock = socket.create_connection(("127.0.0.1", port))
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.sock.sendall(_HELLO)
-        answer = memoryview(bytearray(4))
-        if not _read(self.sock, answer) or answer != _OK:
-            raise ConnectionError(f"the handshake was refused: {bytes(answer)!r}")
-        self.reply = memoryview(bytearray(REPLY))
-
-    def reset(self, seed: int | None = None) -> np.ndarray[Any, Any]:
-        self.sock.sendall(_reset_request(seed))
-        view = self.reply[:_RESET_REPLY]
-        if not _read(self.sock, view):
-            raise ConnectionError("the server closed the connection")
-        return np.frombuffer(view, np.int64, 2 * N, _OBS_AT).reshape(N, 2).copy()
-
-    def step(self, actions: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], ...]:
-        self.sock.sendall(_STEP_HEAD + actions.tobytes())
-        reply = self.reply
-        if not _read(self.sock, reply):
-            raise ConnectionError("the server closed the connection")
-        return (
-            np.frombuffer(reply, np.int64, 2 * N, _OBS_AT).reshape(N, 2).copy(),
-            np.frombuffer(reply, np.float64, N, _REW_AT).copy(),
-            np.frombuffer(reply, np.bool_, N, _TERM_AT).copy(),
-            np.frombuffer(reply, np.bool_, N, _TRUNC_AT).copy(),
-        )
-
-    def close(self) -> None:
-        self.sock.close()
 
 
 # --- measuring ------------------------------------------------------------------------------
@@ -371,7 +318,7 @@ def main() -> int:
             _check_requests(parallel_requests(16), (port, server.ports["gym-socket"]))
             burn = functools.partial(BurnEnv, work=work, horizon=HORIZON)
             local = gymnasium.vector.SyncVectorEnv([burn] * N)
-            minimal = ParallelClient(port)
+            minimal = VectorClient(port, _LAYOUT)
             remote = envwire.make_vec(server.url("gym-socket", "bench/Burn"), N, workers=2)
             actions = np.zeros(N, np.int64)
             for env in (local, minimal, remote):

@@ -23,28 +23,12 @@ from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, Serv
 from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE, Packet, info_field, pack_field
 from envwire.protocols.gymsocket.replies import _typed_dict
 from envwire.runtime.syncvector import LeanSyncVectorEnv
+from tests.protocols.gymsocketpair import ACTIONS, EXTENDED, connected_client, connected_server
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
-_EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
-_ACTIONS = spaces.Discrete(3)
+_EXTENDED, _ACTIONS = EXTENDED, ACTIONS
+_open, _server = connected_client, connected_server
 _FIXED = (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)
-
-
-def _open(flags: Flags, observation_space: spaces.Space[Any]) -> ClientConnection:
-    client = ClientConnection(flags)
-    client.send_handshake("x")
-    client.receive_data(ServerConnection().send_handshake_reply(""))
-    client.next_event()
-    client.set_spaces(_ACTIONS, observation_space)
-    return client
-
-
-def _server(observation_space: spaces.Space[Any]) -> ServerConnection:
-    server = ServerConnection()
-    server.receive_data(ClientConnection(_EXTENDED).send_handshake("x"))
-    server.next_event()
-    server.set_spaces(_ACTIONS, observation_space)
-    return server
 
 
 def _general(client: ClientConnection, reply: bytes) -> Any:

@@ -13,28 +13,16 @@ from envwire import messages as m
 from envwire.errors import EnvError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
 from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE
+from tests.protocols.gymsocketpair import ACTIONS, EXTENDED, connected_client, connected_server
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
-_EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
-_ACTIONS = spaces.Discrete(3)
+_EXTENDED, _ACTIONS = EXTENDED, ACTIONS
+_server = connected_server
 _FIXED = (spaces.Box, spaces.MultiBinary, spaces.MultiDiscrete)
 
 
 def _open(observation_space: spaces.Space[Any], flags: Flags = _EXTENDED) -> ClientConnection:
-    client = ClientConnection(flags)
-    client.send_handshake("x")
-    client.receive_data(ServerConnection().send_handshake_reply(""))
-    client.next_event()
-    client.set_spaces(_ACTIONS, observation_space)
-    return client
-
-
-def _server(observation_space: spaces.Space[Any]) -> ServerConnection:
-    server = ServerConnection()
-    server.receive_data(ClientConnection(_EXTENDED).send_handshake("x"))
-    server.next_event()
-    server.set_spaces(_ACTIONS, observation_space)
-    return server
+    return connected_client(flags, observation_space)
 
 
 def _joined(reply: bytes | list[Any]) -> bytes:
