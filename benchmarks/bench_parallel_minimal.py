@@ -1,7 +1,7 @@
 """``make_vec(url, 8, workers=2)`` of a CPU-bound env beside a minimal hand-written Python
 implementation of the same bytes, and beside in-process ``SyncVectorEnv``.
 
-Run: ``python benchmarks/minimal_parallel.py [--seconds S] [--runs R] [--quick]``.
+Run: ``python benchmarks/bench_parallel_minimal.py [--seconds S] [--runs R] [--quick]``.
 
 The case is the suite's ``parallel`` one (``bench_parallel``): :class:`BurnEnv` (a step of
 200 µs of pure-Python CPU) served by ``envwire serve`` in worker processes, the client
