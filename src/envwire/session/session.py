@@ -302,11 +302,7 @@ class Session:
                 if tap is not None:
                     tap.failed(request, exc, _perf_counter() - started)
                 raise
-            self.state = State.RUNNING
-            self.episode += 1
-            self.step_count = 0
-            self.episode_return = 0.0
-            self.last_seed = seed
+            self._began(seed)
             reply = m.ResetReply(obs, info)
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
@@ -383,12 +379,16 @@ class Session:
             if self.state is not State.BROKEN:
                 self.state = State.ENDED
             raise
+        self._began(seed)
+        return m.ResetReply(obs, info)
+
+    def _began(self, seed: int | Sequence[int | None] | None) -> None:
+        """The bookkeeping of an episode begun by a reset with ``seed``."""
         self.state = State.RUNNING
         self.episode += 1
         self.step_count = 0
         self.episode_return = 0.0
         self.last_seed = seed
-        return m.ResetReply(obs, info)
 
     def _checked_seed(self, seed: object) -> int | Sequence[int | None] | None:
         """``seed`` once checked: None, a non-negative int, or (vector sessions) one of

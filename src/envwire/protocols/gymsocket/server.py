@@ -196,7 +196,7 @@ class ServerConnection(ReplyWriter):
         self._pending.append(_PACKETS[packet])
         raw = data[6:]
         if data[1] == ACT_JSON and self._int_actions:
-            # each action's scalar made once (they are immutable): a digit string's
+            # each action's scalar made once (they are immutable), kept by its digits
             action = self._actions.get(raw)
             if action is None and size < 24 and raw.isdigit():
                 action = np.int64(int(raw))
