@@ -199,7 +199,8 @@ def test_a_group_joins_fixed_frames() -> None:
         worker = group.workers[0]
         assert isinstance(worker, ProcessWorker)
         worker.send("step", np.zeros(2, np.int64))
-        assert isinstance(worker.finish_step(30), RawStep)
+        reply = worker.finish_step(30)
+        assert isinstance(reply, bytearray) and reply[0] == ord("R")
     finally:
         group.close()
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from envwire import messages as m
 from envwire.errors import EnvwireError
-from envwire.observe.metrics import crash_reason
+from envwire.observe.metrics import any_ended, crash_reason
 from envwire.session import Session
 
 __all__ = ["HISTORY", "MAX_ID", "MAX_MESSAGE", "RECENT", "Activity"]
@@ -48,7 +48,10 @@ class _LiveTap:
         self.session = session
         self.opened = time.time()
         self.returns = np.zeros(session.num_envs)
-        self.lengths = np.zeros(session.num_envs, dtype=np.int64)
+        # A vector session's copies' lengths: the batches stepped, less each copy's count of
+        # them at its episode's start (one addition a batch, not one per copy).
+        self.batches = 0
+        self.starts = [0] * session.num_envs
         self.vector = session.autoreset_mode is not None
         # A one-env session's return and length at its last episode's end (or reset): the
         # next episode's are the session's counts since.
@@ -76,25 +79,27 @@ class _LiveTap:
                 session = self.session
                 episode_return, length = session.episode_return, session.step_count
                 self.returns[0] = episode_return - self._return_base
-                self.lengths[0] = length - self._length_base
+                self._ended(0, length - self._length_base)
                 self._return_base, self._length_base = episode_return, length
-                self._ended(0)
         elif isinstance(reply, m.VectorStepReply):
             self.returns += reply.rewards
-            self.lengths += 1
-            done = np.logical_or(reply.terminations, reply.truncations)
-            for i in np.flatnonzero(done):
-                self._ended(int(i))
+            self.batches += 1
+            if any_ended(reply):
+                done = np.logical_or(reply.terminations, reply.truncations)
+                # NextStep: a copy's next step is its reset, which Gymnasium counts in no
+                # episode, so its next episode starts a batch later.
+                start = self.batches + (self.session.autoreset_mode == "NextStep")
+                for i in np.flatnonzero(done).tolist():
+                    self._ended(i, self.batches - self.starts[i])
+                    self.starts[i] = start
         elif isinstance(reply, m.ResetReply):
             self.returns[:] = 0
-            self.lengths[:] = 0
+            self.starts = [self.batches] * len(self.starts)
             self._return_base, self._length_base = 0.0, 0
 
-    def _ended(self, i: int) -> None:
-        episode_return, length = float(self.returns[i]), int(self.lengths[i])
+    def _ended(self, i: int, length: int) -> None:
+        episode_return = float(self.returns[i])
         self.returns[i] = 0
-        # NextStep: the copy's next step is its reset, which Gymnasium counts in no episode.
-        self.lengths[i] = -1 if self.session.autoreset_mode == "NextStep" else 0
         self.episodes += 1
         self.last_return = episode_return
         extra: dict[str, Any] = {"episode_return": episode_return, "length": length}

@@ -158,6 +158,16 @@ class ProcessWorker:
         message = step_call(args[0]) if method == "step" and self._vector else None
         if message is None:
             message = frame(b"", dumps((method, args)))  # an argument that does not pickle raises
+        self._write(method, message)
+
+    def send_frame(self, message: bytes) -> None:
+        """Start a step whose call is already a whole frame (a group's: its
+        :class:`~envwire.runtime.stepframes.StepPlan` cuts them)."""
+        if self._gone:
+            raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
+        self._write("step", message)
+
+    def _write(self, method: str, message: bytes) -> None:
         try:
             write_all(self._fd, message)
         except (OSError, ValueError):
@@ -169,7 +179,7 @@ class ProcessWorker:
 
     def finish_step(self, timeout: float | None) -> object:
         """:meth:`finish` of a step, with a reply that came as a fixed frame left as its bytes
-        (a :class:`~envwire.runtime.stepframes.RawStep`), for a group to join."""
+        (a bytearray, without the frame's length), for a group to join."""
         return self._receive("step", timeout, raw=True)
 
     def _receive(self, method: str, timeout: float | None, raw: bool = False) -> object:
@@ -191,8 +201,7 @@ class ProcessWorker:
             raise self._crashed(method) from None
         reply = replies[0]  # one call in flight: one reply
         if reply[0] == STEP_REPLY:
-            step = RawStep(reply)
-            return step if raw else step.arrays()
+            return reply if raw else RawStep(reply).arrays()
         status, value = pickle.loads(reply)
         if status == "err":
             raise value

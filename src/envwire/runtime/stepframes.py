@@ -34,6 +34,8 @@ __all__ = [
     "STEP_CALL",
     "STEP_REPLY",
     "RawStep",
+    "StepPlan",
+    "join_infos",
     "read_step_call",
     "read_step_reply",
     "step_call",
@@ -202,3 +204,177 @@ class RawStep:
 def read_step_reply(frame: bytearray) -> RawStep:
     """A step reply's frame (without its length), read."""
     return RawStep(frame)
+
+
+class StepPlan:
+    """A group's usual step over slices of ``sizes`` copies, worked out once per layout.
+
+    :meth:`calls` cuts a batch of actions into each slice's whole call frame with heads made
+    once per dtype and shape of the actions; :meth:`join` joins the slices' reply frames (as
+    :class:`~envwire.runtime.process.ProcessWorker` reads them) by the byte offsets of each
+    slice's batches, learned from the first replies and kept while the replies' heads stay
+    the same. Either answers None for a batch or a reply that is not fixed frames.
+    """
+
+    __slots__ = ("_bounds", "_call_heads", "_call_key", "_replies")
+
+    def __init__(self, sizes: list[int]) -> None:
+        stops = [sum(sizes[: i + 1]) for i in range(len(sizes))]
+        self._bounds = list(zip([0, *stops[:-1]], stops, strict=True))
+        self._call_key: tuple[np.dtype[Any], tuple[int, ...]] | None = None
+        # per slice: (the frame's head, first and past-the-last byte in the actions' bytes)
+        self._call_heads: list[tuple[bytes, int, int]] | None = None
+        self._replies: _ReplyLayout | None = None
+
+    def calls(self, actions: object) -> list[bytes] | None:
+        """Each slice's whole call frame for a step of ``actions``, or None when they do not
+        travel raw (or are not a batch of the group's size: the group's own checks say so)."""
+        if type(actions) is not np.ndarray or not actions.flags.c_contiguous:
+            return None
+        key = (actions.dtype, actions.shape)
+        if key != self._call_key:
+            self._call_heads = self._heads(*key)
+            self._call_key = key
+        heads = self._call_heads
+        if heads is None:
+            return None
+        data = actions.tobytes()
+        return [head + data[start:stop] for head, start, stop in heads]
+
+    def _heads(
+        self, dtype: np.dtype[Any], shape: tuple[int, ...]
+    ) -> list[tuple[bytes, int, int]] | None:
+        if not shape or shape[0] != self._bounds[-1][1]:
+            return None
+        row = dtype.itemsize * int(np.prod(shape[1:]))
+        heads = []
+        for start, stop in self._bounds:
+            head = _head(dtype, (stop - start, *shape[1:]))
+            if head is None:
+                return None
+            size = 1 + len(head) + (stop - start) * row
+            heads.append((_LENGTH.pack(size) + b"S" + head, start * row, stop * row))
+        return heads
+
+    def join(self, replies: list[object]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | None:
+        """The slices' step replies joined, when every one is a fixed frame (a bytearray
+        without its length) and their observations share a dtype and row shape; else None.
+
+        One ``join`` copies the slices' rewards, observations, terminations and truncations
+        into one new buffer (the rewards first: every array is aligned), and the four batches
+        are arrays over it: fresh and writable on every step, as Gymnasium's are.
+        """
+        layout = self._replies
+        if layout is None or not layout.fits(replies):
+            layout = self._replies = _ReplyLayout.learn(replies)
+            if layout is None:
+                return None
+        rewards: list[bytearray] = []
+        obs: list[bytearray] = []
+        terminations: list[bytearray] = []
+        truncations: list[bytearray] = []
+        infos: list[dict[str, Any]] | None = None
+        for frame, (start, at_rewards, at_flags, at_truncations, end) in zip(
+            replies, layout.spans, strict=True
+        ):
+            assert type(frame) is bytearray  # (fits() checked it)
+            obs.append(frame[start:at_rewards])
+            rewards.append(frame[at_rewards:at_flags])
+            terminations.append(frame[at_flags:at_truncations])
+            truncations.append(frame[at_truncations:end])
+            if len(frame) > end:
+                infos = infos or [{} for _ in replies]
+                infos[len(obs) - 1] = pickle.loads(frame[end:])
+        buffer = bytearray().join(rewards + obs + terminations + truncations)
+        count, flags_at = layout.count, layout.flags_at
+        return (
+            np.ndarray(layout.shape, layout.dtype, buffer, 8 * count),
+            np.ndarray((count,), _F8, buffer, 0),
+            np.ndarray((count,), _BOOL, buffer, flags_at),
+            np.ndarray((count,), _BOOL, buffer, flags_at + count),
+            join_infos(infos, layout.sizes) if infos is not None else {},
+        )
+
+
+class _ReplyLayout:
+    """Where each batch lies in each slice's reply frame, for replies of these heads."""
+
+    __slots__ = ("count", "dtype", "flags_at", "heads", "shape", "sizes", "spans")
+
+    def __init__(
+        self, heads: list[bytes], layouts: list[tuple[np.dtype[Any], tuple[int, ...], int]]
+    ):
+        self.heads = heads
+        self.sizes = [shape[0] for _, shape, _ in layouts]
+        self.count = sum(self.sizes)
+        self.dtype = layouts[0][0]
+        self.shape = (self.count, *layouts[0][1][1:])
+        self.flags_at = 8 * self.count + sum(size for _, _, size in layouts)
+        self.spans = []
+        for head, (_, shape, size) in zip(heads, layouts, strict=True):
+            start = len(head)
+            n = shape[0]
+            at_flags = start + size + 8 * n
+            self.spans.append((start, start + size, at_flags, at_flags + n, at_flags + 2 * n))
+
+    @classmethod
+    def learn(cls, replies: list[object]) -> _ReplyLayout | None:
+        """The layout of these replies, or None when one is not a fixed frame or their
+        observations differ in dtype or row shape."""
+        heads, layouts = [], []
+        for frame in replies:
+            if type(frame) is not bytearray or not frame or frame[0] != STEP_REPLY:
+                return None
+            end = 2 + frame[1]
+            heads.append(bytes(frame[:end]))
+            layouts.append(_layout(bytes(frame[2:end])))
+        first = layouts[0]
+        if any(d != first[0] or s[1:] != first[1][1:] for d, s, _ in layouts):
+            return None
+        return cls(heads, layouts)
+
+    def fits(self, replies: list[object]) -> bool:
+        """Whether every reply is a fixed frame of this layout's head."""
+        for frame, head in zip(replies, self.heads, strict=True):
+            if type(frame) is not bytearray or not frame.startswith(head):
+                return False
+        return True
+
+
+def join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
+    """Gymnasium's vector infos of each slice, as one vector info over all copies."""
+    joined: dict[str, Any] = {}
+    keys = [k for info in infos for k in info if not k.startswith("_")]
+    for key in dict.fromkeys(keys):
+        values: list[Any] = []
+        masks: list[np.ndarray[Any, Any]] = []
+        for info, size in zip(infos, sizes, strict=True):
+            if key in info:
+                value = info[key]
+                if isinstance(value, dict):
+                    values.append(value)
+                else:
+                    values.append(np.asarray(value))
+                masks.append(np.asarray(info.get(f"_{key}", np.ones(size, bool))))
+            else:
+                values.append(None)
+                masks.append(np.zeros(size, bool))
+        present = [v for v in values if v is not None]
+        if all(isinstance(v, dict) for v in present):
+            joined[key] = join_infos([v if v is not None else {} for v in values], sizes)
+        else:
+            template = present[0]
+            arrays = [
+                v if v is not None else _blank(template, size)
+                for v, size in zip(values, sizes, strict=True)
+            ]
+            joined[key] = np.concatenate(arrays)
+        joined[f"_{key}"] = np.concatenate(masks)
+    return joined
+
+
+def _blank(template: np.ndarray[Any, Any], size: int) -> np.ndarray[Any, Any]:
+    """What Gymnasium puts in a vector info for copies without the key: None or zeros."""
+    if template.dtype == object:
+        return np.full((size, *template.shape[1:]), None, dtype=object)
+    return np.zeros((size, *template.shape[1:]), template.dtype)

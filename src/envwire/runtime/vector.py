@@ -16,7 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envwire.errors import EnvError, EnvTimeoutError, EnvwireError, InvalidArgumentError
-from envwire.runtime.stepframes import RawStep
+from envwire.runtime.stepframes import RawStep, StepPlan, join_infos
 
 __all__ = ["Slice", "VectorGroup", "split_sizes"]
 
@@ -113,86 +113,6 @@ def _join(space: gymnasium.Space[Any], parts: list[object], sizes: list[int]) ->
     return _batch(space, items, sum(sizes))
 
 
-_F8 = np.dtype(np.float64)
-_BOOL = np.dtype(np.bool_)
-
-
-def _join_raw(steps: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | None:
-    """The slices' step replies joined from their bytes, when every one came as a fixed frame
-    (:class:`RawStep`) with observations of one dtype and row shape; else None.
-
-    One ``join`` copies the slices' rewards, observations, terminations and truncations into
-    one new buffer (the rewards first: every array is aligned), and the four batches are
-    arrays over it: fresh and writable on every step, as Gymnasium's are.
-    """
-    first = steps[0]
-    if type(first) is not RawStep:
-        return None
-    dtype, row = first.dtype, first.row
-    count = 0
-    rewards: list[memoryview] = []
-    obs: list[memoryview] = []
-    flags: list[memoryview] = []
-    infos = False
-    for step in steps:
-        if type(step) is not RawStep or step.row != row or step.dtype != dtype:
-            return None
-        count += step.count
-        rewards.append(step.rewards)
-        obs.append(step.obs)
-        flags.append(step.terminations)
-        infos = infos or bool(step.infos)
-    flags += [step.truncations for step in steps]
-    buffer = bytearray().join(rewards + obs + flags)
-    flags_at = len(buffer) - 2 * count
-    return (
-        np.ndarray((count, *row), dtype, buffer, 8 * count),
-        np.ndarray((count,), _F8, buffer, 0),
-        np.ndarray((count,), _BOOL, buffer, flags_at),
-        np.ndarray((count,), _BOOL, buffer, flags_at + count),
-        _join_infos([s.infos for s in steps], [s.count for s in steps]) if infos else {},
-    )
-
-
-def _join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:
-    """Gymnasium's vector infos of each slice, as one vector info over all copies."""
-    joined: dict[str, Any] = {}
-    keys = [k for info in infos for k in info if not k.startswith("_")]
-    for key in dict.fromkeys(keys):
-        values: list[Any] = []
-        masks: list[np.ndarray[Any, Any]] = []
-        for info, size in zip(infos, sizes, strict=True):
-            if key in info:
-                value = info[key]
-                if isinstance(value, dict):
-                    values.append(value)
-                else:
-                    values.append(np.asarray(value))
-                masks.append(np.asarray(info.get(f"_{key}", np.ones(size, bool))))
-            else:
-                values.append(None)
-                masks.append(np.zeros(size, bool))
-        present = [v for v in values if v is not None]
-        if all(isinstance(v, dict) for v in present):
-            joined[key] = _join_infos([v if v is not None else {} for v in values], sizes)
-        else:
-            template = present[0]
-            arrays = [
-                v if v is not None else _blank(template, size)
-                for v, size in zip(values, sizes, strict=True)
-            ]
-            joined[key] = np.concatenate(arrays)
-        joined[f"_{key}"] = np.concatenate(masks)
-    return joined
-
-
-def _blank(template: np.ndarray[Any, Any], size: int) -> np.ndarray[Any, Any]:
-    """What Gymnasium puts in a vector info for copies without the key: None or zeros."""
-    if template.dtype == object:
-        return np.full((size, *template.shape[1:]), None, dtype=object)
-    return np.zeros((size, *template.shape[1:]), template.dtype)
-
-
 class VectorGroup(Generic[S]):
     """N copies split over several workers (:class:`Slice`), stepped concurrently.
 
@@ -206,11 +126,22 @@ class VectorGroup(Generic[S]):
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         self._offsets = [int(o) for o in np.cumsum([0, *sizes[:-1]])]
         self._bounds = [(o, o + size) for o, size in zip(self._offsets, sizes, strict=True)]
-        self._last_obs: list[object] = [None] * len(workers)  # for masked resets that skip a slice
+        # for masked resets that skip a slice: its last observations, or None when they are
+        # those slices of the last step's joined observations
+        self._last_obs: list[object] | None = [None] * len(workers)
+        self._last_joined: Any = None
         # a step's reply of a worker process may stay bytes until the slices are joined
         self._finishers: list[Callable[[float | None], Any]] = [
             getattr(w, "finish_step", None) or functools.partial(w.finish, "step") for w in workers
         ]
+        # worker processes (every slice's) take a step's fixed frames as they are, cut from the
+        # actions' bytes, and their replies are joined by offsets worked out once: the plan
+        self._senders: list[Callable[[bytes], None]] | None = None
+        self._plan: StepPlan | None = None
+        senders = [getattr(w, "send_frame", None) for w in workers]
+        if all(senders) and all(hasattr(w, "finish_step") for w in workers):
+            self._senders = senders  # type: ignore[assignment]
+            self._plan = StepPlan(sizes)
         workers[0].send("spaces")
         self.action_space: gymnasium.Space[Any]
         self.observation_space: gymnasium.Space[Any]
@@ -218,6 +149,8 @@ class VectorGroup(Generic[S]):
 
     def call(self, method: str, *args: object, timeout: float | None) -> object:
         try:
+            if method == "step" and len(args) == 1:  # nearly every call
+                return self._step(args[0], timeout)
             return self._call(method, args, timeout)
         except EnvwireError:
             raise
@@ -240,33 +173,45 @@ class VectorGroup(Generic[S]):
                     worker.send("reset", _slice_seed(seed, offset, size), part)
                     sent.append(i)
                 infos: list[dict[str, Any]] = [{} for _ in self.workers]
-                last = [o.arrays()[0] if isinstance(o, RawStep) else o for o in self._last_obs]
+                last = self._last_obs
+                if last is None:
+                    last = [self._last_joined[start:stop] for start, stop in self._bounds]
+                else:
+                    last = list(last)
                 for i, (obs, info) in self._finish("reset", sent, timeout).items():
                     last[i], infos[i] = obs, info
                 self._last_obs = last
-                return _join(obs_space, last, sizes), _join_infos(infos, sizes)
-            case "step", (actions,):
-                parts = _slices(self.action_space, actions, sizes, self._bounds)
-                for worker, batch in zip(self.workers, parts, strict=True):
-                    worker.send("step", batch)
-                steps = self._finish_steps(timeout)
-                joined = _join_raw(steps)
-                if joined is not None:
-                    self._last_obs = steps  # turned into arrays only by a masked reset
-                    return joined
-                results = [s.arrays() if isinstance(s, RawStep) else s for s in steps]
-                self._last_obs = [r[0] for r in results]
-                return (
-                    _join(obs_space, [r[0] for r in results], sizes),
-                    np.concatenate([r[1] for r in results]),
-                    np.concatenate([r[2] for r in results]),
-                    np.concatenate([r[3] for r in results]),
-                    _join_infos([r[4] for r in results], self.sizes),
-                )
+                return _join(obs_space, last, sizes), join_infos(infos, sizes)
             case "close", _:
                 self.close()
                 return None
         raise InvalidArgumentError(f"unknown vector host method {method!r}")
+
+    def _step(self, actions: object, timeout: float | None) -> object:
+        plan, sizes = self._plan, self.sizes
+        frames = plan.calls(actions) if plan is not None else None
+        if frames is None:
+            parts = _slices(self.action_space, actions, sizes, self._bounds)
+            for worker, batch in zip(self.workers, parts, strict=True):
+                worker.send("step", batch)
+        else:
+            assert self._senders is not None
+            for send, frame in zip(self._senders, frames, strict=True):
+                send(frame)
+        steps = self._finish_steps(timeout)
+        joined = plan.join(steps) if plan is not None else None
+        if joined is not None:
+            self._last_obs, self._last_joined = None, joined[0]
+            return joined
+        results = [RawStep(s).arrays() if type(s) is bytearray else s for s in steps]
+        self._last_obs = [r[0] for r in results]
+        return (
+            _join(self.observation_space, [r[0] for r in results], sizes),
+            np.concatenate([r[1] for r in results]),
+            np.concatenate([r[2] for r in results]),
+            np.concatenate([r[3] for r in results]),
+            join_infos([r[4] for r in results], sizes),
+        )
 
     def _finish(
         self,

@@ -400,5 +400,6 @@ def unpack_tensor(
     end = start + count * dtype.itemsize
     if len(raw) < end:
         raise ProtocolError(f"tensor {dtype.name}{list(shape)} needs {end - start} bytes of data")
-    array = np.frombuffer(raw, dtype, count, start).reshape(shape).copy()
+    # one call, over a copy of the data of its own (aligned and writable)
+    array = np.ndarray(shape, dtype, bytearray(raw[start:end]))
     return array, end
