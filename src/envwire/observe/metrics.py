@@ -9,7 +9,6 @@ plain attributes and summed at scrape time (:mod:`envwire.observe.hot`).
 from __future__ import annotations
 
 from bisect import bisect_left
-from typing import Any
 
 import numpy as np
 from prometheus_client import CollectorRegistry, Counter, Gauge, ProcessCollector, generate_latest
@@ -62,13 +61,10 @@ def any_ended(reply: m.VectorStepReply) -> bool:
     Nearly every batch ends none, and this is asked on every one: boolean arrays are read as
     their bytes (one C call each, where ``logical_or`` and ``any`` cost a ufunc each).
     """
-    return _any_set(reply.terminations) or _any_set(reply.truncations)
-
-
-def _any_set(flags: Any) -> bool:
-    if type(flags) is np.ndarray and flags.dtype == _BOOL:
-        return bool(flags.tobytes().strip(b"\0"))
-    return bool(np.any(flags))
+    ends, cuts = reply.terminations, reply.truncations
+    if type(ends) is np.ndarray and type(cuts) is np.ndarray and ends.dtype == cuts.dtype == _BOOL:
+        return bool(ends.tobytes().strip(b"\0") or cuts.tobytes().strip(b"\0"))
+    return bool(np.any(ends) or np.any(cuts))
 
 
 def episodes_ended(reply: m.Reply) -> int:
@@ -76,8 +72,6 @@ def episodes_ended(reply: m.Reply) -> int:
     if isinstance(reply, m.StepReply):
         return int(bool(reply.terminated or reply.truncated))
     if isinstance(reply, m.VectorStepReply):
-        if not any_ended(reply):
-            return 0
         return int(np.count_nonzero(np.logical_or(reply.terminations, reply.truncations)))
     return 0
 
@@ -182,20 +176,20 @@ class _MetricsTap:
         metrics.hot.add(self.counts)
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        if type(reply) is m.StepReply:  # the hot path, inlined
+        if type(reply) is m.StepReply or type(reply) is m.VectorStepReply:  # the hot path, inlined
             step = self.step
             step.count += 1
             step.seconds += seconds
             step.buckets[bisect_left(BUCKETS, seconds)] += 1
             counts = self.counts
-            counts.steps += 1
-            if reply.terminated or reply.truncated:
-                counts.episodes += 1
-            return
-        if type(reply) is m.VectorStepReply:
-            self.step.observe(seconds)
-            self.counts.steps += self.num_envs
-            self.counts.episodes += episodes_ended(reply)
+            if isinstance(reply, m.StepReply):
+                counts.steps += 1
+                if reply.terminated or reply.truncated:
+                    counts.episodes += 1
+            else:
+                counts.steps += self.num_envs
+                if any_ended(reply):
+                    counts.episodes += episodes_ended(reply)
             return
         self.counts.kind(request_kind(request)).observe(seconds)
 

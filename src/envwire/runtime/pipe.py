@@ -124,8 +124,18 @@ class FrameReader:
             OSError: reading failed.
         """
         buffer = self._buffer
+        if not buffer:  # the usual case: nothing left over, and one whole frame comes
+            chunk = os.read(self.fd, READ_SIZE)
+            if (
+                len(chunk) >= _LENGTH.size
+                and _LENGTH.unpack_from(chunk)[0] == len(chunk) - _LENGTH.size
+            ):
+                return [bytearray(chunk[_LENGTH.size :])]
+            if not chunk:
+                return []
+            buffer += chunk
         while True:
-            if len(buffer) >= _LENGTH.size:  # (an empty buffer, the usual case, skips the split)
+            if len(buffer) >= _LENGTH.size:
                 frames = self._split()
                 if frames:
                     return frames

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import multiprocessing
 import multiprocessing.connection
+import os
 import pickle
 import select
 import signal
@@ -137,7 +138,7 @@ class ProcessWorker:
         self._poller = select.poll()
         self._poller.register(self._fd, select.POLLIN)
         try:
-            self._receive("make", spec.make_timeout)
+            self._receive(spec.make_timeout, "make", False)
         except BaseException:
             self._kill()
             raise
@@ -145,7 +146,7 @@ class ProcessWorker:
     def call(self, method: str, *args: object, timeout: float | None) -> object:
         with self._lock:
             self.send(method, *args)
-            return self._receive(method, timeout)
+            return self._receive(timeout, method, False)
 
     def send(self, method: str, *args: object) -> None:
         """Start a call without waiting (pair with :meth:`finish`; used to fan out).
@@ -165,7 +166,12 @@ class ProcessWorker:
         :class:`~envwire.runtime.stepframes.StepPlan` cuts them)."""
         if self._gone:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
-        self._write("step", message)
+        try:
+            written = os.write(self._fd, message)  # nearly always all of it: it fits the pipe
+        except (OSError, ValueError):
+            raise self._crashed("step") from None
+        if written != len(message):
+            self._write("step", message[written:])
 
     def _write(self, method: str, message: bytes) -> None:
         try:
@@ -175,14 +181,12 @@ class ProcessWorker:
 
     def finish(self, method: str, timeout: float | None) -> object:
         """The result of the call :meth:`send` started (None: wait as long as it takes)."""
-        return self._receive(method, timeout)
+        return self._receive(timeout, method, False)
 
-    def finish_step(self, timeout: float | None) -> object:
-        """:meth:`finish` of a step, with a reply that came as a fixed frame left as its bytes
-        (a bytearray, without the frame's length), for a group to join."""
-        return self._receive("step", timeout, raw=True)
-
-    def _receive(self, method: str, timeout: float | None, raw: bool = False) -> object:
+    def _receive(self, timeout: float | None, method: str = "step", raw: bool = True) -> object:
+        """The reply to the call in flight: its result, or its error raised (a reply that came
+        as a fixed frame, with ``raw``, left as its bytes: a bytearray without the frame's
+        length)."""
         if self._gone:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
         # None waits as long as the call takes; POLLHUP and POLLERR also end the wait (a dead
@@ -206,6 +210,10 @@ class ProcessWorker:
         if status == "err":
             raise value
         return value
+
+    #: :meth:`finish` of a step, with a reply that came as a fixed frame left as its bytes, for
+    #: a group to join (the receive itself: one call less on every batch)
+    finish_step = _receive
 
     def _crashed(self, method: str) -> EnvCrashedError:
         self._process.join(timeout=5)

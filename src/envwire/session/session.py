@@ -238,25 +238,23 @@ class Session:
             return self._observed(request)
 
     def step(self, request: m.Step) -> m.Reply:
-        """:meth:`handle` for a Step, the request of nearly every call: a one-env session's
-        step is carried out here in one call (state check, action check, env step,
-        bookkeeping, the tap); a vector session's, or one its state refuses, as any request.
+        """:meth:`handle` for a Step, the request of nearly every call, carried out here in one
+        call (state check, action check, env step, bookkeeping, the tap); one the session's
+        state refuses as any request.
 
         Raises:
             As :meth:`handle`.
         """
         with self._lock:
-            if m.Step not in self._allowed or self.autoreset_mode is not None:
-                return self._observed(request)
+            if m.Step not in self._allowed:
+                return self._observed(request)  # (refused, and told to the tap)
             tap = self.tap
             started = _perf_counter()
             self.last_active = _monotonic()
             action = request.action
             try:
                 self._check_action(action)
-                obs, reward, terminated, truncated, info = self._env_step(
-                    action, timeout=self._timeout
-                )
+                result = self._env_step(action, timeout=self._timeout)
             except EnvwireError as exc:
                 if isinstance(exc, EnvCrashedError | EnvTimeoutError):
                     self.state = State.BROKEN
@@ -265,20 +263,50 @@ class Session:
                 if tap is not None:
                     tap.failed(request, exc, _perf_counter() - started)
                 raise
-            self.step_count += 1
-            self.total_steps += 1
-            self.episode_return += reward
-            if terminated or truncated:
-                self.state = State.ENDED
-            reply = _new(m.StepReply)  # m.StepReply(obs, reward, terminated, truncated, info)
-            _SET_OBS(reply, obs)
-            _SET_REWARD(reply, reward)
-            _SET_TERMINATED(reply, terminated)
-            _SET_TRUNCATED(reply, truncated)
-            _SET_INFO(reply, info)
+            reply = (
+                self._stepped(result)
+                if self.autoreset_mode is None
+                else self._stepped_vector(result)
+            )
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
             return reply
+
+    def _stepped(self, result: Any) -> m.StepReply:
+        """A one-env step's bookkeeping, and its reply."""
+        obs, reward, terminated, truncated, info = result
+        self.step_count += 1
+        self.total_steps += 1
+        self.episode_return += reward
+        if terminated or truncated:
+            self.state = State.ENDED
+        reply = _new(m.StepReply)  # m.StepReply(obs, reward, terminated, truncated, info)
+        _SET_OBS(reply, obs)
+        _SET_REWARD(reply, reward)
+        _SET_TERMINATED(reply, terminated)
+        _SET_TRUNCATED(reply, truncated)
+        _SET_INFO(reply, info)
+        return reply
+
+    def _stepped_vector(self, result: Any) -> m.VectorStepReply:
+        """A vector step's bookkeeping, and its reply."""
+        obs, rewards, terminations, truncations, infos = result
+        self.step_count += 1
+        self.total_steps += self.num_envs
+        # For a few copies Python's sum over tolist() beats np.add.reduce (a ufunc call of a few
+        # microseconds, paid on every vector step); np.add.reduce is np.sum without its
+        # Python-level dispatch.
+        if type(rewards) is np.ndarray and rewards.size <= _FEW:
+            self.episode_return += sum(rewards.tolist())
+        else:
+            self.episode_return += float(np.add.reduce(rewards, axis=None))
+        reply = _new(m.VectorStepReply)  # m.VectorStepReply(obs, rewards, ...), as _stepped's
+        _SET_OBSS(reply, obs)
+        _SET_REWARDS(reply, rewards)
+        _SET_TERMINATIONS(reply, terminations)
+        _SET_TRUNCATIONS(reply, truncations)
+        _SET_INFOS(reply, infos)
+        return reply
 
     def reset(self, request: m.Reset) -> m.Reply:
         """:meth:`handle` for a Reset, in one call when it is a one-env session's whose env
@@ -334,8 +362,6 @@ class Session:
             raise StateError(self._refusal(request))
         self.last_active = _monotonic()
         match request:
-            case m.Step(action=action):  # a vector session's (step() carries out one env's)
-                return self._step_vector(action)
             case m.Reset(seed=seed, options=options):
                 return self._reset(seed, options)
             case m.GetSpace(which=which):
@@ -414,31 +440,6 @@ class Session:
                 f"got {seed!r}"
             )
         raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
-
-    def _step_vector(self, actions: object) -> m.VectorStepReply:
-        self._check_action(actions)
-        try:
-            obs, rewards, terminations, truncations, infos = self._call("step", actions)
-        except EnvError:
-            if self.state is not State.BROKEN:
-                self.state = State.ENDED
-            raise
-        self.step_count += 1
-        self.total_steps += self.num_envs
-        # For a few copies Python's sum over tolist() beats np.add.reduce (a ufunc call of a few
-        # microseconds, paid on every vector step); np.add.reduce is np.sum without its
-        # Python-level dispatch.
-        if type(rewards) is np.ndarray and rewards.size <= _FEW:
-            self.episode_return += sum(rewards.tolist())
-        else:
-            self.episode_return += float(np.add.reduce(rewards, axis=None))
-        reply = _new(m.VectorStepReply)  # m.VectorStepReply(obs, rewards, ...), as step()'s
-        _SET_OBSS(reply, obs)
-        _SET_REWARDS(reply, rewards)
-        _SET_TERMINATIONS(reply, terminations)
-        _SET_TRUNCATIONS(reply, truncations)
-        _SET_INFOS(reply, infos)
-        return reply
 
     def _monitor(self, request: m.Monitor) -> m.MonitorReply:
         if self.monitor_root is None:
