@@ -16,7 +16,15 @@ from gymnasium.vector.utils import batch_space
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, ProcessWorker, make_worker
-from envwire.runtime.stepframes import RawStep, read_step_call, step_call, step_reply
+from envwire.runtime.pipe import dumps, frame
+from envwire.runtime.stepframes import (
+    RawStep,
+    StepPlan,
+    join_infos,
+    read_step_call,
+    step_call,
+    step_reply,
+)
 from envwire.runtime.vector import VectorGroup
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
@@ -117,6 +125,45 @@ def test_odd_results_are_left_to_pickle() -> None:
     assert step_call(np.zeros((4, 2)).T) is None
     assert step_call(np.array([None, 1])) is None
     assert step_call(np.int64(3)) is None
+
+
+def test_a_plan_cuts_each_slices_call_and_joins_their_replies() -> None:
+    """A group's plan cuts each slice's call frame from the actions' bytes (contiguous or
+    not), and joins fixed-frame replies of unequal slices, infos included, as the arrays
+    joined one by one; anything else is left to the group's general path (None)."""
+    plan = StepPlan([3, 2])
+    actions = np.arange(10, dtype=np.int64).reshape(2, 5).T  # (5, 2), not contiguous
+    calls = plan.calls(actions)
+    assert calls is not None and calls == plan.calls(np.ascontiguousarray(actions))
+    for call, part in zip(calls, (actions[:3], actions[3:]), strict=True):
+        assert_same(read_step_call(bytearray(call[4:])), np.ascontiguousarray(part))
+    assert plan.calls(np.zeros(4, np.int64)) is None  # not the group's 5 copies
+    assert plan.calls(np.array(["a"] * 5)) is None
+    assert plan.calls([0, 1, 2, 3, 4]) is None
+    results = [
+        (np.full((3, 2), 1.5, np.float32), np.arange(3.0), np.array([1, 0, 0], bool),
+         np.zeros(3, bool), {}),
+        (np.full((2, 2), 2.5, np.float32), np.arange(2.0) - 7, np.zeros(2, bool),
+         np.array([0, 1], bool), {"t": np.arange(2), "_t": np.ones(2, bool)}),
+    ]  # fmt: skip
+    replies: list[object] = []
+    for result in results:
+        reply = step_reply(result)
+        assert reply is not None
+        replies.append(bytearray(reply[4:]))
+    want = (
+        *(np.concatenate([r[i] for r in results]) for i in range(4)),
+        join_infos([r[4] for r in results], [3, 2]),
+    )
+    for _ in range(2):  # the layout learned, then reused
+        joined = plan.join(replies)
+        assert_same(joined, want)
+        assert joined is not None and all(a.flags.writeable for a in joined[:4])
+    pickled = bytearray(frame(b"", dumps(("ok", results[1])))[4:])
+    assert plan.join([replies[0], pickled]) is None
+    other = step_reply((np.zeros((2, 3), np.float32), *results[1][1:]))
+    assert other is not None  # another row shape than the first slice's: not joined raw
+    assert plan.join([replies[0], bytearray(other[4:])]) is None
 
 
 #: Observation spaces stepped in one worker process as well as split over two.

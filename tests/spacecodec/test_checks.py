@@ -127,6 +127,20 @@ _CHECKER_CASES = [
         [np.zeros(100, np.int64), np.r_[np.zeros(99, np.int64), 2], np.full(100, -1)],
     ),
     (spaces.MultiDiscrete(np.full((2, 3), 3)), [np.zeros((2, 3), np.int64), np.full((2, 3), 3)]),
+    # too many allowed values for the checker's set of them: its smallest and largest entry
+    (
+        spaces.MultiDiscrete([5000] * 4, start=[-10] * 4),
+        [
+            np.array([-10, 0, 4989, 7]),
+            np.array([-11, 0, 0, 0]),
+            np.array([0, 4990, 0, 0]),
+            np.array([True, False, True, False]),
+        ],
+    ),
+    (
+        spaces.MultiDiscrete([2] * 3, dtype=np.int8),
+        [np.array([1, 0, 1], np.int8), np.ones(3, bool)],
+    ),
 ]
 
 

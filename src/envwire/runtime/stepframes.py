@@ -229,7 +229,7 @@ class StepPlan:
     def calls(self, actions: object) -> list[bytes] | None:
         """Each slice's whole call frame for a step of ``actions``, or None when they do not
         travel raw (or are not a batch of the group's size: the group's own checks say so)."""
-        if type(actions) is not np.ndarray or not actions.flags.c_contiguous:
+        if type(actions) is not np.ndarray:
             return None
         key = (actions.dtype, actions.shape)
         if key != self._call_key:
@@ -238,7 +238,7 @@ class StepPlan:
         heads = self._call_heads
         if heads is None:
             return None
-        data = actions.tobytes()
+        data = actions.tobytes()  # (in C order, contiguous or not)
         return [head + data[start:stop] for head, start, stop in heads]
 
     def _heads(
@@ -274,9 +274,9 @@ class StepPlan:
         terminations: list[bytearray] = []
         truncations: list[bytearray] = []
         infos: list[dict[str, Any]] | None = None
-        for frame, (start, at_rewards, at_flags, at_truncations, end) in zip(
-            replies, layout.spans, strict=True
-        ):
+        # (zip without strict=: the lengths are equal by construction, and the keyword would
+        # cost a parse on every batch)
+        for frame, (start, at_rewards, at_flags, at_truncations, end) in zip(replies, layout.spans):  # noqa: B905
             assert type(frame) is bytearray  # (fits() checked it)
             obs.append(frame[start:at_rewards])
             rewards.append(frame[at_rewards:at_flags])
@@ -335,7 +335,7 @@ class _ReplyLayout:
 
     def fits(self, replies: list[object]) -> bool:
         """Whether every reply is a fixed frame of this layout's head."""
-        for frame, head in zip(replies, self.heads, strict=True):
+        for frame, head in zip(replies, self.heads):  # noqa: B905 (as in join)
             if type(frame) is not bytearray or not frame.startswith(head):
                 return False
         return True

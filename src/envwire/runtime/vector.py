@@ -196,7 +196,7 @@ class VectorGroup(Generic[S]):
                 worker.send("step", batch)
         else:
             assert self._senders is not None
-            for send, frame in zip(self._senders, frames, strict=True):
+            for send, frame in zip(self._senders, frames):  # noqa: B905 (as StepPlan.join's)
                 send(frame)
         steps = self._finish_steps(timeout)
         joined = plan.join(steps) if plan is not None else None

@@ -83,12 +83,18 @@ def _multi_discrete_checker(space: spaces.MultiDiscrete, what: str) -> Callable[
     # (each a ufunc call of a few microseconds); beyond it, the reductions win.
     few = 64
     smallest, largest = np.minimum.reduce, np.maximum.reduce
+    # With few allowed values, one C call checks tolist()'s ints against the set of them,
+    # where min() and max() each parse their keywords.
+    allowed = frozenset(range(lo, hi + 1)) if hi - lo < 1024 else None
 
     def check_multi_discrete(value: object) -> None:
         if type(value) is np.ndarray and value.dtype == dtype and value.shape == shape:
             if value.size <= few:
                 items = value.tolist() if value.ndim == 1 else value.ravel().tolist()
-                if lo <= min(items) and max(items) <= hi:
+                if allowed is not None:
+                    if allowed.issuperset(items):
+                        return
+                elif lo <= min(items) and max(items) <= hi:
                     return
             elif lo <= smallest(value, axis=None) and largest(value, axis=None) <= hi:
                 return

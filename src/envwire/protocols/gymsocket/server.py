@@ -192,8 +192,17 @@ class ServerConnection(ReplyWriter):
             or size - 6 > self.max_action
         ):
             return None
-        # _step(), inlined with _decode_action's integer case: the request of every step
+        # _step(), inlined with _decode_action's integer and tensor cases: the request of every
+        # step
         self._pending.append(_PACKETS[packet])
+        if data[1] == ACT_TENSOR and self._extended:
+            try:
+                action: object = unpack_tensor(data, 6)[0]
+            except EnvwireError as exc:
+                return Invalid(InvalidActionError(str(exc)))
+            step = _new(m.Step)  # m.Step(action), by the slot's own setter
+            _SET_ACTION(step, action)
+            return step
         raw = data[6:]
         if data[1] == ACT_JSON and self._int_actions:
             # each action's scalar made once (they are immutable), kept by its digits
