@@ -470,8 +470,10 @@ def test_lean_vector_replies_are_the_general_bytes(name: str, space: Any) -> Non
             general.infos,
         )
         assert_same(read, fields, f"{name} {t}")
-        if arrays is not None:
-            assert all(a.flags.writeable and a.flags.owndata for a in arrays[:4])
+        if arrays is not None:  # writable, aligned, and over no part of the reused inbox
+            inbox.obj[:] = bytes(len(got))
+            assert_same(read, fields, f"{name} {t}, the inbox overwritten")
+            assert all(a.flags.writeable and a.flags.aligned for a in arrays[:4])
     tensor = isinstance(batch_space(space, n).sample(), np.ndarray)
     # the first reply teaches the layout; 1 to 4 are read lean (3 with its info, 4's float32
     # rewards were written as float64, the usual bytes), not 5 (another batch size)

@@ -112,6 +112,8 @@ class VectorLayout(NamedTuple):
     arrays: tuple[_Array, ...]
     size: int
     finals: bool = False
+    #: Each array's first and past-the-last byte, dtype and shape, for :meth:`read`.
+    spans: tuple[tuple[int, int, np.dtype[Any], tuple[int, ...]], ...] = ()
 
     @classmethod
     def learn(
@@ -135,7 +137,11 @@ class VectorLayout(NamedTuple):
             fixed.append((start, bytes(data[start:offset])))
             start = stop
         fixed.append((start, bytes(data[start:end])))
-        return cls(tuple(fixed), places, end, finals)
+        spans = tuple(
+            (offset, stop, array.dtype, array.shape)
+            for (offset, *_), (array, stop) in zip(places, arrays, strict=True)
+        )
+        return cls(tuple(fixed), places, end, finals, spans)
 
     def wants(self, view: memoryview, size: int) -> int:
         """The whole reply's size when ``view[:size]`` begins as this layout (its first fixed
@@ -154,9 +160,15 @@ class VectorLayout(NamedTuple):
         empty one is read as the general path reads it (None where that would fail: the
         general path then reports it)."""
         fixed = self.fixed
+        # The receive buffer itself, when the view is all of it (the transport's inbox): its
+        # slices are bytearrays of their own, where a memoryview's compare item by item and
+        # an array's copy costs a second NumPy call.
+        data = view.obj
+        if type(data) is not bytearray or len(data) != view.nbytes:
+            data = bytearray(view[:size])
         if size == self.size:
             for offset, part in fixed:
-                if view[offset : offset + len(part)] != part:
+                if not data.startswith(part, offset):
                     return None
             infos: dict[str, Any] = {}
         else:
@@ -167,7 +179,7 @@ class VectorLayout(NamedTuple):
             if (end >= size if self.finals else end != size) or end - info - 4 > MAX_FIELD:
                 return None
             for offset, part in fixed[:-1]:
-                if view[offset : offset + len(part)] != part:
+                if not data.startswith(part, offset):
                     return None
             try:
                 infos = jsonio.loads_info(bytes(view[info + 4 : end]))
@@ -178,14 +190,15 @@ class VectorLayout(NamedTuple):
                     infos = merge_finals(infos, *finals[:3])
             except (EnvwireError, ValueError, TypeError, KeyError, IndexError):
                 return None
-        # Unrolled: this runs once per batch, and a generator's frames cost more than the reads
-        (o0, d0, n0, s0), (o1, d1, n1, _), (o2, d2, n2, _), (o3, d3, n3, _) = self.arrays
-        obs = np.frombuffer(view, d0, n0, o0)
+        # Unrolled: this runs once per batch, and a generator's frames cost more than the reads.
+        # Each array is over a copy of its own bytes (aligned and writable: the buffer is
+        # reused for the next read).
+        (a0, z0, d0, s0), (a1, z1, d1, s1), (a2, z2, d2, s2), (a3, z3, d3, s3) = self.spans
         return (
-            (obs if s0 is None else obs.reshape(s0)).copy(),
-            np.frombuffer(view, d1, n1, o1).copy(),
-            np.frombuffer(view, d2, n2, o2).copy(),
-            np.frombuffer(view, d3, n3, o3).copy(),
+            np.ndarray(s0, d0, data[a0:z0]),
+            np.ndarray(s1, d1, data[a1:z1]),
+            np.ndarray(s2, d2, data[a2:z2]),
+            np.ndarray(s3, d3, data[a3:z3]),
             infos,
         )
 
