@@ -15,7 +15,21 @@ import numpy.typing as npt
 
 from envwire.errors import ProtocolError
 
-__all__ = ["DTYPES", "DType", "Tensor", "decode", "dtype_by_code", "dtype_by_name", "encode"]
+__all__ = [
+    "DTYPES",
+    "NDARRAY",
+    "DType",
+    "Tensor",
+    "decode",
+    "dtype_by_code",
+    "dtype_by_name",
+    "encode",
+]
+
+#: ``np.ndarray``, for the step paths' type checks and constructors: imported as a global
+#: (``from envwire.tensor import NDARRAY``), its load is specialized by the interpreter, where
+#: the load of an attribute of numpy's module is a lookup of its own on every use.
+NDARRAY = np.ndarray
 
 
 @dataclass(frozen=True, slots=True)

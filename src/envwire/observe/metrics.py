@@ -18,6 +18,7 @@ from envwire import messages as m
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.observe.hot import BUCKETS, HotCollector, SessionCounts
 from envwire.session import Session
+from envwire.tensor import NDARRAY
 
 __all__ = ["CONTENT_TYPE", "Metrics", "any_ended", "crash_reason", "request_kind"]
 
@@ -62,7 +63,7 @@ def any_ended(reply: m.VectorStepReply) -> bool:
     their bytes (one C call each, where ``logical_or`` and ``any`` cost a ufunc each).
     """
     ends, cuts = reply.terminations, reply.truncations
-    if type(ends) is np.ndarray and type(cuts) is np.ndarray and ends.dtype == cuts.dtype == _BOOL:
+    if type(ends) is NDARRAY and type(cuts) is NDARRAY and ends.dtype == cuts.dtype == _BOOL:
         return bool(ends.tobytes().strip(b"\0") or cuts.tobytes().strip(b"\0"))
     return bool(np.any(ends) or np.any(cuts))
 

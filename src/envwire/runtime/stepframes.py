@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from envwire.runtime.pipe import dumps
+from envwire.tensor import NDARRAY
 
 __all__ = [
     "MAX_LAYOUTS",
@@ -229,7 +230,7 @@ class StepPlan:
     def calls(self, actions: object) -> list[bytes] | None:
         """Each slice's whole call frame for a step of ``actions``, or None when they do not
         travel raw (or are not a batch of the group's size: the group's own checks say so)."""
-        if type(actions) is not np.ndarray:
+        if type(actions) is not NDARRAY:
             return None
         key = (actions.dtype, actions.shape)
         if key != self._call_key:
@@ -288,10 +289,10 @@ class StepPlan:
         buffer = bytearray().join(rewards + obs + terminations + truncations)
         count, flags_at = layout.count, layout.flags_at
         return (
-            np.ndarray(layout.shape, layout.dtype, buffer, 8 * count),
-            np.ndarray((count,), _F8, buffer, 0),
-            np.ndarray((count,), _BOOL, buffer, flags_at),
-            np.ndarray((count,), _BOOL, buffer, flags_at + count),
+            NDARRAY(layout.shape, layout.dtype, buffer, 8 * count),
+            NDARRAY((count,), _F8, buffer, 0),
+            NDARRAY((count,), _BOOL, buffer, flags_at),
+            NDARRAY((count,), _BOOL, buffer, flags_at + count),
             join_infos(infos, layout.sizes) if infos is not None else {},
         )
 

@@ -33,6 +33,7 @@ from envwire.protocols.gymsocket.packets import (
     pack_field,
     pack_tensor,
 )
+from envwire.tensor import NDARRAY
 
 __all__ = ["GATHER_MIN", "ReplyWriter"]
 
@@ -266,10 +267,10 @@ class ReplyWriter(Side):
             v.truncations,
         )
         if (
-            type(obs) is not np.ndarray
-            or type(rewards) is not np.ndarray
-            or type(terminations) is not np.ndarray
-            or type(truncations) is not np.ndarray
+            type(obs) is not NDARRAY
+            or type(rewards) is not NDARRAY
+            or type(terminations) is not NDARRAY
+            or type(truncations) is not NDARRAY
         ):
             return None
         layout = self._vector_layout
@@ -455,7 +456,7 @@ def _typed_dict(value: dict[str, Any], out: list[bytes]) -> bool:
             if item.dtype.kind == "O":
                 if item.ndim != 1:
                     return False
-                out.append(b'{"__ndarray__":[')
+                out.append(b'{"_NDARRAY__":[')
                 for i, element in enumerate(item.tolist()):
                     if i:
                         out.append(b",")
@@ -480,7 +481,7 @@ def _typed_array(array: np.ndarray[Any, Any], out: list[bytes]) -> bool:
     data = base64.b64encode(np.ascontiguousarray(array).tobytes())
     shape = ",".join(map(str, array.shape)).encode()
     out.append(
-        b'{"__ndarray__":"%s","dtype":"%s","shape":[%s]}' % (data, dtype.name.encode(), shape)
+        b'{"_NDARRAY__":"%s","dtype":"%s","shape":[%s]}' % (data, dtype.name.encode(), shape)
     )
     return True
 
