@@ -456,7 +456,7 @@ def _typed_dict(value: dict[str, Any], out: list[bytes]) -> bool:
             if item.dtype.kind == "O":
                 if item.ndim != 1:
                     return False
-                out.append(b'{"_NDARRAY__":[')
+                out.append(b'{"__ndarray__":[')
                 for i, element in enumerate(item.tolist()):
                     if i:
                         out.append(b",")
@@ -481,7 +481,7 @@ def _typed_array(array: np.ndarray[Any, Any], out: list[bytes]) -> bool:
     data = base64.b64encode(np.ascontiguousarray(array).tobytes())
     shape = ",".join(map(str, array.shape)).encode()
     out.append(
-        b'{"_NDARRAY__":"%s","dtype":"%s","shape":[%s]}' % (data, dtype.name.encode(), shape)
+        b'{"__ndarray__":"%s","dtype":"%s","shape":[%s]}' % (data, dtype.name.encode(), shape)
     )
     return True
 
