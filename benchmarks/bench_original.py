@@ -2,7 +2,7 @@
 and beside a minimal hand-written Python server of the same bytes.
 
 Run: ``python benchmarks/bench_original.py --original DIR --python PATH [--seconds S] [--runs R]
-[--quick]``. ``DIR`` is a checkout of the original server (the public ``gym-socket-api``
+[--quick] [--cpu N]``. ``DIR`` is a checkout of the original server (the public ``gym-socket-api``
 repository: ``__main__.py``, ``server.py``, ``handler.py``, ``proto.py``) and ``PATH`` a Python
 that can run it (the old ``gym`` package and numpy < 2 installed). Without both, or when the
 checkout or the Python is missing, it prints why it skips and exits 0 (CI has neither).
@@ -16,7 +16,9 @@ the same client against each server in alternating rounds. The figures: each ser
 and its ratio over the original's (target: 1.2 for envwire), with the spread, and the CPU per
 step of the client and of each server (``/proc/<pid>/stat``, user + system, over the round; a
 server's child processes included). Where envwire misses 1.2 and the minimal server misses it
-too, the target is bounded by what any Python server of these bytes costs.
+too, the target is bounded by what any Python server of these bytes costs. The processes float
+over the cores by default; ``--cpu N`` puts the client and every server (their threads and
+child processes) on CPU ``N``, so that a step's wall time is the CPU all of them spend on it.
 
 Before the rounds, the minimal server and envwire's answer the same flags-0 session (spaces, a
 reset, 64 steps, a reset after each episode's end) from the same seeded state, and the benchmark
@@ -179,6 +181,16 @@ def _with_descendants(pid: int) -> list[int]:
     return found
 
 
+def _pin(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` and of the processes below it onto ``cpu`` (threads they start
+    later inherit it)."""
+    for each in _with_descendants(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{each}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task), {cpu})
+
+
 def _measure(env: Any, seconds: float, server: int) -> Callable[[], dict[str, float]]:
     """A round of ``env``'s steps for about ``seconds`` (after 50 unmeasured): steps/s, and
     CPU µs per step of this process (the client) and of ``server`` with its descendants."""
@@ -245,6 +257,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 round)")
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        default=None,
+        help="run the client and every server on this one CPU (default: they float)",
+    )
     args = parser.parse_args()
     reason = _skip_reason(args.original, args.python)
     if reason is not None:
@@ -272,6 +290,9 @@ def main() -> int:
             for key, each in ports.items()
         }
         try:
+            if args.cpu is not None:  # once every connection is open: the original's handler too
+                for pid in (os.getpid(), *pids.values()):
+                    _pin(pid, args.cpu)
             cases = {}
             for key, env in envs.items():
                 env.reset()
@@ -284,12 +305,14 @@ def main() -> int:
             for env in envs.values():
                 env.close()
     results = _results(names, rounds)
-    print_table({"results": [vars(r) for r in results], "machine": machine()})
+    report = {"results": [vars(r) for r in results], "machine": machine() | {"cpu": args.cpu}}
+    print_table(report)
     print(f"the minimal server's {compared} replies equal envwire's, byte for byte")
     for key, size in sizes.items():
         print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in size.items()))
     after = os.getloadavg()
-    print(f"load average (1 min): {load[0]:.2f} before, {after[0]:.2f} after")
+    pinned = "floating" if args.cpu is None else f"all on CPU {args.cpu}"
+    print(f"load average (1 min): {load[0]:.2f} before, {after[0]:.2f} after; {pinned}")
     return 0
 
 
