@@ -1,19 +1,31 @@
-"""gym-socket: envwire's server beside the original gym-socket-api server, on its own protocol.
+"""gym-socket: envwire's server beside the original gym-socket-api server, on its own protocol,
+and beside a minimal hand-written Python server of the same bytes.
 
 Run: ``python benchmarks/bench_original.py --original DIR --python PATH [--seconds S] [--runs R]
-[--quick]``. ``DIR`` is a checkout of the original server (the public ``gym-socket-api``
+[--quick] [--cpu N]``. ``DIR`` is a checkout of the original server (the public ``gym-socket-api``
 repository: ``__main__.py``, ``server.py``, ``handler.py``, ``proto.py``) and ``PATH`` a Python
 that can run it (the old ``gym`` package and numpy < 2 installed). Without both, or when the
 checkout or the Python is missing, it prints why it skips and exits 0 (CI has neither).
 
-Both servers run in processes of their own, with their default settings; the client is this
-process: envwire's client with handshake flags 0 (the seed's JSON path, the only one the
-original speaks), stepping CartPole one step at a time, the same client against each server in
-alternating rounds. The figure is envwire's steps/s over the original's (target: 1.2). Before
-the rounds, one handshake, reset and step go to each server over a plain socket, to check that
-the original answers our client's bytes with its defaults, and to report the bytes of each
-server's replies (the same layout from both; the observation's JSON text, and so the reply's
-length, varies by a byte or two with the values).
+Three servers run in processes of their own, with their default settings: the original (a
+handler process per connection), ``envwire serve``, and the minimal server of
+:mod:`minimal_original` (the least Python that answers envwire's client with the seed's bytes
+and steps a real CartPole). The client is this process: envwire's client with handshake flags 0
+(the seed's JSON path, the only one the original speaks), stepping CartPole one step at a time,
+the same client against each server in alternating rounds. The figures: each server's steps/s
+and its ratio over the original's (target: 1.2 for envwire), with the spread, and the CPU per
+step of the client and of each server (``/proc/<pid>/stat``, user + system, over the round; a
+server's child processes included). Where envwire misses 1.2 and the minimal server misses it
+too, the target is bounded by what any Python server of these bytes costs. The processes float
+over the cores by default; ``--cpu N`` puts the client and every server (their threads and
+child processes) on CPU ``N``, so that a step's wall time is the CPU all of them spend on it.
+
+Before the rounds, the minimal server and envwire's answer the same flags-0 session (spaces, a
+reset, 64 steps, a reset after each episode's end) from the same seeded state, and the benchmark
+checks that the replies are the same bytes; then one handshake, reset and step go to each of the
+three servers over a plain socket, to check that the original answers our client's bytes with
+its defaults, and to report the bytes of each server's replies (the same layout from all; the
+observation's JSON text, and so the reply's length, varies by a byte or two with the values).
 """
 
 from __future__ import annotations
@@ -35,9 +47,12 @@ from envwire import messages as m
 from envwire.protocols.gymsocket import ClientConnection, Flags
 from envwire.protocols.gymsocket.packets import NeedData
 from envwire.testing import ServerProcess
-from harness import Settings, alternate, compare, machine, print_table, rate, step_loop
+from harness import Result, Settings, compare, machine, print_table, step_loop
+from minimal_original import SEEDED_ENV, check_same_bytes, minimal_original_server
 
 __all__ = ["main", "original_server", "step_bytes"]
+
+_HERE = Path(__file__).resolve().parent
 
 #: The files a checkout of the original server has.
 _ORIGINAL_FILES = ("__main__.py", "server.py", "handler.py", "proto.py")
@@ -68,10 +83,10 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def original_server(checkout: str, python: str, timeout: float = 30.0) -> Iterator[int]:
+def original_server(checkout: str, python: str, timeout: float = 30.0) -> Iterator[tuple[int, int]]:
     """The original server (its defaults but the port) in a process group of its own; yields
-    its port once it accepts connections, and ends the group (its per-connection handler
-    processes included) on exit."""
+    (its port, its pid) once it accepts connections, and ends the group (its per-connection
+    handler processes included) on exit."""
     port = _free_port()
     process = subprocess.Popen(
         [python, "__main__.py", "--port", str(port)],
@@ -91,7 +106,7 @@ def original_server(checkout: str, python: str, timeout: float = 30.0) -> Iterat
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the original server did not listen within {timeout:g} s")
             time.sleep(0.1)
-        yield port
+        yield port, process.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(process.pid, signal.SIGTERM)
@@ -144,8 +159,95 @@ def step_bytes(port: int, env_id: str = "CartPole-v1") -> dict[str, Any]:
     }
 
 
-def _rate(step: Callable[[], None], seconds: float) -> Callable[[], float]:
-    return lambda: rate(step, seconds)
+def _cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time in seconds (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _with_descendants(pid: int) -> list[int]:
+    """``pid`` and every process below it (the original's handler processes are started by
+    its threads: each thread's children are listed)."""
+    found = [pid]
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                for child in listing.read().split():
+                    found += _with_descendants(int(child))
+    return found
+
+
+def _pin(pid: int, cpu: int) -> None:
+    """Every thread of ``pid`` and of the processes below it onto ``cpu`` (threads they start
+    later inherit it)."""
+    for each in _with_descendants(pid):
+        with contextlib.suppress(OSError):
+            for task in os.listdir(f"/proc/{each}/task"):
+                with contextlib.suppress(OSError):
+                    os.sched_setaffinity(int(task), {cpu})
+
+
+def _measure(env: Any, seconds: float, server: int) -> Callable[[], dict[str, float]]:
+    """A round of ``env``'s steps for about ``seconds`` (after 50 unmeasured): steps/s, and
+    CPU µs per step of this process (the client) and of ``server`` with its descendants."""
+    step = step_loop(env)
+
+    def measure() -> dict[str, float]:
+        for _ in range(50):
+            step()
+        before = {pid: _cpu_seconds(pid) for pid in _with_descendants(server)}
+        count, began, client = 0, time.perf_counter(), time.process_time()
+        deadline = began + seconds
+        while True:
+            step()
+            count += 1
+            if count % 16 == 0 and time.perf_counter() >= deadline:
+                break
+        wall = time.perf_counter() - began
+        client_cpu = time.process_time() - client
+        spent = sum(max(0.0, _cpu_seconds(pid) - was) for pid, was in before.items())
+        return {
+            "rate": count / wall,
+            "client": 1e6 * client_cpu / count,
+            "server": 1e6 * spent / count,
+        }
+
+    return measure
+
+
+def _results(names: dict[str, str], rounds: dict[str, list[dict[str, float]]]) -> list[Result]:
+    """Each server's steps/s, with the ratio over the original's (against the target 1.2),
+    and its CPU per step (client, server, both), with the ratio over the original's; then
+    envwire's steps/s and server CPU over the minimal's. Every ratio is per round."""
+    values = {
+        f"{key} {figure}": [r[figure] for r in measured]
+        for key, measured in rounds.items()
+        for figure in ("rate", "client", "server")
+    }
+    for key, measured in rounds.items():
+        values[f"{key} total"] = [r["client"] + r["server"] for r in measured]
+
+    def row(label: str, key: str, base: str | None = None, **options: Any) -> Result:
+        result = compare(values, key, base, **options)
+        result.name, result.notes = label, {}
+        return result
+
+    results = []
+    for key, name in names.items():
+        original = key == "original"
+        results.append(row(name, f"{key} rate", None if original else "original rate", target=1.2))
+        for figure, label in (("client", "client"), ("server", "server"), ("total", "both")):
+            base = None if original else f"original {figure}"
+            results.append(row(f"  CPU per step, {label}", f"{key} {figure}", base, unit="us"))
+    results.append(row("envwire over minimal: steps/s", "envwire rate", "minimal rate"))
+    results.append(
+        row("envwire over minimal: server CPU", "envwire server", "minimal server", unit="us")
+    )
+    return results
 
 
 def main() -> int:
@@ -155,6 +257,12 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=2.0)
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 round)")
+    parser.add_argument(
+        "--cpu",
+        type=int,
+        default=None,
+        help="run the client and every server on this one CPU (default: they float)",
+    )
     args = parser.parse_args()
     reason = _skip_reason(args.original, args.python)
     if reason is not None:
@@ -164,35 +272,47 @@ def main() -> int:
     names = {
         "original": "original gym-socket-api server, CartPole one step (flags 0)",
         "envwire": "envwire serve, CartPole one step (flags 0)",
+        "minimal": "minimal Python server, same bytes (flags 0)",
     }
+    load = os.getloadavg()
     with (
-        original_server(args.original, args.python) as port,
-        ServerProcess(["CartPole-v1"]) as server,
+        original_server(args.original, args.python) as (port, original_pid),
+        ServerProcess(["CartPole-v1", SEEDED_ENV], cwd=_HERE) as server,
+        minimal_original_server() as (minimal_port, minimal_pid),
     ):
-        sizes = {
-            "original": step_bytes(port),
-            "envwire": step_bytes(server.ports["gym-socket"]),
-        }
+        assert server.process is not None
+        compared = check_same_bytes(minimal_port, server.ports["gym-socket"])
+        ports = {"original": port, "envwire": server.ports["gym-socket"], "minimal": minimal_port}
+        sizes = {key: step_bytes(each) for key, each in ports.items()}
+        pids = {"original": original_pid, "envwire": server.process.pid, "minimal": minimal_pid}
         envs = {
-            "original": envwire.make(f"gym-socket://127.0.0.1:{port}/CartPole-v1", flags=Flags(0)),
-            "envwire": envwire.make(server.url("gym-socket", "CartPole-v1"), flags=Flags(0)),
+            key: envwire.make(f"gym-socket://127.0.0.1:{each}/CartPole-v1", flags=Flags(0))
+            for key, each in ports.items()
         }
         try:
+            if args.cpu is not None:  # once every connection is open: the original's handler too
+                for pid in (os.getpid(), *pids.values()):
+                    _pin(pid, args.cpu)
             cases = {}
             for key, env in envs.items():
                 env.reset()
-                cases[names[key]] = _rate(step_loop(env), settings.seconds)
-            values = alternate(cases, settings.runs)
+                cases[key] = _measure(env, settings.seconds, pids[key])
+            rounds: dict[str, list[dict[str, float]]] = {key: [] for key in cases}
+            for _ in range(settings.runs):  # alternating rounds
+                for key, measure in cases.items():
+                    rounds[key].append(measure())
         finally:
             for env in envs.values():
                 env.close()
-    results = [
-        compare(values, names["original"], notes=sizes["original"]),
-        compare(values, names["envwire"], names["original"], target=1.2, notes=sizes["envwire"]),
-    ]
-    print_table({"results": [vars(r) for r in results], "machine": machine()})
+    results = _results(names, rounds)
+    report = {"results": [vars(r) for r in results], "machine": machine() | {"cpu": args.cpu}}
+    print_table(report)
+    print(f"the minimal server's {compared} replies equal envwire's, byte for byte")
     for key, size in sizes.items():
         print(f"{key}: " + ", ".join(f"{k} {v}" for k, v in size.items()))
+    after = os.getloadavg()
+    pinned = "floating" if args.cpu is None else f"all on CPU {args.cpu}"
+    print(f"load average (1 min): {load[0]:.2f} before, {after[0]:.2f} after; {pinned}")
     return 0
 
 
