@@ -263,30 +263,25 @@ class Session:
                 if tap is not None:
                     tap.failed(request, exc, _perf_counter() - started)
                 raise
-            reply = (
-                self._stepped(result)
-                if self.autoreset_mode is None
-                else self._stepped_vector(result)
-            )
+            reply: m.StepReply | m.VectorStepReply
+            if self.autoreset_mode is None:  # a one-env step's bookkeeping, inlined
+                obs, reward, terminated, truncated, info = result
+                self.step_count += 1
+                self.total_steps += 1
+                self.episode_return += reward
+                if terminated or truncated:
+                    self.state = State.ENDED
+                reply = _new(m.StepReply)  # m.StepReply(obs, reward, terminated, truncated, info)
+                _SET_OBS(reply, obs)
+                _SET_REWARD(reply, reward)
+                _SET_TERMINATED(reply, terminated)
+                _SET_TRUNCATED(reply, truncated)
+                _SET_INFO(reply, info)
+            else:
+                reply = self._stepped_vector(result)
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
             return reply
-
-    def _stepped(self, result: Any) -> m.StepReply:
-        """A one-env step's bookkeeping, and its reply."""
-        obs, reward, terminated, truncated, info = result
-        self.step_count += 1
-        self.total_steps += 1
-        self.episode_return += reward
-        if terminated or truncated:
-            self.state = State.ENDED
-        reply = _new(m.StepReply)  # m.StepReply(obs, reward, terminated, truncated, info)
-        _SET_OBS(reply, obs)
-        _SET_REWARD(reply, reward)
-        _SET_TERMINATED(reply, terminated)
-        _SET_TRUNCATED(reply, truncated)
-        _SET_INFO(reply, info)
-        return reply
 
     def _stepped_vector(self, result: Any) -> m.VectorStepReply:
         """A vector step's bookkeeping, and its reply."""
@@ -300,7 +295,7 @@ class Session:
             self.episode_return += sum(rewards.tolist())
         else:
             self.episode_return += float(np.add.reduce(rewards, axis=None))
-        reply = _new(m.VectorStepReply)  # m.VectorStepReply(obs, rewards, ...), as _stepped's
+        reply = _new(m.VectorStepReply)  # m.VectorStepReply(obs, rewards, ...), as step()'s
         _SET_OBSS(reply, obs)
         _SET_REWARDS(reply, rewards)
         _SET_TERMINATIONS(reply, terminations)
