@@ -53,6 +53,15 @@ LONG_FILES = (
     "tests/frontends/openenv/test_native_envs.py",
     "tests/frontends/openenv/test_strict_answers.py",
     "tests/client/test_openenv.py",
+    # Under a minute each in a loaded run, but late in the collection's order (the top-level
+    # files and tests/server/ sort last): started among the first, none of them is what one
+    # worker still runs while the others have finished.
+    "tests/server/test_soak.py",
+    "tests/test_first_contact.py",
+    "tests/frontends/openenv/test_long_steps.py",
+    "tests/server/security/test_memory.py",
+    "tests/test_first_mistakes.py",
+    "tests/server/security/test_gymsocket.py",
 )
 
 

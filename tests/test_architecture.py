@@ -4,6 +4,7 @@ names with one meaning, ``Any`` kept rare (docs/architecture.md)."""
 from __future__ import annotations
 
 import ast
+import functools
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,12 @@ def _modules() -> list[Path]:
     return sorted(PACKAGE.rglob("*.py"))
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The module's syntax tree, parsed once for every test of the file (none changes it)."""
+    return ast.parse(path.read_text())
+
+
 def _name(path: Path) -> str:
     return path.relative_to(PACKAGE).as_posix()
 
@@ -53,7 +60,7 @@ def _dynamic_target(call: ast.Call) -> str:
 def _deferred_imports() -> set[tuple[str, str]]:
     found: set[tuple[str, str]] = set()
     for path in _modules():
-        tree = ast.parse(path.read_text())
+        tree = _tree(path)
         for function in ast.walk(tree):
             if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
                 continue
@@ -102,14 +109,14 @@ def _module_level(body: list[ast.stmt]) -> Iterator[ast.stmt]:
             yield from _module_level(handler.body)
 
 
-def _top_level_imports(path: Path) -> set[str]:
-    """The envwire modules a module imports outside its functions, type-only imports (under
-    ``if TYPE_CHECKING:``) included (``from a import b`` counts ``a.b`` when it is a module;
-    ``from . import b`` is resolved against the module's package)."""
-    modules = {_dotted(p) for p in _modules()}
+def _top_level_imports(path: Path, modules: set[str]) -> set[str]:
+    """The envwire modules (of ``modules``, every module's dotted name) a module imports outside
+    its functions, type-only imports (under ``if TYPE_CHECKING:``) included (``from a import b``
+    counts ``a.b`` when it is a module; ``from . import b`` is resolved against the module's
+    package)."""
     package = _dotted(path) if path.name == "__init__.py" else _dotted(path).rpartition(".")[0]
     found: set[str] = set()
-    for node in _module_level(ast.parse(path.read_text()).body):
+    for node in _module_level(_tree(path).body):
         targets: list[str] = []
         if isinstance(node, ast.Import):
             targets = [alias.name for alias in node.names]
@@ -134,7 +141,9 @@ def _dotted(path: Path) -> str:
 
 
 def _import_graph() -> dict[str, set[str]]:
-    return {_dotted(p): _top_level_imports(p) for p in _modules()}
+    paths = _modules()
+    modules = {_dotted(p) for p in paths}
+    return {_dotted(p): _top_level_imports(p, modules) for p in paths}
 
 
 def test_the_import_graph_holds_type_only_imports() -> None:
@@ -184,7 +193,7 @@ def test_no_import_circles() -> None:
 def test_every_module_declares_its_exports_and_stays_small() -> None:
     for path in _modules():
         text = path.read_text()
-        body = ast.parse(text).body
+        body = _tree(path).body
         face = path.name == "__init__.py" and all(isinstance(n, ast.Expr) for n in body)
         if path.name != "__main__.py" and not face:  # a face that is a docstring exports nothing
             assert "__all__" in text, f"{_name(path)} has no __all__"
@@ -237,7 +246,7 @@ MAX_BARE_ANY = 60
 def _bare_any() -> list[str]:
     found: list[str] = []
     for path in _modules():
-        for node in ast.walk(ast.parse(path.read_text())):
+        for node in ast.walk(_tree(path)):
             annotations: list[ast.expr] = []
             if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
                 arguments = node.args
@@ -251,7 +260,8 @@ def _bare_any() -> list[str]:
             found += [
                 f"{_name(path)}:{a.lineno}"
                 for a in annotations
-                if ast.unparse(a) in ("Any", "'Any'")
+                if (isinstance(a, ast.Name) and a.id == "Any")
+                or (isinstance(a, ast.Constant) and a.value == "Any")
             ]
     return found
 

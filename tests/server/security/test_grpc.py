@@ -203,23 +203,24 @@ def test_a_stream_that_waits_longer_than_the_deadline_is_kept(
     deadline_server: ServerProcess,
 ) -> None:
     """Only connections without a stream are closed: a client that thinks between steps for
-    longer than the deadline goes on, and a channel closed between two streams reconnects."""
+    longer than the deadline goes on, and a channel closed between two streams reconnects
+    (the two clients wait out the deadline at once)."""
     with (
         grpc.insecure_channel(target(deadline_server)) as channel,
         connection.Connection(channel, metadata=METADATA) as conn,
+        grpc.insecure_channel(target(deadline_server)) as between,
     ):
         env, world = dm_env_adaptor.create_and_join_world(conn, {"env": "CartPole-v1"}, {})
         env.reset()
+        with connection.Connection(between, metadata=METADATA) as other:
+            play(other)
+        # the thinking client's stream stays open; the other channel's connection is closed
         time.sleep(DEADLINE + 1)
         assert env.step({"action": 1}).reward == 1.0
         env.close()
         conn.send(dm_env_adaptor.dm_env_rpc_pb2.DestroyWorldRequest(world_name=world))
-    with grpc.insecure_channel(target(deadline_server)) as channel:
-        with connection.Connection(channel, metadata=METADATA) as conn:
-            play(conn)
-        time.sleep(DEADLINE + 1)  # the channel's connection is closed meanwhile
-        with connection.Connection(channel, metadata=METADATA) as conn:
-            play(conn)
+        with connection.Connection(between, metadata=METADATA) as other:
+            play(other)
 
 
 def test_connections_past_max_connections_are_refused_at_once(
