@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import compileall
 import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 from xdist.scheduler import LoadFileScheduling
 
+import envwire
 from envwire.envs.coding import host
 from envwire.testing import CONFORMANCE_ENVS, SERVER_ARGS, ServerProcess
 
@@ -30,12 +34,29 @@ if SANDBOX_MISSING is not None:
 
 def pytest_configure(config: pytest.Config) -> None:
     """Refuse to run without the sandbox where it is required (CI sets
-    ``ENVWIRE_TEST_REQUIRE_SANDBOX=1``): its tests must run there, not skip."""
+    ``ENVWIRE_TEST_REQUIRE_SANDBOX=1``): its tests must run there, not skip. Then compile the
+    project's bytecode once (:func:`compile_once`)."""
     if SANDBOX_MISSING is not None and os.environ.get("ENVWIRE_TEST_REQUIRE_SANDBOX") == "1":
         raise pytest.UsageError(
             f"ENVWIRE_TEST_REQUIRE_SANDBOX=1, but this host cannot build the code sandbox: "
             f"{SANDBOX_MISSING}"
         )
+    if not hasattr(config, "workerinput"):  # the main process, before xdist's workers start
+        compile_once()
+
+
+def compile_once() -> None:
+    """Where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``, as on some CI hosts), every
+    process of the suite (each xdist worker, and every server, worker process and example it
+    starts: hundreds) would compile envwire from its source again, about 0.6 s of CPU each in
+    a checkout installed editable. Compile it, the tests and the benchmarks once, here (under a
+    second); a tree that cannot be written is left as it is."""
+    if not sys.dont_write_bytecode:
+        return
+    root = Path(__file__).resolve().parent.parent
+    for directory in (Path(envwire.__file__).resolve().parent, root / "tests", root / "benchmarks"):
+        if directory.is_dir():
+            compileall.compile_dir(directory, quiet=2)
 
 
 #: Test files that take minutes, the longest first (their summed durations in a run of the
