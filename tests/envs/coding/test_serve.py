@@ -89,7 +89,11 @@ def test_the_env_in_worker_processes_shares_the_server_wide_pool(tmp_path: Path)
             thread.start()
         uids: set[int] = set()
         while len(uids) < 2 and any(thread.is_alive() for thread in threads):
-            uids |= {uid for uid in run_uids() if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + 8}
+            uids |= {
+                uid
+                for uid in run_uids(server.process.pid)
+                if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + 8
+            }
             time.sleep(0.05)
         for thread in threads:
             thread.join()
@@ -98,10 +102,22 @@ def test_the_env_in_worker_processes_shares_the_server_wide_pool(tmp_path: Path)
             assert len(uids) == 2, uids
 
 
-def run_uids() -> set[int]:
-    uids = set()
+def run_uids(root: int) -> set[int]:
+    """The uids of the processes under ``root`` (this test's server): runs of other tests, in
+    other test processes at the same time, use the same uids."""
+    parents: dict[int, int] = {}
+    owners: dict[int, int] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
-            with contextlib.suppress(OSError):
-                uids.add(os.stat(f"/proc/{entry}").st_uid)
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = Path(f"/proc/{entry}/stat").read_text()
+                parents[int(entry)] = int(stat.rpartition(")")[2].split()[1])
+                owners[int(entry)] = os.stat(f"/proc/{entry}").st_uid
+    uids = set()
+    for pid, uid in owners.items():
+        ancestor, seen = pid, 0
+        while ancestor in parents and ancestor != root and seen < 64:
+            ancestor, seen = parents[ancestor], seen + 1
+        if ancestor == root:
+            uids.add(uid)
     return uids
