@@ -11,7 +11,6 @@ time per step of each server process, since polling spends CPU to save latency.
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +24,7 @@ from harness import (
     Result,
     alternate,
     compare,
+    cpu_seconds,
     echo_rate,
     gym_socket_step_bytes,
     machine,
@@ -36,13 +36,6 @@ from harness import (
 ENV = "CartPole-v1"
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User and system CPU time of process ``pid`` so far."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _stepping(env: Any, seconds: float, pid: int, cpu: list[float]) -> Callable[[], float]:
     """Steps/s of ``env`` over ``seconds``; appends the server's CPU µs per step to ``cpu``."""
 
@@ -52,10 +45,10 @@ def _stepping(env: Any, seconds: float, pid: int, cpu: list[float]) -> Callable[
             env.reset()
 
     def measure() -> float:
-        began, used = time.perf_counter(), _cpu_seconds(pid)
+        began, used = time.perf_counter(), cpu_seconds(pid)
         steps = rate(one, seconds)
         elapsed = time.perf_counter() - began
-        cpu.append(1e6 * (_cpu_seconds(pid) - used) / (steps * elapsed))
+        cpu.append(1e6 * (cpu_seconds(pid) - used) / (steps * elapsed))
         return steps
 
     return measure

@@ -46,7 +46,16 @@ import numpy as np
 
 import envwire
 from envwire.testing import ServerProcess
-from harness import EchoServer, Result, Settings, echo_rate, machine, parse_settings, print_table
+from harness import (
+    EchoServer,
+    Result,
+    Settings,
+    cpu_seconds,
+    echo_rate,
+    machine,
+    parse_settings,
+    print_table,
+)
 from harness import read_exactly as _read
 from minimal_cases import (
     FRAMES_REPLY,
@@ -171,13 +180,6 @@ class MinimalClient:
         self.sock.close()
 
 
-def _cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU time, in seconds."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _stepping(
     step: Callable[[], bool], reset: Callable[[], object], seconds: float, pid: int | None
 ) -> dict[str, float]:
@@ -187,7 +189,7 @@ def _stepping(
         if step():
             reset()
     count = 0
-    server = 0.0 if pid is None else _cpu_seconds(pid)
+    server = 0.0 if pid is None else cpu_seconds(pid)
     began, client = time.perf_counter(), time.process_time()
     deadline = began + seconds
     while True:
@@ -198,7 +200,7 @@ def _stepping(
             break
     wall = time.perf_counter() - began
     client_us = 1e6 * (time.process_time() - client) / count
-    server_us = 0.0 if pid is None else 1e6 * (_cpu_seconds(pid) - server) / count
+    server_us = 0.0 if pid is None else 1e6 * (cpu_seconds(pid) - server) / count
     return {"rate": count / wall, "client": client_us, "server": server_us}
 
 

@@ -47,7 +47,16 @@ from envwire import messages as m
 from envwire.protocols.gymsocket import ClientConnection, Flags
 from envwire.protocols.gymsocket.packets import NeedData
 from envwire.testing import ServerProcess
-from harness import Result, Settings, compare, machine, print_table, step_loop
+from harness import (
+    Result,
+    Settings,
+    compare,
+    cpu_seconds,
+    descendants,
+    machine,
+    print_table,
+    step_loop,
+)
 from minimal_original import SEEDED_ENV, check_same_bytes, minimal_original_server
 
 __all__ = ["main", "original_server", "step_bytes"]
@@ -159,26 +168,10 @@ def step_bytes(port: int, env_id: str = "CartPole-v1") -> dict[str, Any]:
     }
 
 
-def _cpu_seconds(pid: int) -> float:
-    """A process's user + system CPU time in seconds (0 once it is gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def _with_descendants(pid: int) -> list[int]:
     """``pid`` and every process below it (the original's handler processes are started by
-    its threads: each thread's children are listed)."""
-    found = [pid]
-    with contextlib.suppress(OSError):
-        for task in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{task}/children") as listing:
-                for child in listing.read().split():
-                    found += _with_descendants(int(child))
-    return found
+    its threads)."""
+    return [pid, *descendants(pid)]
 
 
 def _pin(pid: int, cpu: int) -> None:
@@ -199,7 +192,7 @@ def _measure(env: Any, seconds: float, server: int) -> Callable[[], dict[str, fl
     def measure() -> dict[str, float]:
         for _ in range(50):
             step()
-        before = {pid: _cpu_seconds(pid) for pid in _with_descendants(server)}
+        before = {pid: cpu_seconds(pid) for pid in _with_descendants(server)}
         count, began, client = 0, time.perf_counter(), time.process_time()
         deadline = began + seconds
         while True:
@@ -209,7 +202,7 @@ def _measure(env: Any, seconds: float, server: int) -> Callable[[], dict[str, fl
                 break
         wall = time.perf_counter() - began
         client_cpu = time.process_time() - client
-        spent = sum(max(0.0, _cpu_seconds(pid) - was) for pid, was in before.items())
+        spent = sum(max(0.0, cpu_seconds(pid) - was) for pid, was in before.items())
         return {
             "rate": count / wall,
             "client": 1e6 * client_cpu / count,

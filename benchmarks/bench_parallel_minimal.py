@@ -39,7 +39,7 @@ import struct
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +50,16 @@ import envwire
 from bench_pool import calibrate
 from envwire.testing import ServerProcess
 from envwire.testing.envs import BurnEnv
-from harness import Result, machine, parse_settings, print_table
+from harness import (
+    Result,
+    cpu_seconds,
+    descendants,
+    machine,
+    parse_settings,
+    print_table,
+    serve_forever,
+    spawned_server,
+)
 from harness import read_exactly as _read
 from minimal_cases import VectorClient, read_vector_hello, vector_bytes
 
@@ -187,62 +196,17 @@ def _server_main(conn: Any, work: int) -> None:
         ctx.Process(target=_worker_main, args=(theirs, work), daemon=True).start()
         theirs.close()
         fds.append(mine.detach())
-    listener = socket.create_server(("127.0.0.1", 0))
-    conn.send(listener.getsockname()[1])
-    while True:
-        client, _ = listener.accept()
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with client:
-            _serve(client, fds)
+    serve_forever(conn, functools.partial(_serve, fds=fds))
 
 
-@contextlib.contextmanager
-def parallel_server(work: int) -> Iterator[tuple[int, int]]:
+def parallel_server(work: int) -> contextlib.AbstractContextManager[tuple[int, int]]:
     """The baseline server (and its two workers) in processes of their own: yields (port,
     the server's pid)."""
-    parent, child = multiprocessing.Pipe()
-    ctx = multiprocessing.get_context("spawn")
-    # not a daemon: daemons may not start processes (it and its workers are killed below)
-    process = ctx.Process(target=_server_main, args=(child, work))
-    process.start()
-    try:
-        if not parent.poll(60):
-            raise RuntimeError("the minimal parallel server did not start")
-        assert process.pid is not None
-        yield int(parent.recv()), process.pid
-    finally:
-        for pid in _children(process.pid or 0):
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, 9)
-        process.kill()
-        process.join(5)
+    # not a daemon: daemons may not start processes (it and its workers are killed at the end)
+    return spawned_server(_server_main, (work,), "minimal parallel server", daemon=False)
 
 
 # --- measuring ------------------------------------------------------------------------------
-
-
-def _children(pid: int) -> list[int]:
-    """Every descendant of ``pid``."""
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as stat:
-                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError):
-                continue
-            if parent == pid:
-                found += [int(entry), *_children(int(entry))]
-    return found
-
-
-def _cpu_seconds(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _batches(
@@ -254,16 +218,16 @@ def _batches(
     def measure() -> dict[str, float]:
         for _ in range(50):
             env.step(actions)
-        others = [] if pid is None else [p for p in _children(pid) if _cpu_seconds(p) > 0]
+        others = [] if pid is None else [p for p in descendants(pid) if cpu_seconds(p) > 0]
         pids = ([] if pid is None else [pid]) + others
-        before = {p: _cpu_seconds(p) for p in pids}
+        before = {p: cpu_seconds(p) for p in pids}
         count, began, client = 0, time.perf_counter(), time.process_time()
         while time.perf_counter() - began < seconds:
             env.step(actions)
             count += 1
         wall = time.perf_counter() - began
         figures = {"rate": N * count / wall, "client": 1e6 * (time.process_time() - client) / count}
-        spent = [1e6 * (_cpu_seconds(p) - before[p]) / count for p in pids]
+        spent = [1e6 * (cpu_seconds(p) - before[p]) / count for p in pids]
         if pid is not None:
             figures["server"] = spent[0]
             for i, value in enumerate(sorted(spent[1:], reverse=True)[:2]):

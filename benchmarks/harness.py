@@ -9,6 +9,7 @@ measured in the same run: the machines these run on are shared and noisy.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import multiprocessing
 import os
 import platform
@@ -17,7 +18,7 @@ import statistics
 import struct
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,8 @@ __all__ = [
     "Settings",
     "alternate",
     "compare",
+    "cpu_seconds",
+    "descendants",
     "echo_rate",
     "gym_socket_step_bytes",
     "machine",
@@ -44,6 +47,8 @@ __all__ = [
     "print_table",
     "rate",
     "read_exactly",
+    "serve_forever",
+    "spawned_server",
     "step_loop",
 ]
 
@@ -368,3 +373,64 @@ def gym_socket_step_bytes(
     obs, reward, terminated, truncated, info = env.step(action)
     reply = server.send_reply(m.StepReply(obs, float(reward), terminated, truncated, info))
     return len(request), len(reply)
+
+
+# --- processes of a benchmark's own: the minimal servers, and what they cost ----------------
+
+
+def cpu_seconds(pid: int) -> float:
+    """A process's user + system CPU time so far, in seconds (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (the children each of its threads started, and theirs)."""
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                for child in listing.read().split():
+                    found += [int(child), *descendants(int(child))]
+    return found
+
+
+def serve_forever(conn: Any, serve: Callable[[socket.socket], None]) -> None:
+    """Listen on a free local port, send it on ``conn``, then ``serve`` each connection in
+    turn (Nagle off), for ever: the body of a minimal server's process."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    conn.send(listener.getsockname()[1])
+    while True:
+        client, _ = listener.accept()
+        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        with client:
+            serve(client)
+
+
+@contextlib.contextmanager
+def spawned_server(
+    target: Callable[..., None], args: tuple[Any, ...], what: str, *, daemon: bool = True
+) -> Iterator[tuple[int, int]]:
+    """``target(conn, *args)`` in a process of its own, which sends its listening port on
+    ``conn``: yields (port, pid); at the end the process and every one below it are killed.
+    ``daemon`` False for a server that starts processes of its own."""
+    parent, child = multiprocessing.Pipe()
+    process = multiprocessing.get_context("spawn").Process(
+        target=target, args=(child, *args), daemon=daemon
+    )
+    process.start()
+    try:
+        if not parent.poll(60):
+            raise RuntimeError(f"the {what} did not start")
+        assert process.pid is not None
+        yield int(parent.recv()), process.pid
+    finally:
+        for pid in descendants(process.pid or 0):
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, 9)
+        process.kill()
+        process.join(5)

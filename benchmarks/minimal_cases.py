@@ -22,11 +22,10 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import os
 import socket
 import struct
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from envwire.testing.envs import FramesEnv
 from harness import read_exactly as _read
+from harness import serve_forever, spawned_server
 
 __all__ = [
     "CARTPOLE_VECTOR",
@@ -518,29 +518,12 @@ _SERVE = {"vector": _serve_vector, "frames": _serve_frames, "sb3": _serve_sb3}
 def _server_main(conn: Any, case: str, pin: int | None) -> None:
     if pin is not None:
         os.sched_setaffinity(0, {pin})
-    listener = socket.create_server(("127.0.0.1", 0))
-    conn.send(listener.getsockname()[1])
-    serve = _SERVE[case]
-    while True:
-        client, _ = listener.accept()
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with client:
-            serve(client)
+    serve_forever(conn, _SERVE[case])
 
 
-@contextlib.contextmanager
-def minimal_case_server(case: str, pin: int | None) -> Iterator[tuple[int, int]]:
+def minimal_case_server(
+    case: str, pin: int | None
+) -> contextlib.AbstractContextManager[tuple[int, int]]:
     """The baseline server of ``case`` (``vector``, ``sb3`` or ``frames``) in a process of its own:
     yields (port, pid)."""
-    parent, child = multiprocessing.Pipe()
-    ctx = multiprocessing.get_context("spawn")
-    process = ctx.Process(target=_server_main, args=(child, case, pin), daemon=True)
-    process.start()
-    try:
-        if not parent.poll(60):
-            raise RuntimeError(f"the minimal {case} server did not start")
-        assert process.pid is not None
-        yield int(parent.recv()), process.pid
-    finally:
-        process.kill()
-        process.join(5)
+    return spawned_server(_server_main, (case, pin), f"minimal {case} server")

@@ -25,15 +25,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import multiprocessing
 import socket
 import struct
-from collections.abc import Iterator
 from typing import Any, SupportsFloat
 
 import gymnasium
 
 from harness import read_exactly as _read
+from harness import serve_forever, spawned_server
 
 __all__ = [
     "SEEDED_ENV",
@@ -155,30 +154,12 @@ def _serve(client: socket.socket) -> None:
 
 
 def _server_main(conn: Any) -> None:
-    listener = socket.create_server(("127.0.0.1", 0))
-    conn.send(listener.getsockname()[1])
-    while True:
-        client, _ = listener.accept()
-        client.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        with client:
-            _serve(client)
+    serve_forever(conn, _serve)
 
 
-@contextlib.contextmanager
-def minimal_original_server() -> Iterator[tuple[int, int]]:
+def minimal_original_server() -> contextlib.AbstractContextManager[tuple[int, int]]:
     """The minimal server in a process of its own: yields (port, pid)."""
-    parent, child = multiprocessing.Pipe()
-    ctx = multiprocessing.get_context("spawn")
-    process = ctx.Process(target=_server_main, args=(child,), daemon=True)
-    process.start()
-    try:
-        if not parent.poll(60):
-            raise RuntimeError("the minimal original-protocol server did not start")
-        assert process.pid is not None
-        yield int(parent.recv()), process.pid
-    finally:
-        process.kill()
-        process.join(5)
+    return spawned_server(_server_main, (), "minimal original-protocol server")
 
 
 # --- the check that envwire's server writes the same bytes -----------------------------------
