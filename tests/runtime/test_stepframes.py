@@ -18,10 +18,10 @@ from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, ProcessWorker, make_worker
 from envwire.runtime.pipe import dumps, frame
 from envwire.runtime.stepframes import (
-    RawStep,
     StepPlan,
     join_infos,
     read_step_call,
+    read_step_reply,
     step_call,
     step_reply,
 )
@@ -110,8 +110,7 @@ def test_frames_round_trip_every_plain_batch_and_leave_the_rest_to_pickle(name: 
         reply = step_reply(result)
         assert (reply is not None) is plain
         if reply is not None:
-            raw = RawStep(bytearray(reply[4:]))
-            assert_same(raw.arrays(), result)
+            assert_same(read_step_reply(bytearray(reply[4:])), result)
 
 
 def test_odd_results_are_left_to_pickle() -> None:

@@ -33,8 +33,8 @@ from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
 from envwire.runtime.stepframes import (
     STEP_CALL,
     STEP_REPLY,
-    RawStep,
     read_step_call,
+    read_step_reply,
     step_call,
     step_reply,
 )
@@ -205,7 +205,7 @@ class ProcessWorker:
             raise self._crashed(method) from None
         reply = replies[0]  # one call in flight: one reply
         if reply[0] == STEP_REPLY:
-            return reply if raw else RawStep(reply).arrays()
+            return reply if raw else read_step_reply(reply)
         status, value = pickle.loads(reply)
         if status == "err":
             raise value

@@ -34,7 +34,6 @@ __all__ = [
     "MAX_LAYOUTS",
     "STEP_CALL",
     "STEP_REPLY",
-    "RawStep",
     "StepPlan",
     "join_infos",
     "read_step_call",
@@ -156,55 +155,23 @@ def _column(array: object, dtype: np.dtype[Any], count: int) -> bool:
     )
 
 
-class RawStep:
-    """A worker's step reply as it came: the four batches' bytes (views of the reply frame)
-    and the infos, so that a group joins several slices' bytes without making arrays of each.
-    """
-
-    __slots__ = (
-        "count",
-        "dtype",
-        "infos",
-        "obs",
-        "rewards",
-        "row",
-        "shape",
-        "terminations",
-        "truncations",
+def read_step_reply(frame: bytearray) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+    """A step reply's frame (without its length) as the host returned the step: writable
+    arrays over the frame, and the infos."""
+    end = 2 + frame[1]
+    description = bytes(frame[2:end])
+    layout = _layouts.get(description)  # (the cache read here: one call less)
+    dtype, shape, size = layout if layout is not None else _layout(description)
+    count = shape[0]
+    view = memoryview(frame)
+    at_flags = end + size + 8 * count
+    return (
+        NDARRAY(shape, dtype, view[end : end + size]),
+        NDARRAY((count,), _F8, view[end + size : at_flags]),
+        NDARRAY((count,), _BOOL, view[at_flags : at_flags + count]),
+        NDARRAY((count,), _BOOL, view[at_flags + count : at_flags + 2 * count]),
+        pickle.loads(view[at_flags + 2 * count :]) if len(frame) > at_flags + 2 * count else {},
     )
-
-    def __init__(self, frame: bytearray) -> None:
-        end = 2 + frame[1]
-        description = bytes(frame[2:end])
-        layout = _layouts.get(description)  # (the cache read here: one call less)
-        dtype, shape, size = layout if layout is not None else _layout(description)
-        count = shape[0]
-        view = memoryview(frame)
-        self.dtype, self.shape, self.count, self.row = dtype, shape, count, shape[1:]
-        self.obs = view[end : end + size]
-        end += size
-        self.rewards = view[end : end + 8 * count]
-        end += 8 * count
-        self.terminations = view[end : end + count]
-        self.truncations = view[end + count : end + 2 * count]
-        end += 2 * count
-        self.infos: dict[str, Any] = pickle.loads(view[end:]) if len(frame) > end else {}
-
-    def arrays(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
-        """The step's result as the host returned it (writable arrays over the frame)."""
-        count = self.count
-        return (
-            np.ndarray(self.shape, self.dtype, self.obs),
-            np.ndarray((count,), _F8, self.rewards),
-            np.ndarray((count,), _BOOL, self.terminations),
-            np.ndarray((count,), _BOOL, self.truncations),
-            self.infos,
-        )
-
-
-def read_step_reply(frame: bytearray) -> RawStep:
-    """A step reply's frame (without its length), read."""
-    return RawStep(frame)
 
 
 class StepPlan:

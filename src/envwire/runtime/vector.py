@@ -16,7 +16,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space, concatenate, create_empty_array, iterate
 
 from envwire.errors import EnvError, EnvTimeoutError, EnvwireError, InvalidArgumentError
-from envwire.runtime.stepframes import RawStep, StepPlan, join_infos
+from envwire.runtime.stepframes import StepPlan, join_infos, read_step_reply
 
 __all__ = ["Slice", "VectorGroup", "split_sizes"]
 
@@ -203,7 +203,7 @@ class VectorGroup(Generic[S]):
         if joined is not None:
             self._last_obs, self._last_joined = None, joined[0]
             return joined
-        results = [RawStep(s).arrays() if type(s) is bytearray else s for s in steps]
+        results = [read_step_reply(s) if type(s) is bytearray else s for s in steps]
         self._last_obs = [r[0] for r in results]
         return (
             _join(self.observation_space, [r[0] for r in results], sizes),
