@@ -128,13 +128,14 @@ def test_an_error_reply_takes_the_general_path_with_its_error() -> None:
 @pytest.mark.parametrize(
     ("flags", "action_space", "action"),
     [
-        (Flags(0), spaces.Discrete(3), 1),  # the seed's step packet
-        (Flags.ERRORS, spaces.Discrete(3), 1),  # no extended packets
+        (Flags.EXTENDED, spaces.Discrete(3), 1),  # extended without error replies
+        (Flags.VECTOR | _EXTENDED, spaces.Discrete(3), 1),  # a vector connection
         (_EXTENDED, spaces.Box(-1, 1, (2,), np.float32), np.zeros(2, np.float32)),
         (_EXTENDED, spaces.Discrete(3), 1.5),  # not an integer: the general path says why
+        (Flags(0), spaces.Discrete(3), 1.5),
     ],
 )
-def test_the_lean_step_is_only_for_integer_actions_of_extended_connections(
+def test_the_lean_step_is_only_for_integer_actions_of_one_env_connections(
     flags: Flags, action_space: spaces.Space[Any], action: Any
 ) -> None:
     client = ClientConnection(flags)
@@ -143,6 +144,105 @@ def test_the_lean_step_is_only_for_integer_actions_of_extended_connections(
     client.next_event()
     client.set_spaces(action_space, spaces.Box(-1, 1, (4,), np.float32))
     assert client.lean_step_request(action) is None
+
+
+_SEED_FLAGS = [Flags(0), Flags.ERRORS, Flags.ERRORS | Flags.MONITOR_REPLY]
+
+
+@pytest.mark.parametrize("flags", _SEED_FLAGS, ids=["seed", "errors", "errors+monitor"])
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_seed_lean_steps_read_what_the_general_path_reads(
+    name: str, space: Any, flags: Flags
+) -> None:
+    general, lean = _open(flags, space), _open(flags, space)
+    server = _server_with(flags, _ACTIONS, space)
+    used = 0
+    for t, info in enumerate([{}, {}, {"lives": 3}, {}, {}]):
+        action = np.int64(t % 3) if t % 2 else t % 3
+        request = general.send_request(m.Step(action))
+        assert lean.lean_step_request(action) == request
+        server.receive_data(request)
+        assert isinstance(server.next_event(), m.Step)
+        try:
+            reply = server.send_reply(m.StepReply(space.sample(), 0.25 * t, t == 4, False, info))
+        except EnvwireError:  # a space the seed's replies cannot carry
+            general.send_request(m.Step(0))  # (the lean client's step stays in flight)
+            continue
+        expected = _general(general, reply)
+        got, was_lean = _lean(lean, reply, pieces=2 if t == 3 else 1)
+        assert_same(got, expected, f"{name}, step {t}")
+        used += was_lean
+        assert not lean.buffered
+    # A flat float Box's replies without an info are read lean, also in two pieces
+    flat = type(space) is spaces.Box and len(space.shape) == 1 and space.shape[0] > 0
+    assert used == (4 if flat and space.dtype in (np.float32, np.float64) else 0), name
+
+
+_ODD_TEXTS = [  # a seed reply's observation text, and whether it is read lean (float32, 64)
+    (b"[0.5,-1.25,3.0]", True, True),
+    (b"[1,2,3]", False, False),  # all integers: an int64 array, cast by the general path
+    (b"[1,2.5,true]", True, True),  # numbers of mixed kinds: a float array, as the general's
+    # float32's range is checked by min and max, which a NaN first makes NaN
+    (b"[NaN,1.0,2.0]", False, True),
+    (b"[1.0,NaN,2.0]", True, True),
+    (b"[1.0,NaN,1e39]", False, True),  # over float32's range: the general path refuses it
+    (b"[1.0,2.0,Infinity]", False, True),  # infinities: the general path keeps them
+    (b"[-1e39,2.0,3.0]", False, True),
+    (b"[1.0,1e400,3.0]", False, True),  # 1e400 reads as an infinity
+    (b"[3.4028234663852886e38,0.0,0.0]", True, True),  # float32's largest
+    (b"[1.0,2.0]", False, False),  # the wrong length
+    (b"[[1.0,2.0,3.0]]", False, False),  # the wrong shape (nested)
+    (b"[1.0,2.0,3.0] ", False, False),  # more than the value
+    (b"[1.0,2.0,", False, False),  # malformed
+    (b'[1.0,"2",3.0]', False, False),
+    (b"[1.0,null,3.0]", False, False),
+    (b"[1,2,100000000000000000000000000]", False, False),  # an integer past 64 bits
+    (b'{"a":1}', False, False),
+    (b"\xff", False, False),  # not UTF-8
+    (b"[" * 5000 + b"]" * 5000, False, False),  # nested past the recursion limit
+]
+
+
+@pytest.mark.parametrize("flags", _SEED_FLAGS[:2], ids=["seed", "errors"])
+@pytest.mark.parametrize(("text", "lean32", "lean64"), _ODD_TEXTS)
+def test_seed_lean_steps_of_odd_texts_read_what_the_general_path_reads(
+    text: bytes, lean32: bool, lean64: bool, flags: Flags
+) -> None:
+    for dtype, read_lean in ((np.float32, lean32), (np.float64, lean64)):
+        space = spaces.Box(-np.inf, np.inf, (3,), dtype)
+        general, lean = _open(flags, space), _open(flags, space)
+        request = general.send_request(m.Step(1))
+        assert lean.lean_step_request(1) == request
+        status = b"\x00" if flags & Flags.ERRORS else b""
+        reply = status + b"\x00" + pack_field(text) + b"\x00" * 8 + b"\x01" + pack_field(b"{}")
+        try:
+            expected: Any = _general(general, reply)
+        except ProtocolError as exc:
+            expected = exc
+        try:
+            got, was_lean = _lean(lean, reply)
+        except ProtocolError as exc:
+            got, was_lean = exc, False
+        if isinstance(expected, ProtocolError):
+            assert type(got) is ProtocolError
+            assert str(got) == str(expected)
+        else:
+            assert_same(got, expected, repr(text))
+        assert was_lean == read_lean, (text, dtype)
+
+
+def test_a_seed_error_reply_takes_the_general_path_with_its_error() -> None:
+    space = spaces.Box(-1, 1, (4,), np.float32)
+    lean = _open(Flags.ERRORS, space)
+    server = _server_with(Flags.ERRORS, _ACTIONS, space)
+    server.receive_data(lean.lean_step_request(7) or b"")
+    server.next_event()
+    reply = server.send_error(InvalidActionError("action 7 is not in Discrete(3)"))
+    assert reply is not None
+    got, was_lean = _lean(lean, reply)
+    assert not was_lean
+    assert isinstance(got, InvalidActionError)
+    assert str(got) == "action 7 is not in Discrete(3)"
 
 
 def test_no_lean_step_while_another_request_is_in_flight() -> None:

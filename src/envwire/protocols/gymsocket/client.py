@@ -7,6 +7,7 @@ from collections import deque
 from typing import Any
 
 import numpy as np
+from gymnasium import Space
 
 from envwire import jsonio, spacecodec
 from envwire import messages as m
@@ -16,7 +17,13 @@ from envwire.errors import (
     UsageError,
 )
 from envwire.protocols.gymsocket.client_replies import Parsed, ReplyParser
-from envwire.protocols.gymsocket.lean import StepLayout, StepResult, VectorLayout, VectorStep
+from envwire.protocols.gymsocket.lean import (
+    SeedLayout,
+    StepLayout,
+    StepResult,
+    VectorLayout,
+    VectorStep,
+)
 from envwire.protocols.gymsocket.packets import (
     CODE_BY_DTYPE,
     OBS_BYTES,
@@ -58,14 +65,23 @@ class ClientConnection(ReplyParser):
         super().__init__()
         self._set_flags(flags)
         self._expect: deque[Packet | str] = deque()
-        #: The lean reads (:meth:`lean_step_reply`): the usual replies' layouts, once seen, and
-        #: each action's step request.
-        self._step_layout: StepLayout | None = None
+        #: The step packet this connection sends (its flags stay as they are).
+        self._step_packet = Packet.STEP_EX if self._extended else Packet.STEP
+        #: The lean reads (:meth:`lean_step_reply`): the usual replies' layouts (an extended
+        #: step's once seen, a seed step's from the observation space), and each action's step
+        #: request.
+        self._step_layout: StepLayout | SeedLayout | None = None
         self._vector_layout: VectorLayout | None = None
         self._lean_requests: dict[object, bytes] = {}
         #: The lean vector step request (:meth:`lean_vector_request`): the last batch of
         #: actions' dtype and shape, and the bytes before the batch's own.
         self._vector_head: tuple[np.dtype[Any], tuple[int, ...], bytes] | None = None
+
+    def set_spaces(self, action_space: Space[Any], observation_space: Space[Any]) -> None:
+        """Tell the codec the env's spaces (needed to decode actions/observations)."""
+        super().set_spaces(action_space, observation_space)
+        if not self._extended and not self._vector:
+            self._step_layout = SeedLayout.learn(observation_space, self._errors)
 
     def send_handshake(
         self, env_name: str, vector: dict[str, Any] | None = None, token: str | None = None
@@ -240,26 +256,26 @@ class ClientConnection(ReplyParser):
 
     def lean_step_request(self, action: object) -> bytes | None:
         """The bytes of a step whose reply :meth:`lean_step_reply` may read, or None where
-        only :meth:`send_request` applies: a one-env connection with error replies and the
-        extended packets, nothing else in flight or buffered, and an integer action of a
-        ``Discrete`` space (each action's bytes are made once). The step's reply is then
-        expected as with :meth:`send_request`.
+        only :meth:`send_request` applies: a one-env connection, extended with error replies
+        or a seed one (without ``EXTENDED``), nothing else in flight or buffered, and an
+        integer action of a ``Discrete`` space (each action's bytes are made once). The
+        step's reply is then expected as with :meth:`send_request`.
         """
         if (
             not self._int_actions
             or self._expect
             or self._buf.data
             or not isinstance(action, _INTEGERS)
-            or not (self._errors and self._extended)
+            or (self._extended and not self._errors)
             or self._vector
         ):
             return None
         request = self._lean_requests.get(action)
         if request is None:
-            request = _STEP_BYTES[Packet.STEP_EX] + self._action(action)
+            request = _STEP_BYTES[self._step_packet] + self._action(action)
             if len(self._lean_requests) < _LEAN_ACTIONS:
                 self._lean_requests[action] = request
-        self._expect.append(Packet.STEP_EX)
+        self._expect.append(self._step_packet)
         return request
 
     def lean_reset_request(self, seed: object, options: object) -> bytes | None:
@@ -281,7 +297,9 @@ class ClientConnection(ReplyParser):
         """:meth:`lean_step_reply` for the one reset in flight: its observation and info,
         when its reply is the usual step reply's head and observation, then the empty info."""
         expect, layout = self._expect, self._step_layout
-        if layout is None or len(expect) != 1 or expect[0] is not Packet.RESET_EX or self._buf.data:
+        if type(layout) is not StepLayout or len(expect) != 1 or expect[0] is not Packet.RESET_EX:
+            return None
+        if self._buf.data:
             return None
         result = layout.read_reset(view, size)
         if result is not None:
@@ -328,12 +346,12 @@ class ClientConnection(ReplyParser):
             self._expect.popleft()
         return arrays
 
-    def _lean_layout(self) -> StepLayout | VectorLayout | None:
+    def _lean_layout(self) -> StepLayout | SeedLayout | VectorLayout | None:
         """The layout the reply to the one request in flight may have, if it may be lean."""
         if len(self._expect) != 1 or self._buf.data:
             return None
         expect = self._expect[0]
-        if expect is Packet.STEP_EX:
+        if expect is self._step_packet:
             return self._step_layout
         return self._vector_layout if expect is Packet.VECTOR_STEP else None
 
@@ -349,11 +367,17 @@ class ClientConnection(ReplyParser):
         whole reply to the one step in flight (:meth:`lean_step_request`) in its usual layout
         (taught by the first usual reply :meth:`next_event` parsed); else None, and nothing is
         consumed: feed the bytes to :meth:`receive_view` and read with :meth:`next_event`.
-        The observation is a copy, as :meth:`next_event`'s is; the info a fresh ``{}``.
+        The observation is a copy, as :meth:`next_event`'s is; the info a fresh ``{}``. A seed
+        connection's layout comes from its observation space (:class:`SeedLayout`).
         """
         # _lean_layout(), inlined: the read of every step
         expect, layout = self._expect, self._step_layout
-        if layout is None or len(expect) != 1 or expect[0] is not Packet.STEP_EX or self._buf.data:
+        if (
+            layout is None
+            or len(expect) != 1
+            or expect[0] is not self._step_packet
+            or self._buf.data
+        ):
             return None
         result = layout.read(view, size)
         if result is not None:

@@ -10,19 +10,21 @@ an info, other shapes) does not match, and the general path reads it.
 
 from __future__ import annotations
 
+import json
 import struct
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
+from gymnasium import spaces
 
 from envwire import jsonio
 from envwire.errors import EnvwireError
 from envwire.protocols.gymsocket.finals import NO_FINALS, merge_finals, read_finals
-from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, U32
+from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, OBS_JSON, STATUS_OK, U32
 
-__all__ = ["StepLayout", "StepResult", "VectorStep", "VectorLayout"]
+__all__ = ["SeedLayout", "StepLayout", "StepResult", "VectorStep", "VectorLayout"]
 
 _EMPTY_INFO_SIZE = len(EMPTY_INFO)
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
@@ -101,6 +103,80 @@ class StepLayout(NamedTuple):
         offset, dtype, items, shape = self.obs
         obs = np.frombuffer(view, dtype, items, offset)
         return (obs if shape is None else obs.reshape(shape)).copy(), {}
+
+
+#: The seed step reply's tail: the reward, the done flag, the info field (the empty one: 6 bytes).
+_SEED_TAIL = struct.Struct(f"<d?{_EMPTY_INFO_SIZE}s")
+#: JSON's own scanner: one value from a text at an offset, and where it ends (``json.loads``
+#: without the Python around it; malformed text raises ``StopIteration`` or ``ValueError``).
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
+_F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
+#: The largest float32, as a Python float: no value within +-it overflows when narrowed.
+_F32_MAX = float(np.finfo(np.float32).max)
+
+
+class SeedLayout(NamedTuple):
+    """A seed (handshake flags without ``EXTENDED``) step reply for a flat float ``Box``:
+    ``[status OK,]`` the observation as kind 0 and its JSON text, the reward, one done flag,
+    then the empty info. Its length varies with the text, so it is known from the space rather
+    than learned from a reply. :meth:`read` gives what the general path gives (the text read as
+    ``jsonio.loads`` then ``spacecodec.from_json`` read it) or None where it might not: any
+    other shape, type or value range, which the general path then reads or reports."""
+
+    #: Where the observation's kind is (1 after the status of error replies, else 0).
+    pos: int
+    shape: tuple[int, ...]
+    #: float32 (narrowed from the JSON numbers) or float64.
+    dtype: np.dtype[Any]
+
+    @classmethod
+    def learn(cls, space: spaces.Space[Any], errors: bool) -> SeedLayout | None:
+        """The layout of the replies of ``space``'s observations, if they may be read lean."""
+        if type(space) is not spaces.Box or len(space.shape) != 1 or not space.shape[0]:
+            return None
+        if space.dtype not in (_F64, _F32):
+            return None
+        return cls(int(errors), space.shape, _F32 if space.dtype == _F32 else _F64)
+
+    def wants(self, view: memoryview, size: int) -> int:
+        """As :meth:`StepLayout.wants`: the whole reply's size as far as ``view[:size]``
+        tells, 0 when it does not begin as this layout."""
+        pos = self.pos
+        if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
+            return 0
+        tail = pos + 5 + U32.unpack_from(view, pos + 1)[0]
+        if size < tail + 13:
+            return int(tail + 13)
+        return int(tail + 13 + U32.unpack_from(view, tail + 9)[0])
+
+    def read(self, view: memoryview, size: int) -> StepResult | None:
+        """The step's result when ``view[:size]`` is a whole reply of this layout."""
+        pos = self.pos
+        if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
+            return None
+        tail = pos + 5 + U32.unpack_from(view, pos + 1)[0]
+        if size != tail + _SEED_TAIL.size:
+            return None
+        reward, done, info = _SEED_TAIL.unpack_from(view, tail)
+        if info != EMPTY_INFO:
+            return None
+        try:
+            values, end = _SCAN(str(view[pos + 5 : tail], "utf-8"), 0)
+            array = np.array(values)
+        except (StopIteration, ValueError, TypeError, OverflowError, RecursionError):
+            return None
+        # A flat list of numbers (ints and bools among floats too, as np.array makes of them),
+        # all of the text, of the space's length.
+        if array.dtype is not _F64 or array.shape != self.shape or end != tail - pos - 5:
+            return None
+        if self.dtype is _F32:
+            # Within float32's range nothing overflows; the general path refuses what does and
+            # keeps infinities. (A NaN first in the list makes min or max NaN, and the test
+            # false; a later one is passed over, and narrows to NaN.)
+            if not (min(values) >= -_F32_MAX and max(values) <= _F32_MAX):
+                return None
+            array = array.astype(_F32)
+        return array, reward, done, False, {}
 
 
 class VectorLayout(NamedTuple):
