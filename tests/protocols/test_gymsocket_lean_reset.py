@@ -177,8 +177,8 @@ def test_lean_reset_replies_are_the_bytes_the_general_path_writes(
 
 
 def test_the_servers_lean_step_actions_are_next_events_however_many_and_often() -> None:
-    """Each integer action's scalar is kept for the lean step (up to a bound): repeated and
-    past the bound, every step is the event the general path reads."""
+    """Each integer action's step packet is kept with its request for the lean step (up to a
+    bound): repeated and past the bound, every step is the event the general path reads."""
     lean, general = _server(spaces.Box(-1, 1, (4,), np.float32)), None
     for action in [*range(1100), 5, 1099, 0, 12345678901234567]:
         digits = str(action).encode()
@@ -190,4 +190,4 @@ def test_the_servers_lean_step_actions_are_next_events_however_many_and_often() 
         assert isinstance(got, m.Step) and isinstance(expected, m.Step)
         assert_same(got.action, expected.action, f"action {action}")
         lean.send_error(EnvError("answered"))  # each request waits for its reply
-    assert len(lean._actions) == 1024
+    assert len(lean._lean) == 1024

@@ -113,8 +113,8 @@ class ServerConnection(ReplyWriter):
             )
         self.max_action = max_action
         self.handshake: Handshake | None = None
-        #: The lean step's integer actions, by their JSON (:meth:`lean_step`).
-        self._actions: dict[bytes, np.int64] = {}
+        #: The requests of the packets :meth:`lean_step` saw before, by their bytes.
+        self._lean: dict[bytes, tuple[Packet, m.Step | m.Reset]] = {}
         self.monitor_layout = monitor_layout
 
     def set_spaces(self, action_space: Space[Any], observation_space: Space[Any]) -> None:
@@ -179,10 +179,17 @@ class ServerConnection(ReplyWriter):
         same for the usual reset of an extended connection (no seed, no options). None
         for anything else: feed ``data`` to :meth:`receive_data` and read with
         :meth:`next_event`.
+
+        A packet seen before (the steps of a ``Discrete`` space's integer actions, the usual
+        reset) is found whole, with its request (immutable, so shared).
         """
+        known = self._lean.get(data)
+        if known is not None and not self._buf.data:
+            self._pending.append(known[0])
+            return known[1]
         if data == _UNSEEDED_PACKET and self._extended and not self._vector and not self._buf.data:
             self._pending.append(Packet.RESET_EX)
-            return m.Reset()
+            return self._keep(data, Packet.RESET_EX, m.Reset())
         if (
             (size := len(data)) < 6
             or self._buf.data
@@ -192,8 +199,7 @@ class ServerConnection(ReplyWriter):
             or size - 6 > self.max_action
         ):
             return None
-        # _step(), inlined with _decode_action's integer and tensor cases: the request of every
-        # step
+        # _step(), inlined with _decode_action's integer and tensor cases
         self._pending.append(_PACKETS[packet])
         if data[1] == ACT_TENSOR and self._extended:
             try:
@@ -204,21 +210,19 @@ class ServerConnection(ReplyWriter):
             _SET_ACTION(step, action)
             return step
         raw = data[6:]
-        if data[1] == ACT_JSON and self._int_actions:
-            # each action's scalar made once (they are immutable), kept by its digits
-            action = self._actions.get(raw)
-            if action is None and size < 24 and raw.isdigit():
-                action = np.int64(int(raw))
-                if len(self._actions) < _LEAN_ACTIONS:
-                    self._actions[raw] = action
-            if action is not None:
-                step = _new(m.Step)  # m.Step(action), by the slot's own setter
-                _SET_ACTION(step, action)
-                return step
+        if data[1] == ACT_JSON and self._int_actions and size < 24 and raw.isdigit():
+            return self._keep(data, _PACKETS[packet], m.Step(np.int64(int(raw))))
         try:
             return m.Step(self._decode_action(data[1], raw))
         except EnvwireError as exc:
             return Invalid(InvalidActionError(str(exc)))
+
+    def _keep(self, data: bytes, packet: Packet, request: m.Step | m.Reset) -> m.Step | m.Reset:
+        """``request``, kept for :meth:`lean_step` to find by its packet's bytes (up to
+        :data:`_LEAN_PACKETS` of them: a ``Discrete`` space's actions)."""
+        if type(data) is bytes and len(self._lean) < _LEAN_PACKETS:
+            self._lean[data] = (packet, request)
+        return request
 
     def _step(self, data: bytes | bytearray, end: int) -> m.Step | Invalid:
         """The step packet that ends at ``end`` (its action's length already checked)."""
@@ -416,8 +420,8 @@ _PARSERS: dict[Packet, Callable[[ServerConnection, int], _Parsed | None]] = {
 }
 
 _PACKETS = {int(p): p for p in Packet}
-#: How many distinct integer actions a connection keeps the scalars of (a Discrete space's).
-_LEAN_ACTIONS = 1024
+#: How many packets' requests a connection keeps for lean_step (a Discrete space's steps).
+_LEAN_PACKETS = 1024
 # A Step made by its slot's own setter: a third of the frozen dataclass's __init__
 _new = object.__new__
 _SET_ACTION = getattr(m.Step, "action").__set__  # noqa: B009 (a slot, not a class attribute)
