@@ -10,7 +10,7 @@ import pytest
 from gymnasium import spaces
 
 from envwire import messages as m
-from envwire.errors import EnvError
+from envwire.errors import EnvError, EnvwireError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
 from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE
 from tests.protocols.gymsocketpair import ACTIONS, EXTENDED, connected_client, connected_server
@@ -127,14 +127,72 @@ def test_a_reset_reply_of_another_layout_is_read_by_the_general_path() -> None:
     [
         (_EXTENDED, 3, None),  # seeded: JSON the server parses
         (_EXTENDED, None, {"low": 0}),
-        (Flags.ERRORS, None, None),  # no extended packets: the seed's reset
-        (Flags(0), None, None),
+        (Flags.EXTENDED, None, None),  # extended without error replies
+        (Flags.VECTOR | _EXTENDED, None, None),
+        (Flags(0), 3, None),  # the seed's reset has no seed: the general path says so
     ],
 )
-def test_the_lean_reset_is_only_the_usual_one_of_extended_connections(
+def test_the_lean_reset_is_only_the_usual_one_of_one_env_connections(
     flags: Flags, seed: Any, options: Any
 ) -> None:
     assert _open(spaces.Discrete(3), flags).lean_reset_request(seed, options) is None
+
+
+@pytest.mark.parametrize("flags", [Flags(0), Flags.ERRORS], ids=["seed", "errors"])
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_seed_lean_resets_read_what_the_general_path_reads(
+    name: str, space: Any, flags: Flags
+) -> None:
+    general, lean = _open(space, flags), _open(space, flags)
+    server = ServerConnection()
+    server.receive_data(ClientConnection(flags).send_handshake("x"))
+    server.next_event()
+    server.set_spaces(_ACTIONS, space)
+    used = 0
+    for t in range(3):
+        request = general.send_request(m.Reset())
+        assert lean.lean_reset_request(None, None) == request == b"\x00"
+        assert server.lean_step(request) == m.Reset()
+        try:
+            reply = _joined(server.send_reply_buffers(m.ResetReply(space.sample(), {})))
+        except EnvwireError:  # a space the seed's replies cannot carry
+            return
+        expected = _general(general, reply)
+        got, was_lean = _lean_reset(lean, reply)
+        assert_same(got, expected, f"{name}, reset {t}")
+        used += was_lean
+        assert not lean.buffered
+    flat = type(space) is spaces.Box and len(space.shape) == 1 and space.shape[0] > 0
+    assert used == (3 if flat and space.dtype in (np.float32, np.float64) else 0), name
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        b"\x00\x03\x00\x00\x00[1]",  # the wrong length
+        b"\x00\x0b\x00\x00\x00[1.0,2.0,3.0]",  # the text's length too short
+        b"\x00\x0d\x00\x00\x00[1.0,2.0,1e39]",  # out of float32's range
+        b"\x01\x0d\x00\x00\x00[1.0,2.0,3.0]",  # another observation kind
+    ],
+)
+def test_a_seed_reset_reply_the_lean_read_cannot_read_is_the_general_paths(reply: bytes) -> None:
+    space = spaces.Box(-np.inf, np.inf, (3,), np.float32)
+    general, lean = _open(space, Flags(0)), _open(space, Flags(0))
+    general.send_request(m.Reset())
+    assert lean.lean_reset_request(None, None) == b"\x00"
+    try:
+        expected: Any = _general(general, reply)
+    except ProtocolError as exc:
+        expected = exc
+    try:
+        got, was_lean = _lean_reset(lean, reply)
+    except ProtocolError as exc:
+        got, was_lean = exc, False
+    assert not was_lean
+    if isinstance(expected, ProtocolError):
+        assert str(got) == str(expected)
+    else:
+        assert_same(got, expected)
 
 
 def test_no_lean_reset_while_another_request_is_in_flight() -> None:

@@ -47,6 +47,7 @@ __all__ = ["ClientConnection"]
 
 _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
 _UNSEEDED_RESET = U8.pack(Packet.RESET_EX) + pack_field(json_bytes({"seed": None, "options": None}))
+_SEED_RESET = U8.pack(Packet.RESET)
 
 #: How many distinct actions' step requests a connection keeps (a Discrete space's actions).
 _LEAN_ACTIONS = 1024
@@ -286,20 +287,24 @@ class ClientConnection(ReplyParser):
             or options is not None
             or self._expect
             or self._buf.data
-            or not (self._errors and self._extended)
+            or (self._extended and not self._errors)
             or self._vector
         ):
             return None
-        self._expect.append(Packet.RESET_EX)
-        return _UNSEEDED_RESET
+        if self._extended:
+            self._expect.append(Packet.RESET_EX)
+            return _UNSEEDED_RESET
+        self._expect.append(Packet.RESET)
+        return _SEED_RESET
 
     def lean_reset_reply(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
         """:meth:`lean_step_reply` for the one reset in flight: its observation and info,
-        when its reply is the usual step reply's head and observation, then the empty info."""
+        when its reply is the usual step reply's head and observation, then the empty info
+        (a seed connection's: the observation alone)."""
         expect, layout = self._expect, self._step_layout
-        if type(layout) is not StepLayout or len(expect) != 1 or expect[0] is not Packet.RESET_EX:
+        if layout is None or len(expect) != 1 or self._buf.data:
             return None
-        if self._buf.data:
+        if expect[0] is not (Packet.RESET_EX if self._extended else Packet.RESET):
             return None
         result = layout.read_reset(view, size)
         if result is not None:

@@ -160,14 +160,31 @@ class SeedLayout(NamedTuple):
         reward, done, info = _SEED_TAIL.unpack_from(view, tail)
         if info != EMPTY_INFO:
             return None
+        obs = self._observation(view, pos + 5, tail)
+        return None if obs is None else (obs, reward, done, False, {})
+
+    def read_reset(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
+        """The observation and info of a seed reset when ``view[:size]`` is its whole reply:
+        ``[status OK,]`` the observation as a step's, and nothing after it."""
+        pos = self.pos
+        if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
+            return None
+        if size != pos + 5 + U32.unpack_from(view, pos + 1)[0]:
+            return None
+        obs = self._observation(view, pos + 5, size)
+        return None if obs is None else (obs, {})
+
+    def _observation(self, view: memoryview, start: int, end: int) -> npt.NDArray[Any] | None:
+        """The observation whose JSON text is ``view[start:end]``, or None where the general
+        path might read it otherwise."""
         try:
-            values, end = _SCAN(str(view[pos + 5 : tail], "utf-8"), 0)
+            values, stop = _SCAN(str(view[start:end], "utf-8"), 0)
             array = np.array(values)
         except (StopIteration, ValueError, TypeError, OverflowError, RecursionError):
             return None
         # A flat list of numbers (ints and bools among floats too, as np.array makes of them),
         # all of the text, of the space's length.
-        if array.dtype is not _F64 or array.shape != self.shape or end != tail - pos - 5:
+        if array.dtype is not _F64 or array.shape != self.shape or stop != end - start:
             return None
         if self.dtype is _F32:
             # Within float32's range nothing overflows; the general path refuses what does and
@@ -175,8 +192,8 @@ class SeedLayout(NamedTuple):
             # false; a later one is passed over, and narrows to NaN.)
             if not (min(values) >= -_F32_MAX and max(values) <= _F32_MAX):
                 return None
-            array = array.astype(_F32)
-        return array, reward, done, False, {}
+            return array.astype(_F32)
+        return array
 
 
 class VectorLayout(NamedTuple):

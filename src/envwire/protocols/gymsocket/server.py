@@ -176,9 +176,9 @@ class ServerConnection(ReplyWriter):
         """``data``, just received, when it is one whole step packet and nothing else, with no
         bytes buffered before it: the step, parsed as :meth:`next_event` parses it, without
         the buffer (the request then waits for its reply as from :meth:`next_event`); the
-        same for the usual reset of an extended connection (no seed, no options). None
-        for anything else: feed ``data`` to :meth:`receive_data` and read with
-        :meth:`next_event`.
+        same for a reset without a seed or options (the seed's packet 0, or the extended one's
+        usual packet 7). None for anything else: feed ``data`` to :meth:`receive_data` and
+        read with :meth:`next_event`.
 
         A packet seen before (the steps of a ``Discrete`` space's integer actions, the usual
         reset) is found whole, with its request (immutable, so shared).
@@ -190,6 +190,9 @@ class ServerConnection(ReplyWriter):
         if data == _UNSEEDED_PACKET and self._extended and not self._vector and not self._buf.data:
             self._pending.append(Packet.RESET_EX)
             return self._keep(data, Packet.RESET_EX, m.Reset())
+        if data == _SEED_RESET and not self._vector and not self._buf.data:  # the seed's reset
+            self._pending.append(Packet.RESET)
+            return self._keep(data, Packet.RESET, m.Reset())
         if (
             (size := len(data)) < 6
             or self._buf.data
@@ -428,3 +431,4 @@ _SET_ACTION = getattr(m.Step, "action").__set__  # noqa: B009 (a slot, not a cla
 # RESET_EX's options of a reset with no seed and no options, as json_bytes writes them
 _UNSEEDED = json_bytes({"seed": None, "options": None})
 _UNSEEDED_PACKET = bytes([Packet.RESET_EX]) + pack_field(_UNSEEDED)
+_SEED_RESET = bytes([Packet.RESET])
