@@ -105,7 +105,7 @@ class Session:
         self._worker_factory = worker_factory
         self._lock = threading.Lock()
         self._on_hang: Callable[[EnvTimeoutError], None] | None = None
-        self.created = self.last_active = _monotonic()
+        self.created = _monotonic()
         self.episode = -1
         self.step_count = 0
         self.episode_return = 0.0
@@ -245,12 +245,13 @@ class Session:
         Raises:
             As :meth:`handle`.
         """
-        with self._lock:
+        # (acquire and release: half the with statement's cost, on every step)
+        self._lock.acquire()
+        try:
             if m.Step not in self._allowed:
                 return self._observed(request)  # (refused, and told to the tap)
             tap = self.tap
             started = _perf_counter()
-            self.last_active = _monotonic()
             action = request.action
             try:
                 self._check_action(action)
@@ -282,6 +283,8 @@ class Session:
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
             return reply
+        finally:
+            self._lock.release()
 
     def _stepped_vector(self, result: Any) -> m.VectorStepReply:
         """A vector step's bookkeeping, and its reply."""
@@ -310,7 +313,9 @@ class Session:
         Raises:
             As :meth:`handle`.
         """
-        with self._lock:
+        # (acquire and release: half the with statement's cost, on every step)
+        self._lock.acquire()
+        try:
             seed = request.seed
             if (
                 m.Reset not in self._allowed
@@ -321,7 +326,6 @@ class Session:
                 return self._observed(request)
             tap = self.tap
             started = _perf_counter()
-            self.last_active = _monotonic()
             try:
                 obs, info = self._call("reset", seed, request.options)
             except EnvwireError as exc:  # as _reset() and _observed() answer it
@@ -337,6 +341,8 @@ class Session:
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
             return reply
+        finally:
+            self._lock.release()
 
     def _observed(self, request: m.Request) -> m.Reply:
         """:meth:`_handle`, told to the tap (the lock held)."""
@@ -355,7 +361,6 @@ class Session:
     def _handle(self, request: m.Request) -> m.Reply:
         if type(request) not in self._allowed:
             raise StateError(self._refusal(request))
-        self.last_active = _monotonic()
         match request:
             case m.Reset(seed=seed, options=options):
                 return self._reset(seed, options)
