@@ -268,8 +268,12 @@ class _Connection(Polling):
                     if reply is None:
                         return None
                     if type(reply) is bytes and not self._dead:
-                        with self._send_lock:
+                        send_lock = self._send_lock  # (acquired and released: half the with's cost)
+                        send_lock.acquire()
+                        try:
                             self.sock.sendall(reply)
+                        finally:
+                            send_lock.release()
                     else:
                         self._flush(reply if isinstance(reply, list) else [reply])
                     lean = True
