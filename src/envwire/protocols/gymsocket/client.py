@@ -19,6 +19,7 @@ from envwire.errors import (
 from envwire.protocols.gymsocket.client_replies import Parsed, ReplyParser
 from envwire.protocols.gymsocket.lean import (
     SeedLayout,
+    SplitStep,
     StepLayout,
     StepResult,
     VectorLayout,
@@ -345,6 +346,23 @@ class ClientConnection(ReplyParser):
         if arrays is not None:
             self._expect.popleft()
         return arrays
+
+    def lean_vector_split(self, view: memoryview, size: int) -> SplitStep | None:
+        """:meth:`lean_vector_step` with the final observations of the usual reply kept apart
+        (:meth:`VectorLayout.read_split`): for a SameStep vector env that reads them per copy
+        (SB3's) rather than as Gymnasium's vector info."""
+        expect, layout = self._expect, self._vector_layout  # _lean_layout(), inlined
+        if (
+            layout is None
+            or len(expect) != 1
+            or expect[0] is not Packet.VECTOR_STEP
+            or self._buf.data
+        ):
+            return None
+        step = layout.read_split(view, size)
+        if step is not None:
+            expect.popleft()
+        return step
 
     def _lean_layout(self) -> StepLayout | SeedLayout | VectorLayout | None:
         """The layout the reply to the one request in flight may have, if it may be lean."""

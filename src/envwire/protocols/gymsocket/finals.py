@@ -20,7 +20,8 @@ The client puts the keys back where Gymnasium has them, so both forms read as th
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
+import math
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -40,9 +41,11 @@ __all__ = [
     "FINALS_EMPTY_INFO",
     "FINALS_OBS",
     "NO_FINALS",
+    "UsualFinals",
     "merge_finals",
     "read_finals",
     "split_finals",
+    "usual_finals",
 ]
 
 #: The kind bits: final observations follow; the final infos were all empty.
@@ -178,6 +181,36 @@ def read_finals(
     if stop != batch_field[1] or not batch.ndim or batch.shape[0] != count:
         raise ProtocolError(f"final observations {list(batch.shape)} for {count} ended copies")
     return kind, mask, batch, stop
+
+
+class UsualFinals(NamedTuple):
+    """The fixed bytes of the usual final field of ``num_envs`` copies (kind 3: the final
+    observations of the ended copies as one tensor of ``dtype``, rows of ``shape``, and every
+    final info empty), for the client's lean reads: ``before`` comes before the mask's
+    ``num_envs`` bytes; ``heads[k]`` between the mask and the data of ``k`` rows, whose
+    shape and size are ``shapes[k]`` and ``sizes[k]``."""
+
+    before: bytes
+    heads: tuple[bytes, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    sizes: tuple[int, ...]
+
+
+def usual_finals(num_envs: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> UsualFinals | None:
+    """The usual final field's fixed bytes (as :func:`split_finals` writes them) for final
+    observations of ``dtype`` and ``shape``; None for a dtype or shape it never writes so."""
+    if dtype not in CODE_BY_DTYPE or not dtype.isnative or len(shape) >= 32:
+        return None
+    ndim, code = len(shape) + 1, CODE_BY_DTYPE[dtype]
+    row = dtype.itemsize * math.prod(shape)
+    heads, shapes, sizes = [], [], []
+    for k in range(num_envs + 1):
+        header = TENSOR_HEADERS[ndim].pack(code, ndim, k, *shape)
+        heads.append(_TENSOR_FIELD + U32.pack(len(header) + k * row) + header)
+        shapes.append((k, *shape))
+        sizes.append(k * row)
+    before = _KINDS[FINALS_OBS | FINALS_EMPTY_INFO] + _mask_head(num_envs)
+    return UsualFinals(before, tuple(heads), tuple(shapes), tuple(sizes))
 
 
 @functools.lru_cache(maxsize=16)
