@@ -173,7 +173,7 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
                             finals[j, ...] if scalars else finals[j]
                         )
                         j += 1
-            return observations, _asarray(rewards, _F32), dones, step_infos
+            return observations, rewards.astype(_F32), dones, step_infos
         # DummyVecEnv's flag, on every copy and every step: a time limit cut the episode short
         limits = _logical_and(truncated, _logical_not(terminated)).tolist()
         if not infos and True not in ended:
