@@ -16,7 +16,7 @@ from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire.errors import ProtocolError
-from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
+from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection, finals
 from envwire.protocols.gymsocket.finals import NO_FINALS, merge_finals, read_finals, split_finals
 from envwire.protocols.gymsocket.packets import (
     EMPTY_INFO,
@@ -312,3 +312,43 @@ def test_without_vector_the_flag_changes_nothing() -> None:
         server.next_event()
         ends.append(server.send_reply(m.StepReply(np.zeros(4, np.float32), 1.0, False, False, {})))
     assert ends[0] == ends[1]
+
+
+def _usual(rows: dict[int, Any], **changes: Any) -> dict[str, Any]:
+    final = np.empty(_N + 1, dtype=object)
+    mask = np.zeros(_N + 1, bool)
+    for i, row in rows.items():
+        final[i], mask[i] = row, True
+    infos = {"final_obs": final, "_final_obs": mask, "final_info": {}, "_final_info": mask.copy()}
+    return infos | changes
+
+
+_ROW32 = np.arange(4, dtype=np.float32)
+_USUAL_INFOS = [
+    _usual({1: _ROW32}),
+    _usual({0: _ROW32, 2: _ROW32 + 1, 3: _ROW32 + 2}),
+    _usual({1: np.zeros((2, 3), np.uint8), 2: np.ones((2, 3), np.uint8)}),
+    _usual({1: _ROW32}, _final_info=np.array([[False, True], [False, False]])),  # same bytes
+    _usual({1: _ROW32}, _final_info=np.array([True, True, False, False])),
+    _usual({1: _ROW32}, final_info={"x": np.array([0, 5, 0, 0])}),
+    _usual({1: _ROW32, 2: _ROW32.astype(np.float64)}),
+    _usual({1: _ROW32, 2: np.zeros(3, np.float32)}),
+    _usual({1: [0.0, 1.0]}),
+    _usual({1: _ROW32.astype(">f4")}),
+    _usual({1: _ROW32}, _final_obs=np.array([0, 1, 0, 0], np.int8)),
+    _usual({1: _ROW32}, final_obs=np.array([None, _ROW32, _ROW32, None], dtype=object)),
+    _usual({}),
+]
+
+
+@pytest.mark.parametrize("infos", _USUAL_INFOS)
+def test_the_usual_infos_split_as_the_general_split_does(
+    infos: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The usual SameStep info (its four keys alone) is split by a shorter path: the same
+    info and field as the general split's, for it and for anything near it."""
+    got = split_finals(infos)
+    monkeypatch.setattr(finals, "_usual_field", lambda *_: None)
+    expected = split_finals(infos)
+    assert_same(got[0], expected[0])
+    assert got[1] == expected[1]

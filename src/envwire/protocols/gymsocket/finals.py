@@ -36,6 +36,7 @@ from envwire.protocols.gymsocket.packets import (
     pack_column,
     unpack_tensor,
 )
+from envwire.tensor import NDARRAY
 
 __all__ = [
     "FINALS_EMPTY_INFO",
@@ -60,6 +61,9 @@ _TENSOR_FIELD: Final = bytes((OBS_TENSOR,))
 _FINAL_OBS, _FINAL_OBS_MASK = "final_obs", "_final_obs"
 _FINAL_INFO, _FINAL_INFO_MASK = "final_info", "_final_info"
 _BOOL: Final = np.dtype(np.bool_)
+_OBJECT: Final = np.dtype(object)
+#: The keys of the usual SameStep info where copies ended: nothing but what the field carries.
+_USUAL: Final = [_FINAL_OBS, _FINAL_OBS_MASK, _FINAL_INFO, _FINAL_INFO_MASK]
 #: The info's first keys when final observations leave it, and the next two when the final
 #: infos leave it too (the order in which the client puts them back).
 _FIRST: Final = [_FINAL_OBS, _FINAL_OBS_MASK]
@@ -78,6 +82,10 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     whole (the field is :data:`NO_FINALS`).
     """
     keys = list(infos)
+    if keys == _USUAL:
+        field = _usual_field(*infos.values())
+        if field is not None:
+            return {}, field
     if keys[:2] != _FIRST:  # the client puts them first, where Gymnasium's vector env has them
         return infos, NO_FINALS
     final, mask = infos[_FINAL_OBS], infos[_FINAL_OBS_MASK]
@@ -132,6 +140,63 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
             _KINDS[kind],
             _mask_head(len(ended)),
             mask.tobytes(),
+            _TENSOR_FIELD,
+            U32.pack(len(header) + len(data)),
+            header,
+            data,
+        )
+    )
+
+
+def _usual_field(
+    final: object, mask: object, final_info: object, info_mask: object
+) -> bytes | None:
+    """:func:`split_finals`'s field for the usual SameStep info (its four keys alone: the ended
+    copies' final observations, of one native tensor dtype and shape, and their final infos
+    all empty), or None for any other, which :func:`split_finals` then reads in full."""
+    if (
+        type(final) is not NDARRAY
+        or type(mask) is not NDARRAY
+        or type(info_mask) is not NDARRAY
+        or type(final_info) is not dict
+        or final_info
+        or mask.dtype is not _BOOL
+        or info_mask.dtype is not _BOOL
+        or final.dtype is not _OBJECT
+        or final.ndim != 1
+        or mask.shape != final.shape
+        or info_mask.shape != final.shape
+    ):
+        return None
+    flags = mask.tobytes()
+    if info_mask.tobytes() != flags:
+        return None
+    rows = []
+    for item, flag in zip(final.tolist(), flags, strict=True):
+        if flag:
+            if type(item) is not NDARRAY:
+                return None
+            rows.append(item)
+        elif item is not None:
+            return None
+    if not rows:
+        return None
+    first = rows[0]
+    dtype, shape = first.dtype, first.shape
+    code = CODE_BY_DTYPE.get(dtype)
+    if code is None or not dtype.isnative or len(shape) >= 32:
+        return None
+    for row in rows:
+        if (row.dtype is not dtype and row.dtype != dtype) or row.shape != shape:
+            return None
+    ndim = len(shape) + 1
+    header = TENSOR_HEADERS[ndim].pack(code, ndim, len(rows), *shape)
+    data = b"".join([row.tobytes() for row in rows])
+    return b"".join(
+        (
+            _KINDS[FINALS_OBS | FINALS_EMPTY_INFO],
+            _mask_head(len(flags)),
+            flags,
             _TENSOR_FIELD,
             U32.pack(len(header) + len(data)),
             header,
