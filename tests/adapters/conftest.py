@@ -11,7 +11,11 @@ from envwire.testing import SERVER_ARGS, ServerProcess
 # The dm_env adapter's tests run against the dm_env_rpc tests' server.
 from tests.frontends.dmenvrpc.conftest import address, channel, grpc_server  # noqa: F401
 
-ENVS = ("CartPole-v1", "test/Ticker-v0=tests.adapters.helpers:ticker@inline")
+ENVS = (
+    "CartPole-v1",
+    "test/Ticker-v0=tests.adapters.helpers:ticker@inline",
+    "test/QuietTicker-v0=tests.adapters.helpers:quiet_ticker@inline",
+)
 
 #: URL scheme -> the front end that serves it.
 SCHEMES = {"gym-socket": "gym-socket", "grpc": "grpc"}
@@ -19,7 +23,7 @@ SCHEMES = {"gym-socket": "gym-socket", "grpc": "grpc"}
 
 @pytest.fixture(scope="session")
 def adapter_server() -> Iterator[ServerProcess]:
-    """One server for every adapter test (CartPole and the Ticker env)."""
+    """One server for every adapter test (CartPole and the Ticker envs)."""
     with ServerProcess(ENVS, SERVER_ARGS, front_ends=tuple(SCHEMES.values())) as server:
         yield server
 

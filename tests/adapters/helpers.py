@@ -36,6 +36,23 @@ class Ticker(gymnasium.Env[np.ndarray, np.int64]):
         return self._obs.copy(), reward, terminated, False, {"t": self._t, "trace": np.arange(2)}
 
 
+class QuietTicker(Ticker):
+    """A :class:`Ticker` with no infos: its ended steps carry only final observations."""
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        return super().reset(seed=seed, options=options)[0], {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, float, bool, bool, dict[str, Any]]:
+        return (*super().step(action)[:4], {})  # type: ignore[return-value]
+
+
+def quiet_ticker() -> gymnasium.Env[np.ndarray, np.int64]:
+    """A :class:`QuietTicker` truncated after :data:`TICKER_LIMIT` steps."""
+    return gymnasium.wrappers.TimeLimit(QuietTicker(), TICKER_LIMIT)
+
+
 def ticker() -> gymnasium.Env[np.ndarray, np.int64]:
     """A :class:`Ticker` truncated after :data:`TICKER_LIMIT` steps."""
     return gymnasium.wrappers.TimeLimit(Ticker(), TICKER_LIMIT)

@@ -16,8 +16,8 @@ from gymnasium.vector.utils import batch_space
 
 from envwire import messages as m
 from envwire.errors import ProtocolError
-from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
-from envwire.protocols.gymsocket.finals import NO_FINALS, read_finals, split_finals
+from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection, finals
+from envwire.protocols.gymsocket.finals import NO_FINALS, merge_finals, read_finals, split_finals
 from envwire.protocols.gymsocket.packets import (
     EMPTY_INFO,
     Packet,
@@ -100,6 +100,81 @@ def _lean(client: ClientConnection, data: bytes) -> tuple[Any, bool]:
     assert isinstance(event, m.VectorStepReply)
     fields = (event.observations, event.rewards, event.terminations, event.truncations)
     return (*fields, event.infos), False
+
+
+def _split(client: ClientConnection, data: bytes) -> tuple[Any, bool]:
+    """What SB3's transport reads: the split read, else the general path (as the transport
+    gives it, the final observations in the info); and whether the finals were kept apart."""
+    client.send_request(m.Step(np.zeros(_N, np.int64)))
+    inbox = memoryview(bytearray(data))
+    got = client.lean_vector_split(inbox, len(data))
+    if got is None:
+        client.receive_view(inbox)
+        event = client.next_event()
+        assert isinstance(event, m.VectorStepReply)
+        fields = (event.observations, event.rewards, event.terminations, event.truncations)
+        return (*fields, event.infos, None), False
+    return got, got[5] is not None
+
+
+def _merged(step: Any) -> Any:
+    """A split read's result as Gymnasium's vector step (final observations in the info)."""
+    *arrays, infos, finals = step
+    if finals is None:
+        return (*arrays, infos)
+    assert infos == {}
+    mask = np.logical_or(arrays[2], arrays[3])
+    return (*arrays, merge_finals(infos, 3, mask, finals) if len(finals) else infos)
+
+
+@pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
+def test_the_split_read_is_the_merged_read(name: str, space: Any) -> None:
+    """Every space's SameStep replies: the split read (final observations kept apart, for
+    SB3) gives, once merged, what the general path reads; the usual ended steps of a tensor
+    space are split, any other reply (an info, final infos of their own) is read whole."""
+    general, server = _pair(_FINALS, space)
+    split, _ = _pair(_FINALS, space)
+    splits = ended = 0
+    for t, reply in enumerate(_replies(space)):
+        data = _write(server, reply)
+        expected = _general(general, data)
+        got, was_split = _split(split, data)
+        assert_same(_merged(got), expected, f"{name} {t}")
+        splits += was_split
+        ended += was_split and len(got[5]) > 0
+        if reply.infos and split_finals(reply.infos) != ({}, split_finals(reply.infos)[1]):
+            assert not was_split, f"{name} {t}: an info of its own is read whole"
+    if isinstance(batch_space(space, _N).sample(), np.ndarray) and space.shape:
+        assert ended >= 1 and splits >= ended, name
+
+
+def test_a_mask_that_is_not_the_ended_copies_is_read_whole() -> None:
+    """A final field whose mask is not terminated | truncated: read as the general path reads
+    it (the final observations in the info), not split."""
+    space = spaces.Box(-1, 1, (4,), np.float32, seed=1)
+    general, server = _pair(_FINALS, space)
+    split, _ = _pair(_FINALS, space)
+    first = _replies(space)[0]
+    data = _write(server, first)
+    assert_same(_merged(_split(split, data)[0]), _general(general, data))  # the layout, learned
+    final = np.empty(_N, dtype=object)
+    final[1] = np.arange(4, dtype=np.float32)
+    mask = np.array([False, True, False])
+    infos = {"final_obs": final, "_final_obs": mask, "final_info": {}, "_final_info": mask.copy()}
+    for terminated, truncated in [
+        (np.zeros(_N, bool), np.zeros(_N, bool)),  # nobody ended
+        (np.array([True, True, False]), np.zeros(_N, bool)),  # another copy too
+        (np.zeros(_N, bool), np.array([False, True, True])),
+    ]:
+        for reply in (
+            first,
+            m.VectorStepReply(first.observations, first.rewards, terminated, truncated, infos),
+        ):
+            data = _write(server, reply)
+            expected = _general(general, data)
+            got, was_split = _split(split, data)
+            assert_same(_merged(got), expected)
+            assert was_split == (reply is first)
 
 
 @pytest.mark.parametrize(("name", "space"), SPACES, ids=IDS)
@@ -213,13 +288,14 @@ def test_a_final_field_the_lean_read_cannot_read_is_the_general_paths_error(fiel
     lean, _ = _pair(_FINALS, space)
     usual = _write(server, _replies(space)[0])
     odd = usual[: -len(EMPTY_INFO + NO_FINALS)] + EMPTY_INFO + field
+    split, _ = _pair(_FINALS, space)
     outcomes = []
-    for client in (general, lean):
+    for client, read in ((general, _general), (lean, _lean), (split, _split)):
         assert _lean(client, usual)[0] is not None  # teaches the lean client the layout
         with pytest.raises(ProtocolError) as raised:
-            _lean(client, odd) if client is lean else _general(client, odd)
+            read(client, odd)
         outcomes.append(str(raised.value))
-    assert outcomes[0] == outcomes[1]
+    assert outcomes[0] == outcomes[1] == outcomes[2]
 
 
 def test_without_vector_the_flag_changes_nothing() -> None:
@@ -236,3 +312,43 @@ def test_without_vector_the_flag_changes_nothing() -> None:
         server.next_event()
         ends.append(server.send_reply(m.StepReply(np.zeros(4, np.float32), 1.0, False, False, {})))
     assert ends[0] == ends[1]
+
+
+def _usual(rows: dict[int, Any], **changes: Any) -> dict[str, Any]:
+    final = np.empty(_N + 1, dtype=object)
+    mask = np.zeros(_N + 1, bool)
+    for i, row in rows.items():
+        final[i], mask[i] = row, True
+    infos = {"final_obs": final, "_final_obs": mask, "final_info": {}, "_final_info": mask.copy()}
+    return infos | changes
+
+
+_ROW32 = np.arange(4, dtype=np.float32)
+_USUAL_INFOS = [
+    _usual({1: _ROW32}),
+    _usual({0: _ROW32, 2: _ROW32 + 1, 3: _ROW32 + 2}),
+    _usual({1: np.zeros((2, 3), np.uint8), 2: np.ones((2, 3), np.uint8)}),
+    _usual({1: _ROW32}, _final_info=np.array([[False, True], [False, False]])),  # same bytes
+    _usual({1: _ROW32}, _final_info=np.array([True, True, False, False])),
+    _usual({1: _ROW32}, final_info={"x": np.array([0, 5, 0, 0])}),
+    _usual({1: _ROW32, 2: _ROW32.astype(np.float64)}),
+    _usual({1: _ROW32, 2: np.zeros(3, np.float32)}),
+    _usual({1: [0.0, 1.0]}),
+    _usual({1: _ROW32.astype(">f4")}),
+    _usual({1: _ROW32}, _final_obs=np.array([0, 1, 0, 0], np.int8)),
+    _usual({1: _ROW32}, final_obs=np.array([None, _ROW32, _ROW32, None], dtype=object)),
+    _usual({}),
+]
+
+
+@pytest.mark.parametrize("infos", _USUAL_INFOS)
+def test_the_usual_infos_split_as_the_general_split_does(
+    infos: dict[str, Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The usual SameStep info (its four keys alone) is split by a shorter path: the same
+    info and field as the general split's, for it and for anything near it."""
+    got = split_finals(infos)
+    monkeypatch.setattr(finals, "_usual_field", lambda *_: None)
+    expected = split_finals(infos)
+    assert_same(got[0], expected[0])
+    assert got[1] == expected[1]

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+import re
+from typing import Any, ClassVar
 
 import gymnasium
 import numpy as np
@@ -57,9 +58,20 @@ class InfoEnv(gymnasium.Env[dict[str, Any], np.int64]):
         return self._obs(), reward, terminated, truncated, info
 
 
+class BoxInfoEnv(InfoEnv):
+    """:class:`InfoEnv` with a Box observation: its batch is stacked row by row."""
+
+    observation_space = spaces.Box(-10.0, 10.0, (2,), np.float32)  # type: ignore[assignment]
+
+    def _obs(self) -> Any:
+        return self.np_random.uniform(-1, 1, 2).astype(np.float32)
+
+
 @pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda m: m.value)
 @pytest.mark.parametrize(
-    "make", [InfoEnv, lambda: gymnasium.make("CartPole-v1")], ids=["info", "cartpole"]
+    "make",
+    [InfoEnv, BoxInfoEnv, lambda: gymnasium.make("CartPole-v1")],
+    ids=["info", "box-info", "cartpole"],
 )
 @pytest.mark.parametrize("copy", [True, False], ids=["copied", "own-buffer"])
 def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any, copy: bool) -> None:
@@ -86,6 +98,46 @@ def test_every_step_equals_gymnasiums(mode: AutoresetMode, make: Any, copy: bool
     assert ended > 10  # the episodes did end, often, so the autoreset paths ran
     ours.close()
     theirs.close()
+
+
+class _OddObsEnv(gymnasium.Env[Any, np.int64]):
+    """A Box env whose observations are not always arrays of its space's dtype and shape."""
+
+    observation_space = spaces.Box(-1, 1, (2,), np.float32)
+    action_space = spaces.Discrete(6)
+    odd: ClassVar[dict[int, Any]] = {
+        1: np.array([0.1, 0.2]),  # float64: cast to the batch's float32
+        2: [0.25, 0.5],  # a list
+        3: np.array([1, 2], np.int16),
+        4: np.float32(0.5),  # a scalar
+        5: np.zeros(3, np.float32),  # another shape
+    }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: np.int64) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self.odd.get(int(action), np.ones(2, np.float32)), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("odd", [1, 2, 3, 4, 5])
+def test_observations_that_are_not_rows_of_the_batch_are_stacked_as_by_gymnasium(
+    odd: int,
+) -> None:
+    ours, theirs = LeanSyncVectorEnv([_OddObsEnv] * 3), SyncVectorEnv([_OddObsEnv] * 3)
+    ours.reset(seed=0)
+    theirs.reset(seed=0)
+    actions = np.array([0, odd, 0])
+    try:
+        expected = theirs.step(actions)
+    except ValueError as exc:
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            ours.step(actions)
+    else:
+        assert_same(ours.step(actions), expected)
+    assert_same(ours.step(np.zeros(3, np.int64)), theirs.step(np.zeros(3, np.int64)))
 
 
 def test_a_disabled_copy_stepped_past_its_end_fails_as_in_gymnasium() -> None:

@@ -41,6 +41,7 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         # A transport's own vector step (gym-socket's lean one) where it has one
         self._send_step = getattr(transport, "send_vector_step", None)
         self._receive_step = getattr(transport, "receive_vector_step", None)
+        self._receive_split = getattr(transport, "receive_vector_split", None)
 
     def reset(
         self, *, seed: int | list[int | None] | None = None, options: dict[str, Any] | None = None
@@ -84,6 +85,21 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
             reply.truncations,
             reply.infos,
         )
+
+    def step_wait_finals(
+        self,
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray | None]:
+        """:meth:`step_wait`'s batch, and the final observations kept apart where the
+        transport can (gym-socket's usual SameStep reply): then the info is ``{}`` and the
+        last item the batch of the final observations of the copies whose episodes ended, in
+        copy order (their final infos all empty); else the info is :meth:`step_wait`'s and
+        the last item None."""
+        if self._receive_split is None:
+            return (*self.step_wait(), None)
+        if not self._waiting:
+            raise StateError("step_wait without step_async")
+        self._waiting = False
+        return self._receive_split()  # type: ignore[no-any-return]
 
     def step(
         self, actions: object

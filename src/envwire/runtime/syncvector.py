@@ -8,7 +8,11 @@ scalars (rewards, terminations, truncations, the autoreset flags) once per copy,
 else of ``SyncVectorEnv`` (making, seeding, resetting, spaces, closing) and replaces only
 ``step``: the mode and Gymnasium's functions for the spaces are settled once, each copy's
 results go into Python lists that become the arrays at once after the loop, empty infos are
-skipped, and a batch of plain arrays is copied without ``deepcopy``'s dispatch.
+skipped, an array batch's actions are taken by index (an array's iterator ends in a formatted
+``IndexError``), the observations that are arrays of the batch's row shape and dtype are copied
+in row by row (``np.stack``'s result without its Python), the ``SameStep`` info of copies that
+ended with empty infos is made once after the loop, and a batch of plain arrays is copied
+without ``deepcopy``'s dispatch.
 
 The results are those of ``SyncVectorEnv.step`` in each of the three autoreset modes: the same
 calls on each copy in the same order, the same arrays (dtypes and values), the same infos with
@@ -19,6 +23,7 @@ by side). ``benchmarks/README.md`` has the figures.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from copy import deepcopy
 from typing import Any
 
@@ -27,7 +32,14 @@ from gymnasium.spaces import Box, Discrete, MultiBinary, MultiDiscrete
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import concatenate, iterate
 
+from envwire.tensor import NDARRAY
+
 __all__ = ["LeanSyncVectorEnv"]
+
+#: Gymnasium's ``VectorEnv._add_info``: (the vector info, a copy's info, the copy) -> the info.
+_AddInfo = Callable[[dict[str, Any], dict[str, Any], int], dict[str, Any]]
+#: NumPy's functions of every batch as globals (the interpreter specializes a global's load).
+_logical_or = np.logical_or
 
 #: What the lean loop reads and writes of ``SyncVectorEnv``'s own state. A Gymnasium release
 #: that no longer has one of them gets its own ``step`` (the results are the same).
@@ -45,6 +57,47 @@ _INTERNALS = (
 #: (its ``iterate`` and ``concatenate`` for them); exact types, since a subclass may register
 #: its own.
 _ARRAY_SPACES = (Box, Discrete, MultiDiscrete, MultiBinary)
+
+
+def _flush(
+    add_info: _AddInfo, infos: dict[str, Any], ended: list[tuple[int, Any]]
+) -> dict[str, Any]:
+    """``infos`` with the final observations of ``ended`` added (and ``ended`` emptied), by
+    the calls Gymnasium's loop would have made in their place."""
+    for i, final in ended:
+        infos = add_info(infos, {"final_obs": final, "final_info": {}}, i)
+    ended.clear()
+    return infos
+
+
+def _final_obs(count: int, ended: list[tuple[int, Any]]) -> dict[str, Any]:
+    """Gymnasium's vector info of ``count`` copies where only ``ended`` ended, their final
+    infos empty, and no copy has another info: what its ``_add_info`` makes of them."""
+    final = np.empty(count, dtype=object)  # np.full(count, None, dtype=object): full's Python
+
+    flags = [False] * count
+    for i, row in ended:
+        final[i] = row
+        flags[i] = True
+    return {
+        "final_obs": final,
+        "_final_obs": np.array(flags),
+        "final_info": {},
+        "_final_info": np.array(flags),
+    }
+
+
+def _rows_fit(rows: list[Any], batch: object) -> bool:
+    """Whether every item of ``rows`` is a plain array of ``batch``'s row shape and dtype."""
+    if type(batch) is not NDARRAY or len(rows) != len(batch):
+        return False
+    dtype, shape = batch.dtype, batch.shape[1:]
+    for row in rows:
+        if type(row) is not NDARRAY or row.shape != shape:
+            return False
+        if row.dtype is not dtype and row.dtype != dtype:
+            return False
+    return True
 
 
 class LeanSyncVectorEnv(SyncVectorEnv):
@@ -70,7 +123,14 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         truncations: list[Any] = [False] * count
         infos: dict[str, Any] = {}
         add_info = self._add_info
-        each = iter(actions) if self._iterable_actions else iterate(self.action_space, actions)
+        each: Iterable[Any]
+        if not self._iterable_actions:
+            each = iterate(self.action_space, actions)
+        elif type(actions) is NDARRAY and actions.ndim and len(actions) == count:
+            # iter(actions)'s items, by index: an array's iterator ends in a formatted IndexError
+            each = [actions[i] for i in range(count)]
+        else:
+            each = iter(actions)
         pairs = enumerate(zip(each, envs, strict=True))
         if mode == AutoresetMode.NEXT_STEP:
             autoreset = self._autoreset_envs.tolist()
@@ -89,29 +149,19 @@ class LeanSyncVectorEnv(SyncVectorEnv):
                 if info:
                     infos = add_info(infos, info, i)
         elif mode == AutoresetMode.SAME_STEP:
-            for i, (action, env) in pairs:
-                obs[i], rewards[i], terminations[i], truncations[i], info = env.step(action)
-                if terminations[i] or truncations[i]:
-                    infos = add_info(infos, {"final_obs": obs[i], "final_info": info}, i)
-                    obs[i], info = env.reset()
-                if info:
-                    infos = add_info(infos, info, i)
+            infos = self._same_step(pairs, obs, rewards, terminations, truncations)
         else:
             raise ValueError(f"Unexpected autoreset mode, {mode}")
         self._rewards[:] = rewards
         self._terminations[:] = terminations
         self._truncations[:] = truncations
-        batch: Any
-        if self._stacked:
-            batch = np.stack(obs, axis=0, out=self._observations)  # type: ignore[arg-type]
-        else:
-            batch = concatenate(self.single_observation_space, obs, self._observations)
+        batch = self._stack(obs)
         self._observations = batch
-        self._autoreset_envs = np.logical_or(self._terminations, self._truncations)
+        self._autoreset_envs = _logical_or(self._terminations, self._truncations)
         if self.copy:
             # deepcopy of a plain array is this copy (NumPy's __deepcopy__), without copy's
             # dispatch; object arrays and dicts or tuples of arrays take deepcopy itself
-            plain = type(batch) is np.ndarray and batch.dtype.kind != "O"
+            plain = type(batch) is NDARRAY and batch.dtype.kind != "O"
             batch = batch.copy(order="K") if plain else deepcopy(batch)
         return (
             batch,
@@ -120,3 +170,48 @@ class LeanSyncVectorEnv(SyncVectorEnv):
             self._truncations.copy(),
             infos,
         )
+
+    def _same_step(
+        self,
+        pairs: Iterable[tuple[int, tuple[Any, Any]]],
+        obs: list[Any],
+        rewards: list[Any],
+        terminations: list[Any],
+        truncations: list[Any],
+    ) -> dict[str, Any]:
+        """The ``SameStep`` loop: each copy stepped, reset at once if it ended; the infos."""
+        infos: dict[str, Any] = {}
+        add_info = self._add_info
+        # The ended copies whose final info is empty, not yet added: while nothing else is,
+        # Gymnasium's vector info of them is made at once after the loop (_final_obs).
+        ended: list[tuple[int, Any]] = []
+        for i, (action, env) in pairs:
+            obs[i], rewards[i], terminations[i], truncations[i], info = env.step(action)
+            if terminations[i] or truncations[i]:
+                if type(info) is dict and not info:
+                    ended.append((i, obs[i]))
+                else:
+                    if ended:
+                        infos = _flush(add_info, infos, ended)
+                    infos = add_info(infos, {"final_obs": obs[i], "final_info": info}, i)
+                obs[i], info = env.reset()
+            if info:
+                if ended:
+                    infos = _flush(add_info, infos, ended)
+                infos = add_info(infos, info, i)
+        if ended:
+            return _flush(add_info, infos, ended) if infos else _final_obs(len(obs), ended)
+        return infos
+
+    def _stack(self, obs: list[Any]) -> Any:
+        """The batch of the copies' observations, in the observations' buffer where it can."""
+        batch = self._observations
+        if not self._stacked:
+            return concatenate(self.single_observation_space, obs, batch)
+        if not _rows_fit(obs, batch):
+            return np.stack(obs, axis=0, out=batch)
+        # np.stack's result where each copy's observation is an array of the batch's row
+        # shape and dtype: each row copied in, without stack's Python and its checks
+        for i, row in enumerate(obs):
+            batch[i] = row
+        return batch

@@ -14,6 +14,7 @@ from gymnasium.utils.env_checker import data_equivalence
 pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
 torch = pytest.importorskip("torch", reason="the sb3 extra is not installed")
 
+from gymnasium.vector.utils import batch_space  # noqa: E402
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.callbacks import BaseCallback  # noqa: E402
 from stable_baselines3.common.env_checker import check_env  # noqa: E402
@@ -23,9 +24,12 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor  # noqa: E4
 
 import envwire  # noqa: E402
 from envwire.adapters.training.sb3 import RemoteAttributeError, SB3VecEnv, make_vec_env  # noqa: E402
+from envwire.adapters.vector import RemoteVectorEnv  # noqa: E402
 from envwire.errors import InvalidArgumentError, UnsupportedError  # noqa: E402
+from envwire.protocols.gymsocket.finals import merge_finals  # noqa: E402
 from envwire.testing import ServerProcess  # noqa: E402
-from tests.adapters.helpers import ticker  # noqa: E402
+from tests.adapters.helpers import quiet_ticker, ticker  # noqa: E402
+from tests.spaces_catalog import assert_same  # noqa: E402
 
 TICKER = "test/Ticker-v0"
 N = 4
@@ -89,17 +93,28 @@ def test_episodes_ending_without_infos_equal_dummy_vec_env(
     adapter_server: ServerProcess, scheme: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """CartPole's steps carry no info, so a step where episodes end is split per copy by the
-    lean way (only final observations): the same batches, infos and reset infos as
-    DummyVecEnv's, as the general split gives them."""
+    lean way (only final observations: over gym-socket kept apart from any vector info, over
+    dm_env_rpc taken from it): the same batches, infos and reset infos as DummyVecEnv's, as
+    the general split gives them."""
     split = []
-    original = SB3VecEnv._ended_only
+    if scheme == "gym-socket":
+        original = RemoteVectorEnv.step_wait_finals
 
-    def counted(self: SB3VecEnv, *args: Any) -> Any:
-        result = original(self, *args)
-        split.append(result is not None)
-        return result
+        def counted(self: RemoteVectorEnv) -> Any:
+            result = original(self)
+            split.append(result[5] is not None and len(result[5]) > 0)
+            return result
 
-    monkeypatch.setattr(SB3VecEnv, "_ended_only", counted)
+        monkeypatch.setattr(RemoteVectorEnv, "step_wait_finals", counted)
+    else:
+        original_ended = SB3VecEnv._ended_only
+
+        def counted_ended(self: SB3VecEnv, *args: Any) -> Any:
+            result = original_ended(self, *args)
+            split.append(result is not None)
+            return result
+
+        monkeypatch.setattr(SB3VecEnv, "_ended_only", counted_ended)
     remote = make_vec_env(adapter_server.url(scheme, "CartPole-v1"), N, seed=3, monitor=False)
     local = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * N)
     local.seed(3)
@@ -114,6 +129,100 @@ def test_episodes_ending_without_infos_equal_dummy_vec_env(
         remote.close()
         local.close()
     assert sum(split) >= 5
+
+
+def test_the_lean_step_equals_the_general_one_and_dummy_vec_env(
+    adapter_server: ServerProcess,
+) -> None:
+    """Episodes without infos that end by termination, by the time limit and by both at once:
+    over gym-socket the lean step (final observations kept apart from the vector info) and
+    the general one (the vector info split per copy) give DummyVecEnv's batches, infos and
+    reset infos."""
+    url = adapter_server.url("gym-socket", "test/QuietTicker-v0")
+    lean = make_vec_env(url, N, seed=5, monitor=False)
+    general = make_vec_env(url, N, seed=5, monitor=False)
+    assert isinstance(lean, SB3VecEnv) and isinstance(general, SB3VecEnv)
+    general.vector._receive_split = None  # the transport's split read, unused
+    local = DummyVecEnv([quiet_ticker for _ in range(N)])
+    local.seed(5)
+    ends = {"terminated": 0, "truncated": 0, "split": 0}
+    try:
+        observations = [env.reset() for env in (lean, general, local)]
+        assert same(observations[0], observations[2]) and same(observations[1], observations[2])
+        for t in range(60):
+            steps = [env.step(actions(t)) for env in (lean, general, local)]
+            for env, step in zip((lean, general), steps, strict=False):
+                assert same(step, steps[2]), f"step {t}"
+                assert same(env.reset_infos, local.reset_infos), f"step {t}"
+            for done, info in zip(steps[0][2], steps[0][3], strict=True):
+                if done:
+                    ends["truncated" if info["TimeLimit.truncated"] else "terminated"] += 1
+    finally:
+        for env in (lean, general, local):
+            env.close()
+    assert ends["terminated"] > 0 and ends["truncated"] > 0, ends
+
+
+class _Scripted:
+    """A SameStep vector env's stand-in whose steps are given: SB3VecEnv's other side."""
+
+    def __init__(self, space: gymnasium.Space[Any], steps: list[tuple[Any, ...]]) -> None:
+        self.num_envs = N
+        self.single_observation_space = space
+        self.single_action_space = gymnasium.spaces.Discrete(2)
+        self.metadata = {"autoreset_mode": gymnasium.vector.AutoresetMode.SAME_STEP}
+        self.steps = iter(steps)
+
+    def step_async(self, actions: Any) -> None:
+        pass
+
+    def step_wait_finals(self) -> tuple[Any, ...]:
+        return next(self.steps)
+
+
+_ENDS = [  # terminated, truncated per copy
+    ([False] * N, [False] * N),
+    ([False, True, False, False], [False] * N),
+    ([False] * N, [False, False, True, False]),
+    ([True, False, False, True], [True, True, False, False]),
+    ([True] * N, [False] * N),
+]
+
+
+@pytest.mark.parametrize(
+    "space",
+    [
+        gymnasium.spaces.Box(-1, 1, (3,), np.float32),
+        gymnasium.spaces.Box(0, 255, (2, 3), np.uint8),
+        gymnasium.spaces.Discrete(5),
+    ],
+    ids=["box", "box_2d", "discrete"],
+)
+def test_final_observations_kept_apart_give_the_general_paths_infos(space: Any) -> None:
+    """The same steps, once with the final observations kept apart (the lean read) and once
+    in Gymnasium's vector info (the general one): the same batches, step infos (each final
+    observation as Gymnasium's final_obs holds it, a 0-d array for a scalar space) and reset
+    infos."""
+    batch = batch_space(space, N)
+    batch.seed(1)
+    lean_steps, general_steps = [], []
+    for terminated, truncated in _ENDS:
+        observations, rewards = batch.sample(), np.arange(N, dtype=np.float64) / 3
+        ended = np.logical_or(terminated, truncated)
+        rows = batch.sample()[ended]
+        arrays = (observations, rewards, np.array(terminated), np.array(truncated))
+        lean_steps.append((*arrays, {}, rows))
+        infos = merge_finals({}, 3, ended, rows) if ended.any() else {}
+        general_steps.append((*arrays, infos, None))
+    lean = SB3VecEnv(_Scripted(space, lean_steps))  # type: ignore[arg-type]
+    general = SB3VecEnv(_Scripted(space, general_steps))  # type: ignore[arg-type]
+    for t in range(len(_ENDS)):
+        for env in (lean, general):
+            env.reset_infos = [{"copy": i} for i in range(N)]
+        got, want = lean.step(np.zeros(N, np.int64)), general.step(np.zeros(N, np.int64))
+        assert_same(got, want, f"step {t}")
+        assert_same(lean.reset_infos, general.reset_infos, f"step {t}")
+        assert got[1].dtype == np.float32 and got[2].dtype == np.bool_
 
 
 def test_seeds_and_options_are_used_for_one_reset(

@@ -271,3 +271,40 @@ def test_lean_vector_steps_and_errors_equal_general_ones(
         lean.close()
         general.close()
     assert sum(lean_reads) >= 20
+
+
+@pytest.mark.parametrize("env_id", ["CartPole-v1", FRAMES])
+def test_sb3s_lean_steps_and_errors_equal_general_ones(
+    server: ServerProcess, env_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SB3's VecEnv with the final observations read apart (CartPole's episodes end often;
+    frames come in several reads) beside the same VecEnv on the general path: the same
+    batches, infos and reset infos, and the same errors for batches the server refuses."""
+    pytest.importorskip("stable_baselines3", reason="the sb3 extra is not installed")
+    from envwire.adapters.training.sb3 import SB3VecEnv, make_vec_env
+
+    splits = _counted(monkeypatch, "lean_vector_split")
+    url = server.url("gym-socket", env_id)
+    lean, general = (make_vec_env(url, 4, seed=2, monitor=False) for _ in range(2))
+    assert isinstance(lean, SB3VecEnv) and isinstance(general, SB3VecEnv)
+    general.vector._receive_split = None  # the transport's split read, unused
+    bad = [np.array([0, 1, 5, 0]), np.zeros(5, np.int64)]
+    try:
+        assert_same(lean.reset(), general.reset())
+        for t in range(30):
+            actions = np.array([(t + i) % 2 for i in range(4)])
+            assert_same(lean.step(actions), general.step(actions), f"step {t}")
+            assert_same(lean.reset_infos, general.reset_infos, f"step {t}")
+        for actions in bad:
+            errors = []
+            for env in (lean, general):
+                with pytest.raises(EnvwireError) as raised:
+                    env.step(actions)
+                errors.append((type(raised.value), str(raised.value)))
+            assert errors[0] == errors[1]
+        actions = np.zeros(4, np.int64)
+        assert_same(lean.step(actions), general.step(actions), "after the errors")
+    finally:
+        lean.close()
+        general.close()
+    assert sum(splits) >= 25  # the usual replies were read apart

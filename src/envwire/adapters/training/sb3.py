@@ -43,6 +43,11 @@ with requires("sb3", "envwire.adapters.training.sb3"):
 
 __all__ = ["RemoteAttributeError", "SB3VecEnv", "make_vec_env", "unbatch_infos"]
 
+#: NumPy's functions of every step as globals: the interpreter specializes a global's load, not
+#: a NumPy module attribute's.
+_logical_or, _logical_and, _logical_not = np.logical_or, np.logical_and, np.logical_not
+_asarray, _F32 = np.asarray, np.dtype(np.float32)
+
 #: Gymnasium's SameStep infos: the ended episode's last observation and its step's info.
 _FINAL_OBS, _FINAL_INFO = "final_obs", "final_info"
 #: The keys of a SameStep vector info where episodes ended and no copy had any other info.
@@ -141,13 +146,37 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
     def step_wait(self) -> tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """The step sent by :meth:`step_async`, in SB3's form (see the module docstring)."""
         self._waiting = False
-        observations, rewards, terminated, truncated, infos = self.vector.step_wait()
-        dones = np.logical_or(terminated, truncated)
-        # DummyVecEnv's flag, on every copy and every step: a time limit cut the episode short
-        limits: list[bool] = np.logical_and(truncated, np.logical_not(terminated)).tolist()
+        observations, rewards, terminated, truncated, infos, finals = self.vector.step_wait_finals()
+        dones = _logical_or(terminated, truncated)
         # (lists of Python bools: NumPy's any() and flatnonzero() are Python functions that
         # cost more than the few items they look at)
-        if not infos and True not in dones.tolist():
+        ended: list[bool] = dones.tolist()
+        count = ended.count(True)
+        if finals is not None and len(finals) == count:
+            # The usual step, read lean: no info, and the final observations of the ended
+            # copies (their final infos empty), without Gymnasium's vector info around them.
+            if True in truncated.tolist():
+                limits = _logical_and(truncated, _logical_not(terminated)).tolist()
+                step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
+            else:
+                step_infos = [{"TimeLimit.truncated": False} for _ in ended]
+            if count:
+                # each row as Gymnasium's final_obs holds it: a view (a 0-d array for a batch
+                # of scalars), by index (iterating an array ends in a formatted IndexError)
+                scalars = finals.ndim == 1
+                reset_infos = self.reset_infos
+                j = 0
+                for i, done in enumerate(ended):
+                    if done:
+                        reset_infos[i] = {}
+                        step_infos[i]["terminal_observation"] = (
+                            finals[j, ...] if scalars else finals[j]
+                        )
+                        j += 1
+            return observations, rewards.astype(_F32), dones, step_infos
+        # DummyVecEnv's flag, on every copy and every step: a time limit cut the episode short
+        limits = _logical_and(truncated, _logical_not(terminated)).tolist()
+        if not infos and True not in ended:
             # the usual step of a training run: no copy ended and none has info, so there is
             # nothing to split per copy (SameStep infos always carry an ended copy's final_obs)
             step_infos = [{"TimeLimit.truncated": limit} for limit in limits]
@@ -155,7 +184,7 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
             step_infos = self._ended_only(infos, dones, limits) or self._split_infos(
                 infos, dones, limits
             )
-        return observations, np.asarray(rewards, np.float32), dones, step_infos
+        return observations, _asarray(rewards, _F32), dones, step_infos
 
     def _ended_only(
         self, infos: dict[str, Any], dones: np.ndarray, limits: list[bool]

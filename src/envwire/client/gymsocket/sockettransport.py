@@ -57,6 +57,8 @@ _REFUSALS: tuple[tuple[str, type[EnvwireError]], ...] = (("unknown env ", Unknow
 _R = TypeVar("_R", bound=m.Reply)
 #: A vector step's result, as Gymnasium's vector envs return it.
 VectorStep = tuple[Any, Any, Any, Any, dict[str, Any]]
+#: A vector step's result, and its final observations kept apart (None: in the info).
+VectorSplit = tuple[Any, Any, Any, Any, dict[str, Any], Any]
 _L = TypeVar("_L")
 #: What the wrong server's answers are told from.
 _EXPECTING = Expecting("gym-socket", Found.GYM_SOCKET, DEFAULT_PORT)
@@ -326,8 +328,14 @@ class GymSocketTransport:
         result comes from :meth:`receive_vector_step`. A batch of actions that is an array
         of a tensor dtype, sent with nothing else in flight, is lean: the bytes before its own
         are made once per dtype and shape."""
-        request = self._codec.lean_vector_request(actions)
-        self._send(self._codec.send_request(m.Step(actions)) if request is None else request)
+        codec = self._codec
+        request = codec.lean_vector_request(actions)
+        if request is None:
+            request = codec.send_request(m.Step(actions))
+        try:  # _send(), inlined: every batch
+            self._sock.sendall(request)
+        except OSError as exc:
+            raise self._send_failed(exc) from exc
 
     def receive_vector_step(self) -> VectorStep:
         """The result of the vector step in flight: (observations, rewards, terminations,
@@ -348,6 +356,45 @@ class GymSocketTransport:
         if not isinstance(reply, m.VectorStepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")
         return reply.observations, reply.rewards, reply.terminations, reply.truncations, reply.infos
+
+    def receive_vector_split(self) -> VectorSplit:
+        """:meth:`receive_vector_step`, with the final observations of a SameStep session's
+        usual reply kept apart: (observations, rewards, terminations, truncations, infos,
+        finals), where ``finals`` is None and ``infos`` Gymnasium's whole vector info, or
+        ``infos`` is ``{}`` and ``finals`` the batch of the final observations of the copies
+        whose episodes ended, in copy order (their final infos empty), which Gymnasium's info
+        would carry as ``final_obs``, ``_final_obs``, ``final_info`` and ``_final_info``.
+
+        Raises:
+            EnvwireError: as :meth:`receive_vector_step` raises.
+        """
+        codec = self._codec
+        if not codec.buffered:
+            if self._busy_poll:
+                size = self._read()
+            else:  # _read(), inlined: every batch
+                try:
+                    size = self._sock.recv_into(self._inbox)
+                except OSError as exc:
+                    raise self._read_failed(exc)  # noqa: B904 (its cause is set)
+                if not size:
+                    raise self._closed()
+            step = codec.lean_vector_split(self._inbox, size)
+            if step is None:
+                step = self._read_lean(codec.lean_vector_split, size)
+            if step is not None:
+                return step
+        reply = self.receive()
+        if not isinstance(reply, m.VectorStepReply):
+            raise ProtocolError(f"step answered with {type(reply).__name__}")
+        return (
+            reply.observations,
+            reply.rewards,
+            reply.terminations,
+            reply.truncations,
+            reply.infos,
+            None,
+        )
 
     def receive(self) -> m.Reply:
         """The reply to the oldest unanswered request.

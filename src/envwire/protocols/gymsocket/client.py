@@ -19,6 +19,7 @@ from envwire.errors import (
 from envwire.protocols.gymsocket.client_replies import Parsed, ReplyParser
 from envwire.protocols.gymsocket.lean import (
     SeedLayout,
+    SplitStep,
     StepLayout,
     StepResult,
     VectorLayout,
@@ -49,6 +50,9 @@ _STEP_BYTES = {p: U8.pack(p) for p in (Packet.STEP, Packet.STEP_EX)}
 _UNSEEDED_RESET = U8.pack(Packet.RESET_EX) + pack_field(json_bytes({"seed": None, "options": None}))
 _SEED_RESET = U8.pack(Packet.RESET)
 
+#: The vector step's packet as a global: an enum member's load goes through the enum type's
+#: __getattr__ (about 850 instructions, every batch).
+_VECTOR_STEP = Packet.VECTOR_STEP
 #: How many distinct actions' step requests a connection keeps (a Discrete space's actions).
 _LEAN_ACTIONS = 1024
 #: The integer actions' types (a tuple: ``int | np.integer`` would be built on every call).
@@ -337,7 +341,7 @@ class ClientConnection(ReplyParser):
             size = len(tensor) + actions.nbytes
             packet = U8.pack(Packet.VECTOR_STEP) + b"\x01" + U32.pack(size) + tensor
             head = self._vector_head = (dtype, shape, packet)
-        self._expect.append(Packet.VECTOR_STEP)
+        self._expect.append(_VECTOR_STEP)
         return head[2] + actions.tobytes()
 
     def lean_vector_step(self, view: memoryview, size: int) -> VectorStep | None:
@@ -351,6 +355,18 @@ class ClientConnection(ReplyParser):
             self._expect.popleft()
         return arrays
 
+    def lean_vector_split(self, view: memoryview, size: int) -> SplitStep | None:
+        """:meth:`lean_vector_step` with the final observations of the usual reply kept apart
+        (:meth:`VectorLayout.read_split`): for a SameStep vector env that reads them per copy
+        (SB3's) rather than as Gymnasium's vector info."""
+        expect, layout = self._expect, self._vector_layout  # _lean_layout(), inlined
+        if layout is None or len(expect) != 1 or expect[0] is not _VECTOR_STEP or self._buf.data:
+            return None
+        step = layout.read_split(view, size)
+        if step is not None:
+            expect.popleft()
+        return step
+
     def _lean_layout(self) -> StepLayout | SeedLayout | VectorLayout | None:
         """The layout the reply to the one request in flight may have, if it may be lean."""
         if len(self._expect) != 1 or self._buf.data:
@@ -358,7 +374,7 @@ class ClientConnection(ReplyParser):
         expect = self._expect[0]
         if expect is self._step_packet:
             return self._step_layout
-        return self._vector_layout if expect is Packet.VECTOR_STEP else None
+        return self._vector_layout if expect is _VECTOR_STEP else None
 
     def lean_wants(self, view: memoryview, size: int) -> int:
         """How many bytes the reply to the one request in flight has in all, as far as its

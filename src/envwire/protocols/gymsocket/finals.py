@@ -20,7 +20,8 @@ The client puts the keys back where Gymnasium has them, so both forms read as th
 from __future__ import annotations
 
 import functools
-from typing import Any, Final
+import math
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -35,14 +36,17 @@ from envwire.protocols.gymsocket.packets import (
     pack_column,
     unpack_tensor,
 )
+from envwire.tensor import NDARRAY
 
 __all__ = [
     "FINALS_EMPTY_INFO",
     "FINALS_OBS",
     "NO_FINALS",
+    "UsualFinals",
     "merge_finals",
     "read_finals",
     "split_finals",
+    "usual_finals",
 ]
 
 #: The kind bits: final observations follow; the final infos were all empty.
@@ -57,6 +61,9 @@ _TENSOR_FIELD: Final = bytes((OBS_TENSOR,))
 _FINAL_OBS, _FINAL_OBS_MASK = "final_obs", "_final_obs"
 _FINAL_INFO, _FINAL_INFO_MASK = "final_info", "_final_info"
 _BOOL: Final = np.dtype(np.bool_)
+_OBJECT: Final = np.dtype(object)
+#: The keys of the usual SameStep info where copies ended: nothing but what the field carries.
+_USUAL: Final = [_FINAL_OBS, _FINAL_OBS_MASK, _FINAL_INFO, _FINAL_INFO_MASK]
 #: The info's first keys when final observations leave it, and the next two when the final
 #: infos leave it too (the order in which the client puts them back).
 _FIRST: Final = [_FINAL_OBS, _FINAL_OBS_MASK]
@@ -75,6 +82,10 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     whole (the field is :data:`NO_FINALS`).
     """
     keys = list(infos)
+    if keys == _USUAL:
+        field = _usual_field(*infos.values())
+        if field is not None:
+            return {}, field
     if keys[:2] != _FIRST:  # the client puts them first, where Gymnasium's vector env has them
         return infos, NO_FINALS
     final, mask = infos[_FINAL_OBS], infos[_FINAL_OBS_MASK]
@@ -137,6 +148,63 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     )
 
 
+def _usual_field(
+    final: object, mask: object, final_info: object, info_mask: object
+) -> bytes | None:
+    """:func:`split_finals`'s field for the usual SameStep info (its four keys alone: the ended
+    copies' final observations, of one native tensor dtype and shape, and their final infos
+    all empty), or None for any other, which :func:`split_finals` then reads in full."""
+    if (
+        type(final) is not NDARRAY
+        or type(mask) is not NDARRAY
+        or type(info_mask) is not NDARRAY
+        or type(final_info) is not dict
+        or final_info
+        or mask.dtype is not _BOOL
+        or info_mask.dtype is not _BOOL
+        or final.dtype is not _OBJECT
+        or final.ndim != 1
+        or mask.shape != final.shape
+        or info_mask.shape != final.shape
+    ):
+        return None
+    flags = mask.tobytes()
+    if info_mask.tobytes() != flags:
+        return None
+    rows = []
+    for item, flag in zip(final.tolist(), flags, strict=True):
+        if flag:
+            if type(item) is not NDARRAY:
+                return None
+            rows.append(item)
+        elif item is not None:
+            return None
+    if not rows:
+        return None
+    first = rows[0]
+    dtype, shape = first.dtype, first.shape
+    code = CODE_BY_DTYPE.get(dtype)
+    if code is None or not dtype.isnative or len(shape) >= 32:
+        return None
+    for row in rows:
+        if (row.dtype is not dtype and row.dtype != dtype) or row.shape != shape:
+            return None
+    ndim = len(shape) + 1
+    header = TENSOR_HEADERS[ndim].pack(code, ndim, len(rows), *shape)
+    data = b"".join([row.tobytes() for row in rows])
+    return b"".join(
+        (
+            _KINDS[FINALS_OBS | FINALS_EMPTY_INFO],
+            _mask_head(len(flags)),
+            flags,
+            _TENSOR_FIELD,
+            U32.pack(len(header) + len(data)),
+            header,
+            data,
+        )
+    )
+
+
 def read_finals(
     data: bytes | bytearray | memoryview, pos: int, size: int, num_envs: int
 ) -> Finals | None:
@@ -178,6 +246,36 @@ def read_finals(
     if stop != batch_field[1] or not batch.ndim or batch.shape[0] != count:
         raise ProtocolError(f"final observations {list(batch.shape)} for {count} ended copies")
     return kind, mask, batch, stop
+
+
+class UsualFinals(NamedTuple):
+    """The fixed bytes of the usual final field of ``num_envs`` copies (kind 3: the final
+    observations of the ended copies as one tensor of ``dtype``, rows of ``shape``, and every
+    final info empty), for the client's lean reads: ``before`` comes before the mask's
+    ``num_envs`` bytes; ``heads[k]`` between the mask and the data of ``k`` rows, whose
+    shape and size are ``shapes[k]`` and ``sizes[k]``."""
+
+    before: bytes
+    heads: tuple[bytes, ...]
+    shapes: tuple[tuple[int, ...], ...]
+    sizes: tuple[int, ...]
+
+
+def usual_finals(num_envs: int, dtype: np.dtype[Any], shape: tuple[int, ...]) -> UsualFinals | None:
+    """The usual final field's fixed bytes (as :func:`split_finals` writes them) for final
+    observations of ``dtype`` and ``shape``; None for a dtype or shape it never writes so."""
+    if dtype not in CODE_BY_DTYPE or not dtype.isnative or len(shape) >= 32:
+        return None
+    ndim, code = len(shape) + 1, CODE_BY_DTYPE[dtype]
+    row = dtype.itemsize * math.prod(shape)
+    heads, shapes, sizes = [], [], []
+    for k in range(num_envs + 1):
+        header = TENSOR_HEADERS[ndim].pack(code, ndim, k, *shape)
+        heads.append(_TENSOR_FIELD + U32.pack(len(header) + k * row) + header)
+        shapes.append((k, *shape))
+        sizes.append(k * row)
+    before = _KINDS[FINALS_OBS | FINALS_EMPTY_INFO] + _mask_head(num_envs)
+    return UsualFinals(before, tuple(heads), tuple(shapes), tuple(sizes))
 
 
 @functools.lru_cache(maxsize=16)

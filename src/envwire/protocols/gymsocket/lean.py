@@ -21,10 +21,17 @@ from gymnasium import spaces
 
 from envwire import jsonio
 from envwire.errors import EnvwireError
-from envwire.protocols.gymsocket.finals import NO_FINALS, merge_finals, read_finals
+from envwire.protocols.gymsocket.finals import (
+    NO_FINALS,
+    UsualFinals,
+    merge_finals,
+    read_finals,
+    usual_finals,
+)
 from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, OBS_JSON, STATUS_OK, U32
+from envwire.tensor import NDARRAY
 
-__all__ = ["SeedLayout", "StepLayout", "StepResult", "VectorStep", "VectorLayout"]
+__all__ = ["SeedLayout", "SplitStep", "StepLayout", "StepResult", "VectorLayout", "VectorStep"]
 
 _EMPTY_INFO_SIZE = len(EMPTY_INFO)
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
@@ -111,6 +118,7 @@ _SEED_TAIL = struct.Struct(f"<d?{_EMPTY_INFO_SIZE}s")
 #: without the Python around it; malformed text raises ``StopIteration`` or ``ValueError``).
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _F64, _F32 = np.dtype(np.float64), np.dtype(np.float32)
+_BOOL = np.dtype(np.bool_)
 #: The largest float32, as a Python float: no value within +-it overflows when narrowed.
 _F32_MAX = float(np.finfo(np.float32).max)
 
@@ -207,6 +215,13 @@ class VectorLayout(NamedTuple):
     finals: bool = False
     #: Each array's first and past-the-last byte, dtype and shape, for :meth:`read`.
     spans: tuple[tuple[int, int, np.dtype[Any], tuple[int, ...]], ...] = ()
+    #: With ``finals``: the usual final field's fixed bytes, for :meth:`read_split` (None
+    #: where the observations are not one tensor, or the episode ends not bool arrays).
+    usual: UsualFinals | None = None
+    #: Every fixed byte before the final field's kind (all of them without ``finals``),
+    #: read in one call, and what they are: :meth:`read_split`'s check of the layout.
+    head: Callable[[bytearray], tuple[bytes, ...]] = struct.Struct("").unpack_from
+    heads: tuple[bytes, ...] = ()
 
     @classmethod
     def learn(
@@ -234,7 +249,21 @@ class VectorLayout(NamedTuple):
             (offset, stop, array.dtype, array.shape)
             for (offset, *_), (array, stop) in zip(places, arrays, strict=True)
         )
-        return cls(tuple(fixed), places, end, finals, spans)
+        obs, _, terminated, truncated = (array for array, _ in arrays)
+        usual = None
+        if finals and obs.ndim and terminated.dtype == truncated.dtype == _BOOL:
+            usual = usual_finals(len(terminated), obs.dtype, obs.shape[1:])
+        if finals:  # the final field's kind is not part of the head
+            fixed[-1] = (fixed[-1][0], fixed[-1][1][: -len(NO_FINALS)])
+        layout, start = ["<"], 0
+        for offset, part in fixed:
+            layout.append(f"{offset - start}x{len(part)}s")
+            start = offset + len(part)
+        head = struct.Struct("".join(layout)).unpack_from
+        heads = tuple(part for _, part in fixed)
+        if finals:
+            fixed[-1] = (fixed[-1][0], fixed[-1][1] + NO_FINALS)
+        return cls(tuple(fixed), places, end, finals, spans, usual, head, heads)
 
     def wants(self, view: memoryview, size: int) -> int:
         """The whole reply's size when ``view[:size]`` begins as this layout (its first fixed
@@ -260,9 +289,8 @@ class VectorLayout(NamedTuple):
         if type(data) is not bytearray or len(data) != view.nbytes:
             data = bytearray(view[:size])
         if size == self.size:
-            for offset, part in fixed:
-                if not data.startswith(part, offset):
-                    return None
+            if self.head(data) != self.heads or (self.finals and data[size - 1]):
+                return None
             infos: dict[str, Any] = {}
         else:
             info = fixed[-1][0]
@@ -288,15 +316,85 @@ class VectorLayout(NamedTuple):
         # reused for the next read).
         (a0, z0, d0, s0), (a1, z1, d1, s1), (a2, z2, d2, s2), (a3, z3, d3, s3) = self.spans
         return (
-            np.ndarray(s0, d0, data[a0:z0]),
-            np.ndarray(s1, d1, data[a1:z1]),
-            np.ndarray(s2, d2, data[a2:z2]),
-            np.ndarray(s3, d3, data[a3:z3]),
+            NDARRAY(s0, d0, data[a0:z0]),
+            NDARRAY(s1, d1, data[a1:z1]),
+            NDARRAY(s2, d2, data[a2:z2]),
+            NDARRAY(s3, d3, data[a3:z3]),
             infos,
         )
+
+    def read_split(self, view: memoryview, size: int) -> SplitStep | None:
+        """:meth:`read`'s arrays and info, with the final observations kept apart where they
+        may be: when the reply is the usual one (an empty info, and a final field that is
+        empty or the usual one, :func:`~.finals.usual_finals`, whose mask is exactly the
+        copies whose episodes ended), its info is ``{}`` and the last item the batch of the
+        ended copies' final observations in copy order (0 rows where none ended): Gymnasium's
+        vector info is :func:`~.finals.merge_finals` of them. For any other reply the info is
+        :meth:`read`'s and the last item None. None where :meth:`read` is None."""
+        usual = self.usual
+        if usual is None:
+            step = self.read(view, size)
+            return None if step is None else (*step, None)
+        data = view.obj  # as in read(): the receive buffer itself, or a copy of the reply
+        if type(data) is not bytearray or len(data) != view.nbytes:
+            data = bytearray(view[:size])
+        (a0, z0, d0, s0), (a1, z1, d1, s1), (a2, z2, d2, s2), (a3, z3, d3, s3) = self.spans
+        if size == self.size:  # no final field's batch: none ended, or read() reports it
+            if self.head(data) != self.heads or data[size - 1]:
+                return None
+            finals: npt.NDArray[Any] | None = NDARRAY(usual.shapes[0], d0)
+        else:
+            finals = self._finals(data, size, usual)
+            if finals is None:
+                step = self.read(view, size)
+                return None if step is None else (*step, None)
+        return (
+            NDARRAY(s0, d0, data[a0:z0]),
+            NDARRAY(s1, d1, data[a1:z1]),
+            NDARRAY(s2, d2, data[a2:z2]),
+            NDARRAY(s3, d3, data[a3:z3]),
+            {},
+            finals,
+        )
+
+    def _finals(self, data: bytearray, size: int, usual: UsualFinals) -> npt.NDArray[Any] | None:
+        """The final observations when ``data[:size]`` is a whole reply of this layout with
+        an empty info and the usual final field, whose mask is exactly the copies whose
+        terminated or truncated flag is set; else None."""
+        mask = self.size - len(NO_FINALS)  # where the final field begins: its kind, the mask
+        if not data.startswith(usual.before, mask):
+            return None
+        mask += len(usual.before)
+        num = len(usual.heads) - 1
+        flags = data[mask : mask + num]
+        ended = flags.count(1)
+        if not ended or flags.count(0) != num - ended:
+            return None
+        head = usual.heads[ended]
+        batch = mask + num + len(head)
+        if size != batch + usual.sizes[ended] or not data.startswith(head, mask + num):
+            return None
+        if self.head(data) != self.heads:
+            return None
+        # The mask is the copies that ended (terminated | truncated, bools byte by byte).
+        (a2, z2, *_), (a3, z3, *_) = self.spans[2:]
+        done = int.from_bytes(data[a2:z2], "little") | int.from_bytes(data[a3:z3], "little")
+        if done != int.from_bytes(flags, "little"):
+            return None
+        return NDARRAY(usual.shapes[ended], self.spans[0][2], data[batch:size])
 
 
 #: A vector step's result: observations, rewards, terminations, truncations, infos.
 VectorStep = tuple[
     npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], npt.NDArray[Any], dict[str, Any]
+]
+#: :meth:`VectorLayout.read_split`'s: a vector step's result and the final observations
+#: kept apart (None: the info holds them, as Gymnasium's has them).
+SplitStep = tuple[
+    npt.NDArray[Any],
+    npt.NDArray[Any],
+    npt.NDArray[Any],
+    npt.NDArray[Any],
+    dict[str, Any],
+    npt.NDArray[Any] | None,
 ]
