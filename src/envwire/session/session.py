@@ -183,7 +183,8 @@ class Session:
         self._timeout = self.spec.resolved_step_timeout
         # (called with its timeout by keyword: a partial holding a keyword would build a dict
         # and a tuple on every call)
-        direct = getattr(self.worker, "call_step", None) if self.autoreset_mode is None else None
+        # (an inline worker's host steps one env or a vector of copies alike)
+        direct = getattr(self.worker, "call_step", None)
         self._env_step: Callable[..., Any] = direct or functools.partial(self.worker.call, "step")
         self._spaces = self._call("spaces")
         if self.autoreset_mode is not None:
