@@ -71,13 +71,16 @@ class _FanOut:
     is told of a one-env step only when it ends an episode (the live activity's: the session
     counts the rest)."""
 
-    __slots__ = ("every_step", "handlers", "taps")
+    __slots__ = ("every_step", "handlers", "steady", "taps")
 
     def __init__(self, taps: tuple[SessionTap, ...]) -> None:
         self.taps = taps
         # Bound once: the step path
         self.handlers = tuple(tap.handled for tap in taps)
         self.every_step = tuple(t.handled for t in taps if not getattr(t, "ends_only", False))
+        # What the session tells of a one-env step that ends no episode (SessionTap): the one
+        # tap told of every step directly, where there is one (one call, not two)
+        self.steady = self.every_step[0] if len(self.every_step) == 1 else self.handled
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         if type(reply) is m.StepReply and not (reply.terminated or reply.truncated):

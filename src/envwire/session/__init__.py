@@ -9,8 +9,8 @@ table, then dispatches with ``match``. A request the state does not allow raises
       Close (any state) ──> CLOSED
 """
 
-from envwire.session.contracts import Worker, WorkerFactory
-from envwire.session.session import Session, SessionObserver, SessionTap
+from envwire.session.contracts import SessionTap, Worker, WorkerFactory
+from envwire.session.session import Session, SessionObserver
 from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
 
 __all__ = [

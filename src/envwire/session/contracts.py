@@ -1,17 +1,18 @@
 """What a session needs from the rest of the server, as protocols: the worker its env lives
-in (``envwire.runtime`` has them) and the factory that makes it. The observer told of every
-request (``envwire.observe`` has it) is beside :class:`~envwire.session.session.Session`, which
-it is handed."""
+in (``envwire.runtime`` has them) and the factory that makes it, and the tap it tells of every
+request (``envwire.observe`` has them). The observer that hands out taps is beside
+:class:`~envwire.session.session.Session`, which it is handed."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from envwire.errors import EnvTimeoutError
+from envwire import messages as m
+from envwire.errors import EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 
-__all__ = ["Worker", "WorkerFactory"]
+__all__ = ["SessionTap", "Worker", "WorkerFactory", "told_nothing"]
 
 
 class Worker(Protocol):
@@ -49,3 +50,29 @@ class WorkerFactory(Protocol):
     def __call__(
         self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None, workers: int = 1
     ) -> Worker: ...
+
+
+class SessionTap(Protocol):
+    """What an observer attaches to one session: told of every request the session carries out.
+
+    Calls come from the thread running the request, in order, while the session holds its
+    lock; they must be quick and must not raise (the step path waits for them).
+    """
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        """``request`` succeeded with ``reply`` after ``seconds``. (A tap may also have
+        ``steady``, a callable of the same arguments that the session tells, in place of
+        ``handled``, of each one-env step that ends no episode.)"""
+        ...
+
+    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
+        """``request`` raised ``error`` after ``seconds``."""
+        ...
+
+    def closed(self) -> None:
+        """The session closed (called once)."""
+        ...
+
+
+def told_nothing(request: m.Request, reply: m.Reply, seconds: float) -> None:
+    """A session's ``steady`` before it has a tap (never called: there is no tap to tell)."""

@@ -26,10 +26,10 @@ from envwire.errors import (
     UnsupportedError,
 )
 from envwire.registry import EnvSpec
-from envwire.session.contracts import Worker, WorkerFactory
+from envwire.session.contracts import SessionTap, Worker, WorkerFactory, told_nothing
 from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
 
-__all__ = ["Session", "SessionObserver", "SessionTap"]
+__all__ = ["Session", "SessionObserver"]
 
 # Bound once: the step path calls them on every step.
 _perf_counter = time.perf_counter
@@ -89,6 +89,9 @@ class Session:
         self.front_end = front_end
         self.peer = peer
         self.tap: SessionTap | None = None
+        #: The tap's ``steady`` (see SessionTap), while the tap is the one it came from.
+        self._steady_of: SessionTap | None = None
+        self._steady: Callable[[m.Request, m.Reply, float], None] = told_nothing
         # An env that decides what a step before reset means takes one
         self._table = ENV_STEPS_ALLOWED if spec is not None and spec.decides_steps else ALLOWED
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
@@ -121,7 +124,8 @@ class Session:
         self.state = State.NEW
         self._start_worker()
         if observer is not None:
-            self.tap = observer.opened(self)
+            tap = self.tap = observer.opened(self)
+            self._steady_of, self._steady = tap, getattr(tap, "steady", tap.handled)
 
     @property
     def state(self) -> State:
@@ -279,8 +283,13 @@ class Session:
                 _SET_TERMINATED(reply, terminated)
                 _SET_TRUNCATED(reply, truncated)
                 _SET_INFO(reply, info)
-            else:
-                reply = self._stepped_vector(result)
+                if tap is not None:
+                    if tap is self._steady_of and not (terminated or truncated):
+                        self._steady(request, reply, _perf_counter() - started)
+                    else:
+                        tap.handled(request, reply, _perf_counter() - started)
+                return reply
+            reply = self._stepped_vector(result)
             if tap is not None:
                 tap.handled(request, reply, _perf_counter() - started)
             return reply
@@ -499,26 +508,6 @@ class Session:
             "episode_return": self.episode_return,
             "total_steps": self.total_steps,
         }
-
-
-class SessionTap(Protocol):
-    """What an observer attaches to one session: told of every request the session carries out.
-
-    Calls come from the thread running the request, in order, while the session holds its
-    lock; they must be quick and must not raise (the step path waits for them).
-    """
-
-    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        """``request`` succeeded with ``reply`` after ``seconds``."""
-        ...
-
-    def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
-        """``request`` raised ``error`` after ``seconds``."""
-        ...
-
-    def closed(self) -> None:
-        """The session closed (called once)."""
-        ...
 
 
 class SessionObserver(Protocol):
