@@ -221,3 +221,62 @@ def test_the_session_and_the_messages_name_no_protocol() -> None:
         if _PROTOCOL_NAMES.search(line)
     }
     assert len(sources) == 5 and not found, sorted(found)
+
+
+class _Observer:
+    """An observer whose tap records which of its callables each request reached."""
+
+    def __init__(self, steady: bool) -> None:
+        self.told: list[tuple[str, str]] = []
+        self.steady = steady
+
+    def opened(self, session: Session) -> Any:
+        told = self.told
+
+        class Tap:
+            def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+                told.append(("handled", type(request).__name__))
+
+            def failed(self, request: m.Request, error: Exception, seconds: float) -> None:
+                told.append(("failed", type(request).__name__))
+
+            def closed(self) -> None:
+                told.append(("closed", ""))
+
+        tap = Tap()
+        if self.steady:
+            tap.steady = lambda request, reply, seconds: told.append(  # type: ignore[attr-defined]
+                ("steady", type(request).__name__)
+            )
+        return tap
+
+    def refused(self, front_end: str, env_id: str, error: Exception) -> None:
+        raise AssertionError("not refused here")
+
+
+@pytest.mark.parametrize("steady", [True, False])
+def test_a_taps_steady_hears_the_steps_that_end_no_episode(steady: bool) -> None:
+    observer = _Observer(steady)
+    s = Session(parse_env_arg("CartPole-v1"), worker_factory=make_worker, observer=observer)
+    s.handle(m.Reset(seed=0))
+    steps = 0
+    while True:
+        steps += 1
+        reply = s.handle(m.Step(1))
+        assert isinstance(reply, m.StepReply)
+        if reply.terminated or reply.truncated:
+            break
+    middle = "steady" if steady else "handled"
+    assert observer.told == [
+        ("handled", "Reset"),
+        *[(middle, "Step")] * (steps - 1),
+        ("handled", "Step"),  # the step that ended the episode
+    ]
+    # A tap put in place of the observer's is told by handled alone
+    replaced = _Observer(False)
+    s.tap = replaced.opened(s)
+    s.handle(m.Reset())
+    s.handle(m.Step(1))
+    assert replaced.told == [("handled", "Reset"), ("handled", "Step")]
+    assert observer.told[-1] == ("handled", "Step")
+    s.close()

@@ -12,9 +12,14 @@ import numpy as np
 import pytest
 
 import envwire
+from envwire import messages as m
 from envwire.app import Server
 from envwire.errors import UnknownEnvError
+from envwire.observe import Observability
 from envwire.observe.live import Activity
+from envwire.registry import parse_env_arg
+from envwire.runtime import make_worker
+from envwire.session import Session
 from tests.arena.web.conftest import make_db
 from tests.observe.conftest import scrape, start, url, value
 
@@ -211,3 +216,28 @@ def test_recent_errors_keep_client_strings_short() -> None:
     kept = list(activity.errors)
     assert len(kept) == 48
     assert sum(len(json.dumps(entry)) for entry in kept) < 48 * 600
+
+
+def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
+    """The session tells a step that ends no episode to the metrics tap directly (the live
+    activity hears only the ends); the counts are the same as through the fan-out."""
+    observability = Observability()
+    session = Session(
+        parse_env_arg("CartPole-v1"), worker_factory=make_worker, observer=observability
+    )
+    assert session.tap is not None
+    steady = session.tap.steady  # type: ignore[attr-defined]
+    assert type(steady.__self__).__name__ == "_MetricsTap"
+    session.handle(m.Reset(seed=0))
+    steps = episodes = 0
+    for _ in range(60):
+        reply = session.handle(m.Step(1))
+        steps += 1
+        assert isinstance(reply, m.StepReply)
+        if reply.terminated or reply.truncated:
+            episodes += 1
+            session.handle(m.Reset())
+    counts = steady.__self__.counts
+    assert (counts.steps, counts.episodes) == (steps, episodes)
+    assert counts.kind("step").count == steps
+    session.close()
