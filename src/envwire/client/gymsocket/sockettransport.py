@@ -352,6 +352,10 @@ class GymSocketTransport:
             step = self._read_lean(codec.lean_vector_step)
             if step is not None:
                 return step
+        return self._general_vector_step()
+
+    def _general_vector_step(self) -> VectorStep:
+        """The vector step's reply read by the general path, as its arrays and info."""
         reply = self.receive()
         if not isinstance(reply, m.VectorStepReply):
             raise ProtocolError(f"step answered with {type(reply).__name__}")
@@ -370,31 +374,10 @@ class GymSocketTransport:
         """
         codec = self._codec
         if not codec.buffered:
-            if self._busy_poll:
-                size = self._read()
-            else:  # _read(), inlined: every batch
-                try:
-                    size = self._sock.recv_into(self._inbox)
-                except OSError as exc:
-                    raise self._read_failed(exc)  # noqa: B904 (its cause is set)
-                if not size:
-                    raise self._closed()
-            step = codec.lean_vector_split(self._inbox, size)
-            if step is None:
-                step = self._read_lean(codec.lean_vector_split, size)
+            step = self._read_lean(codec.lean_vector_split)
             if step is not None:
                 return step
-        reply = self.receive()
-        if not isinstance(reply, m.VectorStepReply):
-            raise ProtocolError(f"step answered with {type(reply).__name__}")
-        return (
-            reply.observations,
-            reply.rewards,
-            reply.terminations,
-            reply.truncations,
-            reply.infos,
-            None,
-        )
+        return (*self._general_vector_step(), None)
 
     def receive(self) -> m.Reply:
         """The reply to the oldest unanswered request.
