@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -72,7 +73,14 @@ def test_the_view_holds_the_runtime_and_no_site_packages() -> None:
     view = runtime_view(python)
     assert any(python.startswith(path) for path in view.binds)
     assert not any("site-packages" in path for path in view.binds)
-    assert any(path.endswith("site-packages") for path in view.hidden)
+    # The interpreter's own packages are either outside every bind (Debian's dist-packages)
+    # or under one and hidden (a site-packages beside the standard library)
+    asked = "import json, sysconfig; p = sysconfig.get_paths(); print(json.dumps(p))"
+    done = subprocess.run([python, "-I", "-S", "-c", asked], capture_output=True, check=True)
+    paths = json.loads(done.stdout)
+    for packages in {os.path.realpath(paths["purelib"]), os.path.realpath(paths["platlib"])}:
+        inside = any(packages.startswith(path + "/") for path in view.binds)
+        assert not inside or packages in view.hidden, (packages, view)
     interp = read_interp(os.path.realpath(python))
     assert interp is not None and interp.startswith("/")
 

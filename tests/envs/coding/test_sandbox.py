@@ -5,8 +5,11 @@ from __future__ import annotations
 import dataclasses
 import fcntl
 import os
+import shutil
+import tempfile
 import threading
 import time
+from collections.abc import Iterator
 
 import pytest
 
@@ -213,9 +216,19 @@ def test_refuses_without_the_boundary() -> None:
         box.check()
 
 
-def test_unsafe_fallback_keeps_the_other_layers(tmp_path: os.PathLike[str]) -> None:
+@pytest.fixture
+def reachable_root() -> Iterator[str]:
+    """A directory for run directories that every user can pass through, as the default (the
+    system's temporary directory) is: as root, runs may take user ids of their own."""
+    root = tempfile.mkdtemp(prefix="envwire-test-root-")
+    os.chmod(root, 0o711)
+    yield root
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def test_unsafe_fallback_keeps_the_other_layers(reachable_root: str) -> None:
     """Without bubblewrap, an operator who allows it gets rlimits, seccomp, Landlock, the hook."""
-    box = Sandbox(LIMITS, bwrap="/nonexistent/bwrap", unsafe=True, root=str(tmp_path))
+    box = Sandbox(LIMITS, bwrap="/nonexistent/bwrap", unsafe=True, root=reachable_root)
     layers = box.enforcement
     assert layers["boundary"] == "none" and layers["unsafe"] is True
     assert box.run("print('hi')").stdout == "hi\n"
@@ -224,9 +237,9 @@ def test_unsafe_fallback_keeps_the_other_layers(tmp_path: os.PathLike[str]) -> N
         "PermissionError: sandbox: signalling other processes is disabled"
     )
     outside = sandbox_module.Sandbox(
-        LIMITS, bwrap="/nonexistent/bwrap", unsafe=True, root=str(tmp_path), audit_hook=False
+        LIMITS, bwrap="/nonexistent/bwrap", unsafe=True, root=reachable_root, audit_hook=False
     )
-    target = os.path.join(str(tmp_path), "outside.txt")
+    target = os.path.join(reachable_root, "outside.txt")
     result = outside.run(f"open({target!r}, 'w')")
     if layers["landlock"]:
         assert last_line(result.stderr).startswith("PermissionError: [Errno 13]")
@@ -238,6 +251,24 @@ def test_unsafe_fallback_keeps_the_other_layers(tmp_path: os.PathLike[str]) -> N
     if not layers["separate_user"]:  # then no new processes at all: seccomp refuses them
         forks = outside.run("import os\nos.fork()")
         assert last_line(forks.stderr) == "PermissionError: [Errno 1] Operation not permitted"
+
+
+def test_runs_as_other_users_refuse_a_root_they_cannot_reach(
+    tmp_path: os.PathLike[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs that take user ids of their own (as root, with an interpreter every user can
+    read) are refused a root those users cannot pass through, with what to do about it."""
+    if os.geteuid() != 0:
+        pytest.skip("runs take user ids of their own only when the server runs as root")
+    monkeypatch.setattr(sandbox_module, "_PROBES", {})  # a probe of its own, not the cache's
+    monkeypatch.setattr(sandbox_module, "public", lambda path: True)
+    private = os.path.join(str(tmp_path), "private")
+    os.mkdir(private, 0o700)
+    box = Sandbox(LIMITS, bwrap="/nonexistent/bwrap", unsafe=True, root=private)
+    assert box.enforcement["separate_user"] is True
+    with pytest.raises(ConfigError, match=r"cannot reach their directory root .*private.*o\+x"):
+        box.run("print('hi')")
+    assert os.listdir(private) == []  # no run directory was made
 
 
 def test_configure_sets_the_server_wide_defaults(monkeypatch: pytest.MonkeyPatch) -> None:

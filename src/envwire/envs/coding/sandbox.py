@@ -315,9 +315,20 @@ class Sandbox:
     def _run_plain(
         self, code: str, limits: SandboxLimits, enforcement: dict[str, Any]
     ) -> SandboxResult:
-        """The unsafe fallback: a plain process in a host directory (see the module docstring)."""
-        workdir = tempfile.mkdtemp(prefix="envwire-sandbox-", dir=self.root)
+        """The unsafe fallback: a plain process in a host directory (see the module docstring).
+
+        Raises:
+            ConfigError: runs take user ids of their own, which cannot reach ``root``.
+        """
         separate = bool(enforcement["separate_user"])
+        root = self.root or tempfile.gettempdir()
+        if separate and not _reachable(root):
+            raise ConfigError(
+                f"the sandbox's runs cannot reach their directory root {root}: they run as "
+                "user ids of their own, so it and every directory above it need o+x; choose "
+                "another root or leave the default (the system's temporary directory)"
+            )
+        workdir = tempfile.mkdtemp(prefix="envwire-sandbox-", dir=root)
         try:
             with self.pool.slot(self.queue_timeout) as slot:
                 uid = self.uid_base + slot if separate else None
@@ -431,3 +442,14 @@ def _memfd(name: str, data: bytes) -> int:
         view = view[os.write(fd, view) :]
     os.lseek(fd, 0, os.SEEK_SET)
     return fd
+
+
+def _reachable(directory: str) -> bool:
+    """Whether any user can pass through ``directory`` and each one above it."""
+    parts = os.path.realpath(directory).split("/")
+    try:
+        return all(
+            os.stat("/".join(parts[:i]) or "/").st_mode & 0o001 for i in range(1, len(parts) + 1)
+        )
+    except OSError:
+        return False
