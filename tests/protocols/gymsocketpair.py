@@ -3,13 +3,16 @@ the lean paths' tests compare what both paths make of the same bytes."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from gymnasium import spaces
 
+from envwire.errors import ProtocolError
 from envwire.protocols.gymsocket import ClientConnection, Flags, ServerConnection
+from tests.spaces_catalog import assert_same
 
-__all__ = ["ACTIONS", "EXTENDED", "connected_client", "connected_server"]
+__all__ = ["ACTIONS", "EXTENDED", "connected_client", "connected_server", "same_reads"]
 
 EXTENDED = Flags.ERRORS | Flags.MONITOR_REPLY | Flags.EXTENDED
 ACTIONS = spaces.Discrete(3)
@@ -32,3 +35,22 @@ def connected_server(observation_space: spaces.Space[Any]) -> ServerConnection:
     server.next_event()
     server.set_spaces(ACTIONS, observation_space)
     return server
+
+
+def same_reads(general: Callable[[], Any], lean: Callable[[], tuple[Any, bool]]) -> bool:
+    """Read one reply by the general path and by the lean one (falling back as the transport
+    does), check that both give the same result or the same ``ProtocolError``, and say whether
+    the lean path read it."""
+    try:
+        expected: Any = general()
+    except ProtocolError as exc:
+        expected = exc
+    try:
+        got, was_lean = lean()
+    except ProtocolError as exc:
+        got, was_lean = exc, False
+    if isinstance(expected, ProtocolError):
+        assert type(got) is ProtocolError and str(got) == str(expected)
+    else:
+        assert_same(got, expected)
+    return bool(was_lean)
