@@ -70,8 +70,9 @@ class ClientConnection(ReplyParser):
         super().__init__()
         self._set_flags(flags)
         self._expect: deque[Packet | str] = deque()
-        #: The step packet this connection sends (its flags stay as they are).
+        #: The step and reset packets this connection sends (its flags stay as they are).
         self._step_packet = Packet.STEP_EX if self._extended else Packet.STEP
+        self._reset_packet = Packet.RESET_EX if self._extended else Packet.RESET
         #: The lean reads (:meth:`lean_step_reply`): the usual replies' layouts (an extended
         #: step's once seen, a seed step's from the observation space), and each action's step
         #: request.
@@ -295,20 +296,17 @@ class ClientConnection(ReplyParser):
             or self._vector
         ):
             return None
-        if self._extended:
-            self._expect.append(Packet.RESET_EX)
-            return _UNSEEDED_RESET
-        self._expect.append(Packet.RESET)
-        return _SEED_RESET
+        self._expect.append(self._reset_packet)
+        return _UNSEEDED_RESET if self._extended else _SEED_RESET
 
     def lean_reset_reply(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
         """:meth:`lean_step_reply` for the one reset in flight: its observation and info,
         when its reply is the usual step reply's head and observation, then the empty info
         (a seed connection's: the observation alone)."""
         expect, layout = self._expect, self._step_layout
-        if layout is None or len(expect) != 1 or self._buf.data:
+        if layout is None or len(expect) != 1 or expect[0] is not self._reset_packet:
             return None
-        if expect[0] is not (Packet.RESET_EX if self._extended else Packet.RESET):
+        if self._buf.data:
             return None
         result = layout.read_reset(view, size)
         if result is not None:

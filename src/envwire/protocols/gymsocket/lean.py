@@ -149,17 +149,16 @@ class SeedLayout(NamedTuple):
     def wants(self, view: memoryview, size: int) -> int:
         """As :meth:`StepLayout.wants`: the whole reply's size as far as ``view[:size]``
         tells, 0 when it does not begin as this layout."""
-        pos = self.pos
-        if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
+        tail = self._text_end(view, size)
+        if tail is None:
             return 0
-        tail = pos + 5 + U32.unpack_from(view, pos + 1)[0]
         if size < tail + 13:
-            return int(tail + 13)
+            return tail + 13
         return int(tail + 13 + U32.unpack_from(view, tail + 9)[0])
 
     def read(self, view: memoryview, size: int) -> StepResult | None:
         """The step's result when ``view[:size]`` is a whole reply of this layout."""
-        pos = self.pos
+        pos = self.pos  # _text_end(), inlined: the read of every step
         if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
             return None
         tail = pos + 5 + U32.unpack_from(view, pos + 1)[0]
@@ -174,13 +173,18 @@ class SeedLayout(NamedTuple):
     def read_reset(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
         """The observation and info of a seed reset when ``view[:size]`` is its whole reply:
         ``[status OK,]`` the observation as a step's, and nothing after it."""
+        if size != self._text_end(view, size):
+            return None
+        obs = self._observation(view, self.pos + 5, size)
+        return None if obs is None else (obs, {})
+
+    def _text_end(self, view: memoryview, size: int) -> int | None:
+        """Where the observation's JSON text ends when ``view[:size]`` begins as this
+        layout (the status, the observation's kind and the text's length), else None."""
         pos = self.pos
         if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
             return None
-        if size != pos + 5 + U32.unpack_from(view, pos + 1)[0]:
-            return None
-        obs = self._observation(view, pos + 5, size)
-        return None if obs is None else (obs, {})
+        return int(pos + 5 + U32.unpack_from(view, pos + 1)[0])
 
     def _observation(self, view: memoryview, start: int, end: int) -> npt.NDArray[Any] | None:
         """The observation whose JSON text is ``view[start:end]``, or None where the general
