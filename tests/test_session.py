@@ -280,3 +280,29 @@ def test_a_taps_steady_hears_the_steps_that_end_no_episode(steady: bool) -> None
     assert replaced.told == [("handled", "Reset"), ("handled", "Step")]
     assert observer.told[-1] == ("handled", "Step")
     s.close()
+
+
+@pytest.mark.parametrize("steady", [True, False])
+def test_a_taps_steady_hears_the_batches_that_end_no_episode(steady: bool) -> None:
+    """A vector session tells a tap's ``steady`` of each batch in which no copy's episode
+    ends, and ``handled`` of every other (a taps without ``steady`` hears them all by
+    ``handled``)."""
+    observer = _Observer(steady)
+    s = Session(
+        parse_env_arg("CartPole-v1"),
+        worker_factory=make_worker,
+        num_envs=3,
+        autoreset_mode="NextStep",
+        observer=observer,
+    )
+    s.handle(m.Reset(seed=0))
+    want = [("handled", "Reset")]
+    rng = np.random.default_rng(0)
+    for _ in range(60):
+        reply = s.handle(m.Step(rng.integers(0, 2, 3)))
+        assert isinstance(reply, m.VectorStepReply)
+        ended = bool(np.any(reply.terminations) or np.any(reply.truncations))
+        want.append(("handled" if ended or not steady else "steady", "Step"))
+    assert observer.told == want
+    assert ("handled", "Step") in want[1:] and (("steady", "Step") in want) == steady
+    s.close()

@@ -241,3 +241,56 @@ def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
     assert (counts.steps, counts.episodes) == (steps, episodes)
     assert counts.kind("step").count == steps
     session.close()
+
+
+@pytest.mark.parametrize("summed", [3, 64])
+def test_a_vector_sessions_counts_and_returns_are_exact(
+    summed: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Batches that end no episode reach the metrics and the live activity by their
+    ``steady`` (the live activity adds their rewards every ``SUMMED`` batches, or when an
+    episode ends): the step and episode counts and each ended episode's return and length are
+    exactly those of the replies, across resets."""
+    from envwire.observe import live
+
+    monkeypatch.setattr(live, "SUMMED", summed)
+    caplog.set_level("INFO", logger="envwire.events")
+    n = 4
+    session = Session(
+        parse_env_arg("CartPole-v1"),
+        worker_factory=make_worker,
+        num_envs=n,
+        autoreset_mode="NextStep",
+        observer=Observability(),
+    )
+    assert session.tap is not None
+    rng = np.random.default_rng(1)
+    batches = ended = 0
+    returns, lengths = np.zeros(n), np.zeros(n, int)
+    want: list[tuple[int, float, int]] = []
+    restart = np.zeros(n, bool)  # NextStep: the copy's next step is its reset
+    for round_ in range(2):
+        session.handle(m.Reset(seed=round_))
+        returns[:], lengths[:], restart[:] = 0, 0, False
+        for _ in range(150):
+            reply = session.handle(m.Step(rng.integers(0, 2, n)))
+            assert isinstance(reply, m.VectorStepReply)
+            batches += 1
+            returns += np.where(restart, 0.0, reply.rewards)
+            lengths += ~restart
+            done = np.logical_or(reply.terminations, reply.truncations) & ~restart
+            for i in np.flatnonzero(done).tolist():
+                want.append((i, float(returns[i]), int(lengths[i])))
+                returns[i], lengths[i] = 0, 0
+            ended += int(done.sum())
+            restart = done
+    got = [
+        (r.copy, r.episode_return, r.length)  # type: ignore[attr-defined]
+        for r in caplog.records
+        if getattr(r, "event", "") == "episode_ended"
+    ]
+    assert got == want and len(want) > 20
+    metrics = next(t for t in session.tap.taps if type(t).__name__ == "_MetricsTap")  # type: ignore[attr-defined]
+    assert (metrics.counts.steps, metrics.counts.episodes) == (n * batches, ended)
+    assert metrics.counts.kind("step").count == batches
+    session.close()

@@ -3,8 +3,14 @@ space the codecs carry, in one worker process and split over two."""
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import os
+import select
+import threading
+import time
 import zlib
+from collections.abc import Iterator
 from typing import Any
 
 import gymnasium
@@ -16,7 +22,7 @@ from gymnasium.vector.utils import batch_space
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, ProcessWorker, make_worker
-from envwire.runtime.pipe import dumps, frame
+from envwire.runtime.pipe import FrameReader, dumps, frame
 from envwire.runtime.stepframes import (
     StepPlan,
     join_infos,
@@ -282,19 +288,24 @@ def test_an_env_error_is_the_general_paths(workers: int) -> None:
         worker.close()
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_hang_and_a_crash_during_a_fixed_frame_step(workers: int) -> None:
+@pytest.mark.parametrize(("workers", "at"), [(1, 1), (2, 1), (2, 4)])
+def test_a_hang_and_a_crash_during_a_fixed_frame_step(workers: int, at: int) -> None:
     """A step that hangs past its timeout kills the worker (EnvTimeoutError); one whose
-    process dies is reported as a crash with its exit code."""
+    process dies is reported as a crash with its exit code: on the first step, and on one
+    whose replies the group reads straight into its staging buffer (the layout learned)."""
     actions = np.zeros(COPIES, np.int64)
     for trouble, error, match in (
-        ("hang", EnvTimeoutError, "did not return within"),
+        ("hang", EnvTimeoutError, "did not return within 2 s"),
         ("crash", EnvCrashedError, "exited with code 3 during step"),
     ):
-        spec = _spec("box_f32_unit", "discrete_5", trouble=trouble, at=1)
+        spec = _spec("box_f32_unit", "discrete_5", trouble=trouble, at=at)
         worker = make_worker(spec, COPIES, "NextStep", workers=workers)
         try:
             worker.call("reset", 0, None, timeout=30)
+            for _ in range(at - 1):
+                worker.call("step", actions, timeout=30)
+            if at > 1 and isinstance(worker, VectorGroup):
+                assert worker._plan is not None and worker._plan.staged() is not None
             with pytest.raises(error, match=match):
                 worker.call("step", actions, timeout=2 if trouble == "hang" else 30)
         finally:
@@ -307,10 +318,7 @@ def test_masked_resets_after_fixed_frame_steps_equal_sync_vector_env() -> None:
     reset."""
     make = lambda: CatalogEnv("box_f32_unit", "discrete_5")  # noqa: E731
     local = gymnasium.vector.SyncVectorEnv([make] * 4, autoreset_mode="Disabled")
-    group = make_worker(_spec("box_f32_unit", "discrete_5"), 4, "Disabled", workers=2)
-    try:
-        if not isinstance(group, VectorGroup):
-            pytest.skip("one core: the copies are not split")
+    with _split(_spec("box_f32_unit", "discrete_5"), "Disabled") as group:
         assert_same(group.call("reset", 5, None, timeout=30), local.reset(seed=5))
         actions = np.array([1, 2, 3, 4])
         for i in range(3):
@@ -320,6 +328,114 @@ def test_masked_resets_after_fixed_frame_steps_equal_sync_vector_env() -> None:
             got = group.call("reset", None, options, timeout=30)
             assert_same(got, local.reset(options={"reset_mask": np.array(mask)}), f"{mask}")
             assert_same(group.call("step", actions, timeout=30), local.step(actions))
+    local.close()
+
+
+class ImageEnv(gymnasium.Env[Any, Any]):
+    """Observations of 90,000 bytes: a slice of two copies replies in a frame larger than a
+    pipe holds, which comes in pieces."""
+
+    observation_space = spaces.Box(0, 255, (300, 300), np.uint8)
+    action_space = spaces.Discrete(2)
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        super().reset(seed=seed)
+        return self.np_random.integers(0, 256, (300, 300), np.uint8), {}
+
+    def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        obs = self.np_random.integers(0, 256, (300, 300), np.uint8)
+        return obs, float(action), bool(self.np_random.random() < 0.2), False, {}
+
+
+def test_replies_larger_than_a_pipe_are_read_into_place_and_equal_sync_vector_env(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Replies that come in pieces are read straight into the staging buffer all the same
+    (every batch after the first is taken from it), and equal ``SyncVectorEnv``'s."""
+    spec = EnvSpec("image", "tests.runtime.test_stepframes:ImageEnv", isolation="process")
+    local = gymnasium.vector.SyncVectorEnv([ImageEnv] * 4)
+    taken = []
+    take = StepPlan.take
+    monkeypatch.setattr(StepPlan, "take", lambda plan: taken.append(1) or take(plan))
+    with _split(spec, "NextStep") as group:
+        assert_same(group.call("reset", 7, None, timeout=30), local.reset(seed=7))
+        actions = np.array([1, 0, 1, 1])
+        for i in range(6):
+            got = group.call("step", actions, timeout=30)
+            assert_same(got, local.step(actions), f"step {i}")
+            assert all(a.flags.writeable for a in got[:4])
+        assert len(taken) == 5
+    local.close()
+
+
+@contextlib.contextmanager
+def _split(spec: EnvSpec, mode: str) -> Iterator[VectorGroup[Any]]:
+    """Four copies of ``spec`` split over two worker processes (skips on one core)."""
+    group = make_worker(spec, 4, mode, workers=2)
+    try:
+        if not isinstance(group, VectorGroup):
+            pytest.skip("one core: the copies are not split")
+        yield group
     finally:
         group.close()
-        local.close()
+
+
+def _pipe_worker() -> tuple[ProcessWorker, int]:
+    """A ProcessWorker reading the replies written to the returned end of a pipe by hand."""
+    read_end, write_end = os.pipe()
+    worker = ProcessWorker.__new__(ProcessWorker)
+    worker.spec = _spec("box_f32_unit", "discrete_5")
+    worker._gone, worker._fd, worker._reader = False, read_end, FrameReader(read_end)
+    worker._poller = select.poll()
+    worker._poller.register(read_end, select.POLLIN)
+    return worker, write_end
+
+
+def test_finish_into_reads_a_reply_of_the_layout_into_place_and_any_other_as_it_came() -> None:
+    """A reply of the layout learned is read into the staging buffer, whole or in pieces
+    (None); any other (infos after the batches, another head of the same size, an error, a
+    start shorter than the head) is given as ``finish_step`` gives it, every byte of it."""
+    plan = StepPlan([2, 2])
+    result = (np.arange(4, dtype=np.float32).reshape(2, 2), np.array([1.0, 2.0]),
+              np.array([True, False]), np.array([False, True]), {})  # fmt: skip
+    usual = step_reply(result)
+    assert usual is not None
+    assert plan.join([bytearray(usual[4:])] * 2) is not None  # the layout, learned
+    staged = plan.staged()
+    assert staged is not None
+    worker, write_end = _pipe_worker()
+    views, size, prefix = staged[0]
+    assert size == len(usual) and usual.startswith(prefix)
+    try:
+        os.write(write_end, usual)
+        assert worker.finish_into(views, size, prefix, 5) is None
+        assert bytes(b"".join(views)) == usual
+        for pieces in ([usual[:20], usual[20:]], [usual[:3], usual[3:]]):  # a start, then more
+            writer = threading.Thread(target=_write_slowly, args=(write_end, pieces))
+            writer.start()
+            got = worker.finish_into(views, size, prefix, 5)
+            writer.join()
+            if len(pieces[0]) >= len(prefix):
+                assert got is None and bytes(b"".join(views)) == usual
+            else:  # too little to tell the head: read as finish_step reads
+                assert got == bytearray(usual[4:])
+        infos = step_reply((*result[:4], {"t": np.arange(2)}))
+        flipped = step_reply((result[0].astype(np.int32), *result[1:]))  # same size
+        assert infos is not None and flipped is not None and len(flipped) == size
+        for other in (infos, flipped):
+            os.write(write_end, other)
+            assert worker.finish_into(views, size, prefix, 5) == bytearray(other[4:])
+        os.write(write_end, frame(b"", dumps(("err", EnvError("the env failed")))))
+        with pytest.raises(EnvError, match="the env failed"):
+            worker.finish_into(views, size, prefix, 5)
+    finally:
+        os.close(write_end)
+        os.close(worker._fd)
+
+
+def _write_slowly(fd: int, pieces: list[bytes]) -> None:
+    for piece in pieces:
+        os.write(fd, piece)
+        time.sleep(0.2)

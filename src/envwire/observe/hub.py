@@ -67,28 +67,28 @@ class RecordSettings:
 
 
 class _FanOut:
-    """Forwards a session's events to several taps. A tap whose class sets ``ends_only``
-    is told of a one-env step only when it ends an episode (the live activity's: the session
-    counts the rest)."""
+    """Forwards a session's events to several taps. Its ``steady`` (see ``SessionTap``) tells
+    each tap's own ``steady`` (its ``handled`` where it has none, nothing where it is None):
+    where one tap alone hears those steps (the metrics tap: the live activity's hears a batch
+    but not a one-env step), it is that tap's own, one call where there would be two."""
 
-    __slots__ = ("every_step", "handlers", "steady", "taps")
+    __slots__ = ("handlers", "steadies", "steady", "taps")
 
     def __init__(self, taps: tuple[SessionTap, ...]) -> None:
         self.taps = taps
         # Bound once: the step path
         self.handlers = tuple(tap.handled for tap in taps)
-        self.every_step = tuple(t.handled for t in taps if not getattr(t, "ends_only", False))
-        # What the session tells of a one-env step that ends no episode (SessionTap): the one
-        # tap told of every step directly, where there is one (one call, not two)
-        self.steady = self.every_step[0] if len(self.every_step) == 1 else self.handled
+        steadies = (getattr(tap, "steady", tap.handled) for tap in taps)
+        self.steadies = tuple(steady for steady in steadies if steady is not None)
+        self.steady = self.steadies[0] if len(self.steadies) == 1 else self._steady
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        if type(reply) is m.StepReply and not (reply.terminated or reply.truncated):
-            for handled in self.every_step:
-                handled(request, reply, seconds)
-            return
         for handled in self.handlers:
             handled(request, reply, seconds)
+
+    def _steady(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        for steady in self.steadies:
+            steady(request, reply, seconds)
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         for tap in self.taps:

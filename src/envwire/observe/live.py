@@ -12,6 +12,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,9 @@ from envwire import messages as m
 from envwire.errors import EnvwireError
 from envwire.observe.metrics import any_ended, crash_reason
 from envwire.session import Session
+from envwire.tensor import NDARRAY
 
-__all__ = ["HISTORY", "MAX_ID", "MAX_MESSAGE", "RECENT", "Activity"]
+__all__ = ["HISTORY", "MAX_ID", "MAX_MESSAGE", "RECENT", "SUMMED", "Activity"]
 
 events = logging.getLogger("envwire.events")
 
@@ -32,16 +34,19 @@ MAX_ID = 64
 MAX_MESSAGE = 300
 #: Recent errors and crashes kept.
 RECENT = 50
+#: A vector session's batches whose rewards are kept before they are added to the returns.
+SUMMED = 64
+
+_F8 = np.dtype(np.float64)
 
 
 class _LiveTap:
     """One session as the dashboard and the log see it.
 
     A one-env step that ends no episode changes nothing here (the session counts its return
-    and length): :attr:`ends_only` tells a fan-out to skip those steps.
+    and length), so its ``steady`` (see ``SessionTap``) is None; a batch that ends none adds
+    its rewards to its copies' returns, without asking whether it ended one.
     """
-
-    ends_only = True
 
     def __init__(self, activity: Activity, session: Session) -> None:
         self.activity = activity
@@ -53,6 +58,12 @@ class _LiveTap:
         self.batches = 0
         self.starts = [0] * session.num_envs
         self.vector = session.autoreset_mode is not None
+        # the rewards of the batches that ended no episode since the returns were summed
+        self._unsummed: list[bytes] = []
+        self._row = 8 * session.num_envs  # the bytes of a batch's float64 rewards
+        self.steady: Callable[[m.Request, m.Reply, float], None] | None = (
+            self._quiet_batch if self.vector else None
+        )
         # A one-env session's return and length at its last episode's end (or reset): the
         # next episode's are the session's counts since.
         self._return_base, self._length_base = 0.0, 0
@@ -82,6 +93,8 @@ class _LiveTap:
                 self._ended(0, length - self._length_base)
                 self._return_base, self._length_base = episode_return, length
         elif isinstance(reply, m.VectorStepReply):
+            if self._unsummed:
+                self._sum_quiet()
             self.returns += reply.rewards
             self.batches += 1
             if any_ended(reply):
@@ -93,9 +106,31 @@ class _LiveTap:
                     self._ended(i, self.batches - self.starts[i])
                     self.starts[i] = start
         elif isinstance(reply, m.ResetReply):
+            self._unsummed.clear()
             self.returns[:] = 0
             self.starts = [self.batches] * len(self.starts)
             self._return_base, self._length_base = 0.0, 0
+
+    def _quiet_batch(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        """A batch that ends no episode: its rewards are kept, as bytes, and added to the
+        returns with the others kept when a batch ends an episode, or every :data:`SUMMED`
+        batches (one NumPy addition, not one a batch)."""
+        # (the session tells it a batch)
+        rewards = reply.rewards  # type: ignore[union-attr]
+        self.batches += 1
+        if type(rewards) is NDARRAY and rewards.dtype is _F8:
+            row = rewards.tobytes()
+            if len(row) == self._row:
+                self._unsummed.append(row)
+                if len(self._unsummed) >= SUMMED:
+                    self._sum_quiet()
+                return
+        self.returns += rewards
+
+    def _sum_quiet(self) -> None:
+        rows = np.frombuffer(b"".join(self._unsummed), np.float64).reshape(-1, self._row // 8)
+        self.returns += rows.sum(axis=0)
+        self._unsummed.clear()
 
     def _ended(self, i: int, length: int) -> None:
         episode_return = float(self.returns[i])

@@ -194,6 +194,15 @@ class _MetricsTap:
             return
         self.counts.kind(request_kind(request)).observe(seconds)
 
+    def steady(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        """A step that ends no episode (see ``SessionTap``): ``handled``'s counts without
+        asking whether it ended one."""
+        step = self.step
+        step.count += 1
+        step.seconds += seconds
+        step.buckets[bisect_left(BUCKETS, seconds)] += 1
+        self.counts.steps += self.num_envs  # (a one-env session's is 1)
+
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         self.counts.kind(request_kind(request)).observe(seconds)
         metrics = self.metrics

@@ -144,6 +144,16 @@ class FrameReader:
                 return []
             self._buffer += chunk
 
+    def feed(self, data: bytes) -> None:
+        """Take ``data``, read from ``fd`` elsewhere (the start of a frame), before what
+        :meth:`read` reads next."""
+        self._buffer += data
+
+    @property
+    def buffered(self) -> bool:
+        """Whether bytes of a frame not yet returned are held here."""
+        return bool(self._buffer)
+
     def _split(self) -> list[bytearray]:
         buffer, frames, start = self._buffer, [], 0
         end = len(buffer)

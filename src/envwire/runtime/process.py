@@ -192,11 +192,18 @@ class ProcessWorker:
         # None waits as long as the call takes; POLLHUP and POLLERR also end the wait (a dead
         # child), and the read below then reports the crash.
         if not self._poller.poll(None if timeout is None else max(0, timeout * 1000)):
-            self._kill()
-            raise EnvTimeoutError(
-                f"{self.spec.id}: {method} did not return within {timeout:g} s; "
-                "its worker process was killed"
-            )
+            raise self._overran(method, timeout)
+        return self._reply(method, raw)
+
+    def _overran(self, method: str, timeout: float | None) -> EnvTimeoutError:
+        self._kill()
+        return EnvTimeoutError(
+            f"{self.spec.id}: {method} did not return within {timeout:g} s; "
+            "its worker process was killed"
+        )
+
+    def _reply(self, method: str, raw: bool) -> object:
+        """The reply, once it is coming: see :meth:`_receive`."""
         try:
             replies = self._reader.read()
         except OSError:
@@ -214,6 +221,52 @@ class ProcessWorker:
     #: :meth:`finish` of a step, with a reply that came as a fixed frame left as its bytes, for
     #: a group to join (the receive itself: one call less on every batch)
     finish_step = _receive
+
+    def finish_into(
+        self, views: list[memoryview], size: int, prefix: bytes, timeout: float | None
+    ) -> object:
+        """:meth:`finish_step`, reading the reply straight into ``views`` (a group's
+        :meth:`~envwire.runtime.stepframes.StepPlan.staged`: each part of the frame where the
+        joined batch needs it), in one system call: None when the reply came so, ``size``
+        bytes that begin with ``prefix`` (the frame's length and head); else the reply as
+        :meth:`finish_step` gives it (another layout, infos, an error: raised)."""
+        if self._gone or self._reader.buffered:  # (never buffered: one reply per call)
+            return self._receive(timeout)
+        if not self._poller.poll(None if timeout is None else max(0, timeout * 1000)):
+            raise self._overran("step", timeout)
+        try:
+            got = os.readv(self._fd, views)
+        except OSError:
+            got = 0
+        if got == size:
+            if views[0] == prefix:
+                return None
+        elif got >= len(prefix) and views[0] == prefix:  # the frame in pieces (a large one)
+            self._read_rest(views, got, size)
+            return None
+        if not got:  # EOF: the child died
+            raise self._crashed("step") from None
+        self._reader.feed(b"".join(views)[:got])  # the frame's start, in its own order
+        return self._reply("step", True)
+
+    def _read_rest(self, views: list[memoryview], got: int, size: int) -> None:
+        """Read the rest of a frame of ``size`` bytes, of which ``got`` came into ``views``
+        (the rest is coming: the child is writing it, as :meth:`FrameReader.read` waits)."""
+        while got < size:
+            rest, skip = [], got
+            for view in views:
+                if skip >= len(view):
+                    skip -= len(view)
+                else:
+                    rest.append(view[skip:])
+                    skip = 0
+            try:
+                more = os.readv(self._fd, rest)
+            except OSError:
+                more = 0
+            if not more:
+                raise self._crashed("step")
+            got += more
 
     def _crashed(self, method: str) -> EnvCrashedError:
         self._process.join(timeout=5)

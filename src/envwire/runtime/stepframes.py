@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import pickle
 import struct
+from collections.abc import Callable
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
@@ -184,12 +186,14 @@ class StepPlan:
     the same. Either answers None for a batch or a reply that is not fixed frames.
     """
 
-    __slots__ = ("_bounds", "_call_heads", "_call_key", "_replies")
+    __slots__ = ("_bounds", "_call_dtype", "_call_heads", "_call_shape", "_replies")
 
     def __init__(self, sizes: list[int]) -> None:
         stops = [sum(sizes[: i + 1]) for i in range(len(sizes))]
         self._bounds = list(zip([0, *stops[:-1]], stops, strict=True))
-        self._call_key: tuple[np.dtype[Any], tuple[int, ...]] | None = None
+        # the dtype and shape of the last batch of actions
+        self._call_dtype: np.dtype[Any] | None = None
+        self._call_shape: tuple[int, ...] | None = None
         # per slice: (the frame's head, first and past-the-last byte in the actions' bytes)
         self._call_heads: list[tuple[bytes, int, int]] | None = None
         self._replies: _ReplyLayout | None = None
@@ -199,10 +203,10 @@ class StepPlan:
         travel raw (or are not a batch of the group's size: the group's own checks say so)."""
         if type(actions) is not NDARRAY:
             return None
-        key = (actions.dtype, actions.shape)
-        if key != self._call_key:
-            self._call_heads = self._heads(*key)
-            self._call_key = key
+        dtype, shape = actions.dtype, actions.shape
+        if dtype is not self._call_dtype or shape != self._call_shape:
+            self._call_heads = self._heads(dtype, shape)
+            self._call_dtype, self._call_shape = dtype, shape
         heads = self._call_heads
         if heads is None:
             return None
@@ -224,7 +228,7 @@ class StepPlan:
             heads.append((_LENGTH.pack(size) + b"S" + head, start * row, stop * row))
         return heads
 
-    def join(self, replies: list[object]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | None:
+    def join(self, replies: list[Any]) -> tuple[Any, Any, Any, Any, dict[str, Any]] | None:
         """The slices' step replies joined, when every one is a fixed frame (a bytearray
         without its length) and their observations share a dtype and row shape; else None.
 
@@ -233,41 +237,64 @@ class StepPlan:
         are arrays over it: fresh and writable on every step, as Gymnasium's are.
         """
         layout = self._replies
-        if layout is None or not layout.fits(replies):
+        if layout is not None:  # layout.fits(), inlined: the check of every batch
+            # (zip without strict=: the lengths are equal by construction, and the keyword
+            # would cost a parse on every batch)
+            for frame, head in zip(replies, layout.heads):  # noqa: B905
+                if type(frame) is not bytearray or not frame.startswith(head):
+                    layout = None
+                    break
+        if layout is None:
             layout = self._replies = _ReplyLayout.learn(replies)
             if layout is None:
                 return None
-        rewards: list[bytearray] = []
-        obs: list[bytearray] = []
-        terminations: list[bytearray] = []
-        truncations: list[bytearray] = []
-        infos: list[dict[str, Any]] | None = None
-        # (zip without strict=: the lengths are equal by construction, and the keyword would
-        # cost a parse on every batch)
-        for frame, (start, at_rewards, at_flags, at_truncations, end) in zip(replies, layout.spans):  # noqa: B905
-            assert type(frame) is bytearray  # (fits() checked it)
-            obs.append(frame[start:at_rewards])
-            rewards.append(frame[at_rewards:at_flags])
-            terminations.append(frame[at_flags:at_truncations])
-            truncations.append(frame[at_truncations:end])
-            if len(frame) > end:
-                infos = infos or [{} for _ in replies]
-                infos[len(obs) - 1] = pickle.loads(frame[end:])
+        # each frame's four batches (one C call a frame), then each batch's slices in order
+        cut = [cut(frame) for cut, frame in zip(layout.cuts, replies)]  # noqa: B905
+        rewards, obs, terminations, truncations = zip(*cut)  # noqa: B905
         buffer = bytearray().join(rewards + obs + terminations + truncations)
-        count, flags_at = layout.count, layout.flags_at
-        return (
-            NDARRAY(layout.shape, layout.dtype, buffer, 8 * count),
-            NDARRAY((count,), _F8, buffer, 0),
-            NDARRAY((count,), _BOOL, buffer, flags_at),
-            NDARRAY((count,), _BOOL, buffer, flags_at + count),
-            join_infos(infos, layout.sizes) if infos is not None else {},
-        )
+        infos = {} if sum(map(len, replies)) == layout.bare else layout.infos(replies)
+        return layout.arrays(buffer, infos)
+
+    def staged(self) -> list[tuple[list[memoryview], int, bytes]] | None:
+        """Where each slice's next step reply goes when it has the layout of the last ones
+        (per slice: the views to read it into, its size, and the length and head it begins
+        with; see :meth:`~envwire.runtime.process.ProcessWorker.finish_into`), so that the
+        replies are joined as they are read; None before a layout is learned."""
+        layout = self._replies
+        return None if layout is None else layout.reads
+
+    def take(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """:meth:`join`'s result for replies read whole into :meth:`staged`'s views (no infos):
+        the four batches over one copy of the staging buffer."""
+        layout = self._replies
+        assert layout is not None  # (staged() gave the views)
+        return layout.arrays(layout.staging[: layout.data], {})
+
+    def frame(self, i: int) -> bytearray:
+        """Slice ``i``'s reply, read whole into :meth:`staged`'s views, as the frame it came
+        as (without its length): for :meth:`join`, when another slice's reply did not fit."""
+        layout = self._replies
+        assert layout is not None
+        return bytearray(b"".join(layout.reads[i][0]))[_LENGTH.size :]
 
 
 class _ReplyLayout:
     """Where each batch lies in each slice's reply frame, for replies of these heads."""
 
-    __slots__ = ("count", "dtype", "flags_at", "heads", "shape", "sizes", "spans")
+    __slots__ = (
+        "bare",
+        "count",
+        "cuts",
+        "data",
+        "dtype",
+        "ends",
+        "flags_at",
+        "heads",
+        "reads",
+        "shape",
+        "sizes",
+        "staging",
+    )
 
     def __init__(
         self, heads: list[bytes], layouts: list[tuple[np.dtype[Any], tuple[int, ...], int]]
@@ -278,12 +305,53 @@ class _ReplyLayout:
         self.dtype = layouts[0][0]
         self.shape = (self.count, *layouts[0][1][1:])
         self.flags_at = 8 * self.count + sum(size for _, _, size in layouts)
-        self.spans = []
+        # per slice: what cuts its frame into its rewards, observations, terminations and
+        # truncations (one C call), and where its infos start, when it has some
+        self.cuts: list[Callable[[bytearray], tuple[bytearray, ...]]] = []
+        self.ends: list[int] = []
         for head, (_, shape, size) in zip(heads, layouts, strict=True):
             start = len(head)
             n = shape[0]
-            at_flags = start + size + 8 * n
-            self.spans.append((start, start + size, at_flags, at_flags + n, at_flags + 2 * n))
+            at_rewards = start + size
+            at_flags = at_rewards + 8 * n
+            self.cuts.append(
+                itemgetter(
+                    slice(at_rewards, at_flags),
+                    slice(start, at_rewards),
+                    slice(at_flags, at_flags + n),
+                    slice(at_flags + n, at_flags + 2 * n),
+                )
+            )
+            self.ends.append(at_flags + 2 * n)
+        #: the frames' total length when none carries infos
+        self.bare = sum(self.ends)
+        self._stage(heads, layouts)
+
+    def _stage(
+        self, heads: list[bytes], layouts: list[tuple[np.dtype[Any], tuple[int, ...], int]]
+    ) -> None:
+        """The staging buffer (:meth:`StepPlan.staged`): the joined batches' bytes, then each
+        slice's frame length and head; and per slice, the views its reply is read into, in
+        the frame's order (length and head, observations, rewards, terminations,
+        truncations), how many bytes it has, and what its length and head must be."""
+        self.data = self.flags_at + 2 * self.count
+        prefixes = [_LENGTH.pack(end) + head for head, end in zip(heads, self.ends, strict=True)]
+        self.staging = bytearray(self.data + sum(map(len, prefixes)))
+        view = memoryview(self.staging)
+        self.reads: list[tuple[list[memoryview], int, bytes]] = []
+        first, obs_at, prefix_at = 0, 8 * self.count, self.data
+        ends_at = self.flags_at + self.count
+        for prefix, (_, shape, size) in zip(prefixes, layouts, strict=True):
+            n = shape[0]
+            views = [
+                view[prefix_at : prefix_at + len(prefix)],
+                view[obs_at : obs_at + size],
+                view[8 * first : 8 * (first + n)],
+                view[self.flags_at + first : self.flags_at + first + n],
+                view[ends_at + first : ends_at + first + n],
+            ]
+            self.reads.append((views, len(prefix) + size + 10 * n, prefix))
+            first, obs_at, prefix_at = first + n, obs_at + size, prefix_at + len(prefix)
 
     @classmethod
     def learn(cls, replies: list[object]) -> _ReplyLayout | None:
@@ -301,12 +369,27 @@ class _ReplyLayout:
             return None
         return cls(heads, layouts)
 
-    def fits(self, replies: list[object]) -> bool:
-        """Whether every reply is a fixed frame of this layout's head."""
-        for frame, head in zip(replies, self.heads):  # noqa: B905 (as in join)
-            if type(frame) is not bytearray or not frame.startswith(head):
-                return False
-        return True
+    def arrays(
+        self, buffer: bytearray, infos: dict[str, Any]
+    ) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
+        """A step's result: its four batches over ``buffer`` (the joined bytes), and
+        ``infos``."""
+        count, flags_at = self.count, self.flags_at
+        return (
+            NDARRAY(self.shape, self.dtype, buffer, 8 * count),
+            NDARRAY((count,), _F8, buffer, 0),
+            NDARRAY((count,), _BOOL, buffer, flags_at),
+            NDARRAY((count,), _BOOL, buffer, flags_at + count),
+            infos,
+        )
+
+    def infos(self, replies: list[object]) -> dict[str, Any]:
+        """The vector info of replies that fit this layout, of which some carry infos."""
+        infos = [
+            pickle.loads(frame[end:]) if len(frame) > end else {}  # type: ignore[index,arg-type]
+            for frame, end in zip(replies, self.ends, strict=True)
+        ]
+        return join_infos(infos, self.sizes)
 
 
 def join_infos(infos: list[dict[str, Any]], sizes: list[int]) -> dict[str, Any]:

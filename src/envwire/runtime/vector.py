@@ -139,22 +139,39 @@ class VectorGroup(Generic[S]):
         self._senders: list[Callable[[bytes], None]] | None = None
         self._plan: StepPlan | None = None
         senders = [getattr(w, "send_frame", None) for w in workers]
-        if all(senders) and all(hasattr(w, "finish_step") for w in workers):
+        if all(senders) and all(hasattr(w, "finish_into") for w in workers):
             self._senders = senders  # type: ignore[assignment]
             self._plan = StepPlan(sizes)
+        # ... and read the replies of the layout the plan learned straight into their places
+        self._readers: list[Any] = [getattr(w, "finish_into", None) for w in workers]
         workers[0].send("spaces")
         self.action_space: gymnasium.Space[Any]
         self.observation_space: gymnasium.Space[Any]
         self.action_space, self.observation_space = workers[0].finish("spaces", timeout)
 
     def call(self, method: str, *args: object, timeout: float | None) -> object:
+        if method == "step" and len(args) == 1:
+            return self.call_step(args[0], timeout=timeout)
+        return self._guarded(method, self._call, method, args, timeout)
+
+    def call_step(self, actions: object, *, timeout: float | None) -> object:
+        """``call("step", actions, timeout=timeout)`` without the dispatch by name (a
+        session's every step)."""
         try:
-            if method == "step" and len(args) == 1:  # nearly every call
-                return self._step(args[0], timeout)
-            return self._call(method, args, timeout)
+            return self._step(actions, timeout)
         except EnvwireError:
             raise
         except Exception as exc:  # joining or splitting batches of a malformed shape
+            raise EnvError(f"vector step failed: {type(exc).__name__}: {exc}") from exc
+
+    @staticmethod
+    def _guarded(method: str, run: Callable[..., object], *args: object) -> object:
+        """``run(*args)``, with an error that is not an envwire one as :meth:`call_step`'s."""
+        try:
+            return run(*args)
+        except EnvwireError:
+            raise
+        except Exception as exc:
             raise EnvError(f"vector {method} failed: {type(exc).__name__}: {exc}") from exc
 
     def _call(self, method: str, args: tuple[object, ...], timeout: float | None) -> object:
@@ -195,10 +212,24 @@ class VectorGroup(Generic[S]):
             for worker, batch in zip(self.workers, parts, strict=True):
                 worker.send("step", batch)
         else:
-            assert self._senders is not None
+            assert self._senders is not None and plan is not None
             for send, frame in zip(self._senders, frames):  # noqa: B905 (as StepPlan.join's)
                 send(frame)
-        steps = self._finish_steps(timeout)
+            staged = plan.staged()
+            if staged is not None:
+                steps = self._finish_staged(staged, timeout)
+                if steps.count(None) == len(steps):  # every reply read whole into its place
+                    joined = plan.take()
+                    self._last_obs, self._last_joined = None, joined[0]
+                    return joined
+                return self._joined(
+                    [plan.frame(i) if s is None else s for i, s in enumerate(steps)]
+                )
+        return self._joined(self._finish_steps(timeout))
+
+    def _joined(self, steps: list[Any]) -> object:
+        """The slices' step replies (fixed frames or results) as one step's result."""
+        plan, sizes = self._plan, self.sizes
         joined = plan.join(steps) if plan is not None else None
         if joined is not None:
             self._last_obs, self._last_joined = None, joined[0]
@@ -255,6 +286,24 @@ class VectorGroup(Generic[S]):
         for i in range(len(finishers) - 1, -1, -1):  # last to first, as _finish
             try:
                 steps[i] = finishers[i](timeout)
+            except EnvwireError as exc:
+                error = exc  # the lowest slice's error wins: it comes last
+        if error is not None:
+            raise error
+        return steps
+
+    def _finish_staged(
+        self, staged: list[tuple[list[memoryview], int, bytes]], timeout: float | None
+    ) -> list[Any]:
+        """:meth:`_finish_steps` by the slices' ``finish_into`` (None for a reply read whole
+        into the plan's staging buffer)."""
+        readers = self._readers
+        steps: list[Any] = [None] * len(readers)
+        error: EnvwireError | None = None
+        for i in range(len(readers) - 1, -1, -1):  # last to first, as _finish
+            views, size, prefix = staged[i]
+            try:
+                steps[i] = readers[i](views, size, prefix, timeout)
             except EnvwireError as exc:
                 error = exc  # the lowest slice's error wins: it comes last
         if error is not None:

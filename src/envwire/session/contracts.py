@@ -39,8 +39,8 @@ class Worker(Protocol):
         ...
 
     # A worker may also offer ``call_step(action, *, timeout)``: ``call("step", action,
-    # timeout=timeout)`` without the dispatch by name (the inline worker does); a one-env
-    # session then steps through it.
+    # timeout=timeout)`` without the dispatch by name (the inline worker and a vector group
+    # over worker processes do); the session then steps through it.
 
 
 class WorkerFactory(Protocol):
@@ -61,8 +61,9 @@ class SessionTap(Protocol):
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         """``request`` succeeded with ``reply`` after ``seconds``. (A tap may also have
-        ``steady``, a callable of the same arguments that the session tells, in place of
-        ``handled``, of each one-env step that ends no episode.)"""
+        ``steady``: a callable of the same arguments that the session tells, in place of
+        ``handled``, of each step that ends no episode, a one-env step or a batch; or None,
+        and the tap is not told of those steps.)"""
         ...
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:

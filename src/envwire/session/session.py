@@ -28,6 +28,7 @@ from envwire.errors import (
 from envwire.registry import EnvSpec
 from envwire.session.contracts import SessionTap, Worker, WorkerFactory, told_nothing
 from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
+from envwire.tensor import NDARRAY
 
 __all__ = ["Session", "SessionObserver"]
 
@@ -101,6 +102,7 @@ class Session:
         if autoreset_mode is not None:
             autoreset_mode = m.autoreset_mode(autoreset_mode).value
         self.num_envs = num_envs
+        self._no_ends = bytes(num_envs)  # a batch's flags, as bytes, when none is set
         self.autoreset_mode = autoreset_mode
         self.workers = max(1, workers)
         self.batch_action_space: gymnasium.Space[Any] | None = None
@@ -125,7 +127,8 @@ class Session:
         self._start_worker()
         if observer is not None:
             tap = self.tap = observer.opened(self)
-            self._steady_of, self._steady = tap, getattr(tap, "steady", tap.handled)
+            steady = getattr(tap, "steady", tap.handled)
+            self._steady_of, self._steady = tap, told_nothing if steady is None else steady
 
     @property
     def state(self) -> State:
@@ -291,7 +294,16 @@ class Session:
                 return reply
             reply = self._stepped_vector(result)
             if tap is not None:
-                tap.handled(request, reply, _perf_counter() - started)
+                ends, cuts = result[2], result[3]
+                if (  # a batch that ends no episode: its flags' bytes are all zeros
+                    tap is self._steady_of
+                    and type(ends) is NDARRAY
+                    and type(cuts) is NDARRAY
+                    and ends.tobytes() == self._no_ends == cuts.tobytes()
+                ):
+                    self._steady(request, reply, _perf_counter() - started)
+                else:
+                    tap.handled(request, reply, _perf_counter() - started)
             return reply
         finally:
             self._lock.release()

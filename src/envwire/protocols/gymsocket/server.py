@@ -45,6 +45,7 @@ from envwire.protocols.gymsocket.packets import (
     unpack_tensor,
 )
 from envwire.protocols.gymsocket.replies import GATHER_MIN, ReplyWriter
+from envwire.tensor import NDARRAY
 
 __all__ = [
     "DEFAULT_MAX_ACTION",
@@ -115,6 +116,14 @@ class ServerConnection(ReplyWriter):
         self.handshake: Handshake | None = None
         #: The requests of the packets :meth:`lean_step` saw before, by their bytes.
         self._lean: dict[bytes, tuple[Packet, m.Step | m.Reset]] = {}
+        #: The layout of the last step packet whose tensor action filled it, which
+        #: :meth:`lean_step` reads the next steps of without parsing them: the packet's
+        #: length, its bytes up to the tensor's data (its head, the tensor's header), the
+        #: tensor's shape and dtype, where its data starts, the packet. A length no packet has,
+        #: before the first.
+        self._tensor: tuple[int, bytes, tuple[int, ...], np.dtype[Any], int, Packet] = (
+            -1, b"", (), np.dtype(np.uint8), 0, Packet.VECTOR_STEP
+        )  # fmt: skip
         self.monitor_layout = monitor_layout
 
     def set_spaces(self, action_space: Space[Any], observation_space: Space[Any]) -> None:
@@ -187,6 +196,14 @@ class ServerConnection(ReplyWriter):
         if known is not None and not self._buf.data:
             self._pending.append(known[0])
             return known[1]
+        tensor = self._tensor
+        if len(data) == tensor[0] and data.startswith(tensor[1]) and not self._buf.data:
+            # a step of the last tensor action's layout (its packet's head and the tensor's
+            # header read before): unpack_tensor's array, over a copy of its own
+            self._pending.append(tensor[5])
+            step = _new(m.Step)  # m.Step(action), by the slot's own setter
+            _SET_ACTION(step, NDARRAY(tensor[2], tensor[3], bytearray(data[tensor[4] :])))
+            return step
         if data == _UNSEEDED_PACKET and self._extended and not self._vector and not self._buf.data:
             self._pending.append(Packet.RESET_EX)
             return self._keep(data, Packet.RESET_EX, m.Reset())
@@ -206,9 +223,19 @@ class ServerConnection(ReplyWriter):
         self._pending.append(_PACKETS[packet])
         if data[1] == ACT_TENSOR and self._extended:
             try:
-                action: object = unpack_tensor(data, 6)[0]
+                action, end = unpack_tensor(data, 6)
             except EnvwireError as exc:
                 return Invalid(InvalidActionError(str(exc)))
+            if end == size:  # the layout for the next steps (see _tensor)
+                start = end - action.nbytes
+                self._tensor = (
+                    size,
+                    bytes(data[:start]),
+                    action.shape,
+                    action.dtype,
+                    start,
+                    _PACKETS[packet],
+                )
             step = _new(m.Step)  # m.Step(action), by the slot's own setter
             _SET_ACTION(step, action)
             return step
