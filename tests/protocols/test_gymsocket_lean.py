@@ -21,7 +21,14 @@ from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvwireError, InvalidActionError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
-from envwire.protocols.gymsocket.packets import CODE_BY_DTYPE, Packet, info_field, pack_field
+from envwire.protocols.gymsocket.packets import (
+    ACT_TENSOR,
+    CODE_BY_DTYPE,
+    Packet,
+    info_field,
+    pack_field,
+    pack_tensor,
+)
 from envwire.protocols.gymsocket.replies import _typed_dict
 from envwire.runtime.syncvector import LeanSyncVectorEnv
 from tests.protocols.gymsocketpair import (
@@ -751,3 +758,42 @@ def test_a_reply_of_the_usual_size_but_other_bytes_is_read_by_the_general_path(
     general.send_request(m.Step(1))
     lean.lean_step_request(1)
     assert not same_reads(lambda: _general(general, other), lambda: _lean(lean, other))
+
+
+def test_vector_steps_of_the_last_tensor_layout_are_the_events_next_event_reads() -> None:
+    """A vector step packet of the last tensor action's layout (its length and its bytes up to
+    the tensor's data) is read without parsing the tensor's header: the same event as a
+    general server's, for changing values, then other dtypes, shapes, lengths and tensors
+    that do not fill their packet, in any order; each action is an array of its own."""
+    n = 3
+    _, lean = _batch_pair(_ACTIONS, _ACTIONS, n)
+    rng = np.random.default_rng(0)
+    tensors = [pack_tensor(rng.integers(0, 3, n).astype(np.int64)) for _ in range(4)]
+    tensors += [
+        pack_tensor(np.array([1, 2, 0], np.int32)),  # another dtype, the same shape
+        pack_tensor(np.array([[1], [2], [0]], np.int64)),  # another shape
+        pack_tensor(np.array([1, 2], np.int64)),  # another length
+        pack_tensor(np.array([1, 2, 0], np.int64)) + b"\x00",  # trailing bytes
+        pack_tensor(np.array([2, 2, 1], np.int64)),  # the usual layout again
+        pack_tensor(np.array([0, 0, 0], np.int64)),
+    ]
+    actions = []
+    for tensor in tensors:
+        request = bytes([Packet.VECTOR_STEP, ACT_TENSOR]) + pack_field(tensor)
+        _, general = _batch_pair(_ACTIONS, _ACTIONS, n)
+        general.receive_data(request)
+        expected = general.next_event()
+        event = lean.lean_step(request)
+        assert event is not None
+        assert type(event) is type(expected)
+        if isinstance(event, m.Step):
+            assert isinstance(expected, m.Step)
+            assert_same(event.action, expected.action)
+            assert event.action.flags.writeable
+            actions.append(event.action)
+        else:
+            assert repr(event) == repr(expected)
+        error = InvalidActionError("refused")
+        assert lean.send_error(error) == general.send_error(error)
+    assert len({id(a) for a in actions}) == len(actions) > 4
+    assert len({a.ctypes.data for a in actions}) == len(actions)  # no shared memory
