@@ -1,7 +1,8 @@
 """gym-socket's one step, vector step, SB3's VecEnv and frames, each beside a minimal
 hand-written Python implementation of the same bytes.
 
-Run: ``python benchmarks/bench_minimal.py [--seconds S] [--runs R] [--quick] [--cpu N|none]``.
+Run: ``python benchmarks/bench_minimal.py [--seconds S] [--runs R] [--quick] [--cpu N|none]
+[--batches 8,16,64]`` (the make_vec sizes; 8 by default).
 
 The one-step baseline is the least Python that can serve and step CartPole over gym-socket's
 extended path with envwire's own client flags (``ERRORS | MONITOR_REPLY | EXTENDED``): a server
@@ -62,10 +63,10 @@ from minimal_cases import (
     SB3_FIXED,
     SB3_N,
     VECTOR_N,
-    VECTOR_REPLY,
     FramesClient,
     Sb3Client,
     VectorClient,
+    cartpole_vector,
     check_requests,
     frames_requests,
     minimal_case_server,
@@ -231,7 +232,7 @@ def main() -> int:
     args, settings = parse_settings(
         "gym-socket's one step, vector step and frames beside minimal Python implementations "
         "of the same bytes",
-        extra=[("--cpu", str, "last")],
+        extra=[("--cpu", str, "last"), ("--batches", str, str(VECTOR_N))],
     )
     pin = _chosen_cpu(args.cpu)
     if pin is not None:
@@ -243,7 +244,8 @@ def main() -> int:
             _pin_threads(server.process.pid, pin)
             _pin_threads(_pid(echo), pin)
         results += _one_step(settings, server, pin)
-        results += _vector(settings, server, pin)
+        for n in (int(size) for size in args.batches.split(",")):
+            results += _vector(settings, server, pin, n)
         results += _sb3(settings, server, pin)
         results += _frames(settings, server, echo, pin)
     report = {"machine": machine() | {"pinned_cpu": pin}, "results": [vars(r) for r in results]}
@@ -289,10 +291,11 @@ def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> lis
     return _results(names, rounds, {"reply_bytes": 47}, "step")
 
 
-def _vector(settings: Settings, server: ServerProcess, pin: int | None) -> list[Result]:
-    """make_vec N=8 of CartPole: the baseline pair and envwire's, beside in-process
+def _vector(
+    settings: Settings, server: ServerProcess, pin: int | None, n: int = VECTOR_N
+) -> list[Result]:
+    """make_vec N=n of CartPole: the baseline pair and envwire's, beside in-process
     SyncVectorEnv; the rates in env steps/s, the CPU per batch."""
-    n = VECTOR_N
     names = {
         "sync": f"in-process SyncVectorEnv N={n}",
         "minimal": f"minimal Python: CartPole vector step N={n}, same bytes",
@@ -300,10 +303,10 @@ def _vector(settings: Settings, server: ServerProcess, pin: int | None) -> list[
     }
     url = server.url("gym-socket", "CartPole-v1")
     with minimal_case_server("vector", pin) as (port, pid):
-        check_requests(vector_requests(32), port, server.ports["gym-socket"])
+        check_requests(vector_requests(32, n), port, server.ports["gym-socket"])
         local = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
         local.reset(seed=0)
-        minimal = VectorClient(port)
+        minimal = VectorClient(port, cartpole_vector(n))
         minimal.reset(seed=0)
         remote = envwire.make_vec(url, n)
         remote.reset(seed=0)
@@ -313,7 +316,7 @@ def _vector(settings: Settings, server: ServerProcess, pin: int | None) -> list[
         finally:
             for env, _ in envs.values():
                 env.close()
-    return _results(names, rounds, {"reply_bytes": VECTOR_REPLY}, "batch", "sync")
+    return _results(names, rounds, {"reply_bytes": cartpole_vector(n).reply}, "batch", "sync")
 
 
 def _sb3(settings: Settings, server: ServerProcess, pin: int | None) -> list[Result]:

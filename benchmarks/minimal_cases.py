@@ -47,6 +47,7 @@ __all__ = [
     "VECTOR_REPLY",
     "VectorBytes",
     "VectorClient",
+    "cartpole_vector",
     "frames_requests",
     "check_requests",
     "minimal_case_server",
@@ -114,28 +115,36 @@ def vector_bytes(env_id: bytes, n: int, workers: int, obs_dtype: Any, width: int
     )  # fmt: skip
 
 
-def read_vector_hello(client: socket.socket) -> bool:
-    """Read a make_vec handshake (its name and options, whatever they are) and accept it;
-    False when the client left first."""
+def read_vector_hello(client: socket.socket) -> dict[str, Any] | None:
+    """Read a make_vec handshake (its name and options) and accept it: its options; None when
+    the client left first."""
     head = memoryview(bytearray(5))
     if not _read(client, head):
-        return False
+        return None
     rest = bytearray(_U32.unpack_from(head, 1)[0] + 4)  # the name, then the options' length
     _read(client, memoryview(rest))
-    _read(client, memoryview(bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])))
+    options = bytearray(_U32.unpack_from(rest, len(rest) - 4)[0])
+    _read(client, memoryview(options))
     client.sendall(_OK)
-    return True
+    return dict(json.loads(options))
 
 
 _VRESET, _VSTEP = 9, 10
 VECTOR_N = 8
-CARTPOLE_VECTOR = vector_bytes(b"CartPole-v1", VECTOR_N, 1, np.float32, 4)
-_VECTOR_HELLO = CARTPOLE_VECTOR.hello
+
+
+def cartpole_vector(n: int = VECTOR_N) -> VectorBytes:
+    """:class:`VectorBytes` of ``make_vec(url, n)`` of CartPole."""
+    return vector_bytes(b"CartPole-v1", n, 1, np.float32, 4)
+
+
+CARTPOLE_VECTOR = cartpole_vector()
+VECTOR_REPLY = CARTPOLE_VECTOR.reply
+# N=8's, for SB3's case
 _VSTEP_HEAD = CARTPOLE_VECTOR.step_head
 _VOBS_HEAD = CARTPOLE_VECTOR.obs_head
 _VREW_HEAD = CARTPOLE_VECTOR.rew_head
 _VBOOL_HEAD = CARTPOLE_VECTOR.bool_head
-VECTOR_REPLY = CARTPOLE_VECTOR.reply
 _VECTOR_RESET_REPLY = CARTPOLE_VECTOR.reset_reply
 _VOBS_AT, _VREW_AT = CARTPOLE_VECTOR.obs_at, CARTPOLE_VECTOR.rew_at
 _VTERM_AT, _VTRUNC_AT = CARTPOLE_VECTOR.term_at, CARTPOLE_VECTOR.trunc_at
@@ -146,42 +155,46 @@ def _reset_request(packet: int, seed: int | None) -> bytes:
     return bytes([packet]) + _U32.pack(len(options)) + options
 
 
-def vector_requests(steps: int) -> list[tuple[bytes, int]]:
-    """The handshake, a reset with seed 0 and ``steps`` steps of actions 0, with the size
-    of each reply: what both servers must answer alike."""
-    step = _VSTEP_HEAD + np.zeros(VECTOR_N, np.int64).tobytes()
+def vector_requests(steps: int, n: int = VECTOR_N) -> list[tuple[bytes, int]]:
+    """The handshake, a reset with seed 0 and ``steps`` steps of actions 0 of ``n`` copies,
+    with the size of each reply: what both servers must answer alike."""
+    layout = cartpole_vector(n)
+    step = layout.step_head + np.zeros(n, np.int64).tobytes()
     return [
-        (_VECTOR_HELLO, 4),
-        (_reset_request(_VRESET, 0), _VECTOR_RESET_REPLY),
-        *[(step, VECTOR_REPLY)] * steps,
+        (layout.hello, 4),
+        (_reset_request(_VRESET, 0), layout.reset_reply),
+        *[(step, layout.reply)] * steps,
     ]
 
 
 def _serve_vector(client: socket.socket) -> None:
-    """One make_vec connection: the handshake (with its options), vector resets and steps."""
-    if not read_vector_hello(client):
+    """One make_vec connection of CartPole: the handshake (with its options: the number of
+    copies), vector resets and steps."""
+    options = read_vector_hello(client)
+    if options is None:
         return
-    envs = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * VECTOR_N)
+    n = int(options["num_envs"])
+    envs = gymnasium.vector.SyncVectorEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+    at = cartpole_vector(n)
+    obs_head, rew_head, bool_head = at.obs_head, at.rew_head, at.bool_head
     header = bytearray(6)
     header_view = memoryview(header)
-    body = bytearray(9 + 8 * VECTOR_N)  # a step's action field
+    body = bytearray(9 + 8 * n)  # a step's action field
     body_view = memoryview(body)
     while _read(client, header_view):
         if header[0] == _VSTEP:
             _read(client, body_view)
-            obs, rewards, terminated, truncated, _ = envs.step(
-                np.frombuffer(body, np.int64, VECTOR_N, 9)
-            )
+            obs, rewards, terminated, truncated, _ = envs.step(np.frombuffer(body, np.int64, n, 9))
             client.sendall(
                 b"".join(
                     (
-                        _VOBS_HEAD,
+                        obs_head,
                         obs.tobytes(),
-                        _VREW_HEAD,
+                        rew_head,
                         rewards.tobytes(),
-                        _VBOOL_HEAD,
+                        bool_head,
                         terminated.tobytes(),
-                        _VBOOL_HEAD,
+                        bool_head,
                         truncated.tobytes(),
                         _EMPTY_INFO,
                     )
@@ -190,9 +203,9 @@ def _serve_vector(client: socket.socket) -> None:
         else:  # the reset: its options' JSON, 1 byte of it already read
             rest = bytearray(_U32.unpack_from(header, 1)[0] - 1)
             _read(client, memoryview(rest))
-            options = json.loads(bytes(header[5:]) + rest)
-            obs, _ = envs.reset(seed=options["seed"])
-            client.sendall(_VOBS_HEAD + obs.tobytes() + _EMPTY_INFO)
+            reset = json.loads(bytes(header[5:]) + rest)
+            obs, _ = envs.reset(seed=reset["seed"])
+            client.sendall(obs_head + obs.tobytes() + _EMPTY_INFO)
 
 
 class VectorClient:
