@@ -63,7 +63,7 @@ from harness import (
 from harness import read_exactly as _read
 from minimal_cases import VectorClient, read_vector_hello, vector_bytes
 
-__all__ = ["main", "parallel_requests", "parallel_server"]
+__all__ = ["PARALLEL_LAYOUT", "main", "parallel_requests", "parallel_server"]
 
 N, HALF = 8, 4
 BURN_STEP_US = 200.0
@@ -72,7 +72,7 @@ ENV_ID = b"bench/Burn"
 _U32 = struct.Struct("<I")
 _I64 = struct.Struct("<q")
 _EMPTY_INFO = _U32.pack(2) + b"{}"
-_LAYOUT = vector_bytes(ENV_ID, N, 2, np.int64, 2)
+_LAYOUT = PARALLEL_LAYOUT = vector_bytes(ENV_ID, N, 2, np.int64, 2)
 _HELLO, _STEP_HEAD, REPLY = _LAYOUT.hello, _LAYOUT.step_head, _LAYOUT.reply
 _OBS_HEAD, _REW_HEAD, _BOOL_HEAD = _LAYOUT.obs_head, _LAYOUT.rew_head, _LAYOUT.bool_head
 _RESET_REPLY = _LAYOUT.reset_reply

@@ -51,6 +51,7 @@ import numpy as np
 import envwire
 from bench_dmenvrpc import bench_grpc_cases
 from bench_openenv import bench_openenv_cases
+from bench_parallel_minimal import PARALLEL_LAYOUT, parallel_server
 from bench_pool import calibrate
 from bench_sb3 import sb3_cases
 from envwire.client.gymsocket import DEFAULT_FLAGS
@@ -72,6 +73,7 @@ from harness import (
     rate,
     step_loop,
 )
+from minimal_cases import VectorClient, cartpole_vector, minimal_case_server
 
 __all__ = [
     "bench_batched",
@@ -172,19 +174,20 @@ def bench_batched(settings: Settings, server: Any, progress: Progress) -> list[R
         remote = envwire.make_vec(server.url("gym-socket", "CartPole-v1"), n)
         remote.reset(seed=0)
         base, ours = f"in-process SyncVectorEnv N={n}", f"gym-socket batched N={n}"
+        least = f"  minimal Python of the same bytes, N={n}"
+        cases = {base: local, ours: remote}
         try:
-            values = alternate(
-                {
-                    base: _stepper(local, actions, settings.seconds, n),
-                    ours: _stepper(remote, actions, settings.seconds, n),
-                },
-                settings.runs,
-            )
+            with minimal_case_server("vector", None) as (port, _):
+                cases[least] = VectorClient(port, cartpole_vector(n))
+                cases[least].reset(seed=0)
+                steppers = {k: _stepper(e, actions, settings.seconds, n) for k, e in cases.items()}
+                values = alternate(steppers, settings.runs)
         finally:
-            remote.close()
-            local.close()
+            for env in cases.values():
+                env.close()
         results.append(compare(values, base))
         results.append(compare(values, ours, base, target=BATCH_TARGETS.get(n)))
+        results.append(compare(values, least, base))
         progress.step(f"batched N={n}")
     return results
 
@@ -261,10 +264,11 @@ def _parallel_results(
         "async": f"{label}: Gymnasium AsyncVectorEnv ({n} processes)",
         "workers=1": f"{label}: make_vec workers=1",
         "workers=2": f"{label}: make_vec workers=2",
+        "minimal": f"  {label}: minimal Python of the same bytes, 2 worker processes",
     }
     named = {names[key]: rounds for key, rounds in values.items()}
     results = [compare(named, names["sync"])]
-    for key in ("async", "workers=1", "workers=2"):
+    for key in ("async", "workers=1", "workers=2", "minimal"):
         if names[key] in named:
             target = PARALLEL_TARGETS["SyncVectorEnv"] if targets and key == "workers=2" else None
             results.append(compare(named, names[key], names["sync"], target=target))
@@ -310,9 +314,16 @@ def bench_parallel(settings: Settings, server: Any, work: int) -> list[Result]:
     burn = functools.partial(BurnEnv, work=work, horizon=2**62)
     results: list[Result] = []
     for n, workers in ((8, (1, 2)), (2, (2,))):
-        remote = {f"workers={w}": envwire.make_vec(url, n, workers=w) for w in workers}
+        remote: dict[str, Any] = {
+            f"workers={w}": envwire.make_vec(url, n, workers=w) for w in workers
+        }
         label = f"Burn {BURN_STEP_US:g} us N={n}"
-        values = _vector_rounds(settings, burn, remote, n)
+        if n != 8:
+            values = _vector_rounds(settings, burn, remote, n)
+        else:  # beside the minimal implementation of the same bytes (bench_parallel_minimal)
+            with parallel_server(work) as (port, _):
+                remote["minimal"] = VectorClient(port, PARALLEL_LAYOUT)
+                values = _vector_rounds(settings, burn, remote, n)
         results += _parallel_results(values, label, n, targets=n == 8)
     think = _burn(work, 4 * BURN_STEP_US * 1e-6)
     remote = {"workers=2": envwire.make_vec(url, 8, workers=2)}
