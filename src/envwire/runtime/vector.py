@@ -152,7 +152,12 @@ class VectorGroup(Generic[S]):
     def call(self, method: str, *args: object, timeout: float | None) -> object:
         if method == "step" and len(args) == 1:
             return self.call_step(args[0], timeout=timeout)
-        return self._guarded(method, self._call, method, args, timeout)
+        try:
+            return self._call(method, args, timeout)
+        except EnvwireError:
+            raise
+        except Exception as exc:  # joining or splitting batches of a malformed shape
+            raise EnvError(f"vector {method} failed: {type(exc).__name__}: {exc}") from exc
 
     def call_step(self, actions: object, *, timeout: float | None) -> object:
         """``call("step", actions, timeout=timeout)`` without the dispatch by name (a
@@ -161,18 +166,8 @@ class VectorGroup(Generic[S]):
             return self._step(actions, timeout)
         except EnvwireError:
             raise
-        except Exception as exc:  # joining or splitting batches of a malformed shape
+        except Exception as exc:  # as call's
             raise EnvError(f"vector step failed: {type(exc).__name__}: {exc}") from exc
-
-    @staticmethod
-    def _guarded(method: str, run: Callable[..., object], *args: object) -> object:
-        """``run(*args)``, with an error that is not an envwire one as :meth:`call_step`'s."""
-        try:
-            return run(*args)
-        except EnvwireError:
-            raise
-        except Exception as exc:
-            raise EnvError(f"vector {method} failed: {type(exc).__name__}: {exc}") from exc
 
     def _call(self, method: str, args: tuple[object, ...], timeout: float | None) -> object:
         obs_space, sizes = self.observation_space, self.sizes

@@ -102,12 +102,7 @@ class ReplyWriter(Side):
         :meth:`send_reply` returns (the usual step's and reset's, an array of the layout the
         last usual step taught and no info, joined from that layout's head).
         """
-        if type(reply) is m.VectorStepReply:  # (send_reply's vector step, first: no getattr)
-            if self._pending[0] is _VECTOR_STEP and not self._finals and not reply.infos:
-                lean = self._lean_vector_arrays(reply, EMPTY_INFO)
-                if lean is not None:
-                    self._pending.popleft()
-                    return lean
+        if type(reply) is m.VectorStepReply:  # send_reply's, without the getattr below
             return self.send_reply(reply)
         if type(reply) is m.StepReply and self._pending[0] is _STEP:
             obs = reply.observation
