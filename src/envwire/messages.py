@@ -11,6 +11,7 @@ space it belongs to (and narrows it, or hands it to the env or a codec that take
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -44,6 +45,7 @@ __all__ = [
     "StepReply",
     "VectorStepReply",
     "autoreset_mode",
+    "slot_setters",
 ]
 
 
@@ -214,3 +216,10 @@ def autoreset_mode(name: str | AutoresetMode) -> AutoresetMode:
     except (KeyError, TypeError):
         known = ", ".join(mode.value for mode in AutoresetMode)
         raise InvalidArgumentError(f"autoreset mode {name!r} is not one of {known}") from None
+
+
+def slot_setters(cls: type, *names: str) -> tuple[Callable[[object, object], None], ...]:
+    """The setters of the slots ``names`` of the frozen message ``cls``, for a hot path that
+    makes the message by ``object.__new__(cls)`` and these: a third of the dataclass's
+    ``__init__``, whose ``object.__setattr__`` per field would be paid on every step."""
+    return tuple(getattr(cls, name).__set__ for name in names)

@@ -8,7 +8,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol, TypeGuard
+from typing import Any, Protocol
 
 import gymnasium
 import numpy as np
@@ -27,7 +27,14 @@ from envwire.errors import (
 )
 from envwire.registry import EnvSpec
 from envwire.session.contracts import SessionTap, Worker, WorkerFactory, told_nothing
-from envwire.session.states import ALLOWED, ENV_STEPS_ALLOWED, State, confine
+from envwire.session.states import (
+    ALLOWED,
+    ENV_STEPS_ALLOWED,
+    State,
+    checked_seed,
+    confine,
+    refusal,
+)
 from envwire.tensor import NDARRAY
 
 __all__ = ["Session", "SessionObserver"]
@@ -35,17 +42,13 @@ __all__ = ["Session", "SessionObserver"]
 # Bound once: the step path calls them on every step.
 _perf_counter = time.perf_counter
 _monotonic = time.monotonic
-# A StepReply made by its slots' own setters: a third of the frozen dataclass's __init__,
-# whose object.__setattr__ per field is paid on every step (the reply is the same object)
+# The replies of every step, made by their slots' setters (see m.slot_setters)
 _new = object.__new__
-_SET_OBS, _SET_REWARD, _SET_TERMINATED, _SET_TRUNCATED, _SET_INFO = (
-    getattr(m.StepReply, name).__set__
-    for name in ("observation", "reward", "terminated", "truncated", "info")
+_SET_OBS, _SET_REWARD, _SET_TERMINATED, _SET_TRUNCATED, _SET_INFO = m.slot_setters(
+    m.StepReply, "observation", "reward", "terminated", "truncated", "info"
 )
-# The same for a VectorStepReply, made on every vector step
-_SET_OBSS, _SET_REWARDS, _SET_TERMINATIONS, _SET_TRUNCATIONS, _SET_INFOS = (
-    getattr(m.VectorStepReply, name).__set__
-    for name in ("observations", "rewards", "terminations", "truncations", "infos")
+_SET_OBSS, _SET_REWARDS, _SET_TERMINATIONS, _SET_TRUNCATIONS, _SET_INFOS = m.slot_setters(
+    m.VectorStepReply, "observations", "rewards", "terminations", "truncations", "infos"
 )
 #: Copies up to which a vector step's rewards are summed by Python, not by a ufunc call.
 _FEW = 64
@@ -335,7 +338,6 @@ class Session:
         Raises:
             As :meth:`handle`.
         """
-        # (acquire and release: half the with statement's cost, on every step)
         self._lock.acquire()
         try:
             seed = request.seed
@@ -382,7 +384,8 @@ class Session:
 
     def _handle(self, request: m.Request) -> m.Reply:
         if type(request) not in self._allowed:
-            raise StateError(self._refusal(request))
+            where = f"session {self.id[:8]} ({self.env_id or 'no env'})"
+            raise StateError(refusal(request, where, self.state, self.episode, self.step_count))
         match request:
             case m.Reset(seed=seed, options=options):
                 return self._reset(seed, options)
@@ -403,25 +406,8 @@ class Session:
                 return m.Ok()
         raise InvalidArgumentError(f"unknown request {request!r}")  # pragma: no cover
 
-    def _refusal(self, request: m.Request) -> str:
-        name = type(request).__name__
-        where = f"session {self.id[:8]} ({self.env_id or 'no env'})"
-        match self.state:
-            case State.NEW if isinstance(request, m.Step):
-                return f"{name} before the first Reset in {where}: reset first"
-            case State.ENDED:
-                return (
-                    f"{name} after episode {self.episode} ended at step {self.step_count} "
-                    f"in {where}: reset first"
-                )
-            case State.BROKEN:
-                return f"{name} in {where}, whose env crashed or hung: Reset makes a fresh env"
-            case State.NO_ENV:
-                return f"{name} in {where}: it was opened without an env"
-        return f"{name} is not allowed in {where} while it is {self.state.value}"
-
     def _reset(self, seed: object, options: dict[str, Any] | None) -> m.ResetReply:
-        seed = self._checked_seed(seed)
+        seed = checked_seed(seed, self.num_envs if self.autoreset_mode is not None else None)
         if self.state is State.BROKEN:
             assert self.worker is not None
             self.worker.close()
@@ -445,24 +431,6 @@ class Session:
         self.episode_return = 0.0
         self.last_seed = seed
 
-    def _checked_seed(self, seed: object) -> int | Sequence[int | None] | None:
-        """``seed`` once checked: None, a non-negative int, or (vector sessions) one of
-        those per copy."""
-
-        def valid(s: object) -> TypeGuard[int | None]:
-            return s is None or (isinstance(s, int) and not isinstance(s, bool) and s >= 0)
-
-        if valid(seed):
-            return seed
-        if self.autoreset_mode is not None and isinstance(seed, list | tuple):
-            if len(seed) == self.num_envs and all(valid(s) for s in seed):
-                return seed
-            raise InvalidArgumentError(
-                f"a list of seeds needs {self.num_envs} non-negative integers or nulls, "
-                f"got {seed!r}"
-            )
-        raise InvalidArgumentError(f"seed must be a non-negative integer or null, got {seed!r}")
-
     def _monitor(self, request: m.Monitor) -> m.MonitorReply:
         if self.monitor_root is None:
             raise UnsupportedError("Monitor is disabled on this server (no monitor root)")
@@ -472,9 +440,9 @@ class Session:
         return m.MonitorReply(directory)
 
     def _close(self) -> None:
+        self.state = State.CLOSED
         if self.worker is not None:
             self.worker.close()
-        self.state = State.CLOSED
         self._untap()
 
     def _untap(self) -> None:
@@ -504,10 +472,7 @@ class Session:
             finally:
                 self._lock.release()
         else:  # a call is stuck in the env: abandon it; the worker frees what it can
-            self.state = State.CLOSED
-            if self.worker is not None:
-                self.worker.close()
-            self._untap()
+            self._close()
 
     def describe(self) -> dict[str, Any]:
         """A JSON-able summary (for logs and status pages)."""

@@ -28,7 +28,14 @@ class TwoNodes:
 
         self.cluster = Cluster(
             initialize_head=True,
-            head_node_args={"num_cpus": 4, "resources": {"head": 1}, "include_dashboard": True},
+            head_node_args={
+                "num_cpus": 4,
+                "resources": {"head": 1},
+                "include_dashboard": True,
+                # None: the first free port from 8265 on, as ray.init picks it (the Cluster's
+                # default is 8265 itself, which another suite's Ray may hold)
+                "dashboard_port": None,
+            },
         )
         try:
             self.worker_node = self.cluster.add_node(num_cpus=2, resources={"godot": 1})

@@ -452,9 +452,9 @@ _PARSERS: dict[Packet, Callable[[ServerConnection, int], _Parsed | None]] = {
 _PACKETS = {int(p): p for p in Packet}
 #: How many packets' requests a connection keeps for lean_step (a Discrete space's steps).
 _LEAN_PACKETS = 1024
-# A Step made by its slot's own setter: a third of the frozen dataclass's __init__
+# A Step made by its slot's own setter (see m.slot_setters)
 _new = object.__new__
-_SET_ACTION = getattr(m.Step, "action").__set__  # noqa: B009 (a slot, not a class attribute)
+(_SET_ACTION,) = m.slot_setters(m.Step, "action")
 # RESET_EX's options of a reset with no seed and no options, as json_bytes writes them
 _UNSEEDED = json_bytes({"seed": None, "options": None})
 _UNSEEDED_PACKET = bytes([Packet.RESET_EX]) + pack_field(_UNSEEDED)
