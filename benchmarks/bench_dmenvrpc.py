@@ -40,6 +40,7 @@ from dm_env_rpc.v1 import connection, dm_env_adaptor, dm_env_rpc_pb2_grpc, tenso
 from dm_env_rpc.v1 import dm_env_rpc_pb2 as pb
 
 import envwire
+from envwire.adapters.gymenv import RemoteEnv
 from envwire.errors import StateError
 from envwire.testing import ServerProcess
 from harness import Result, Settings, alternate, compare, machine, median, print_table, rate
@@ -182,6 +183,7 @@ def _alternating() -> Iterator[int]:
 def envwire_rate(url: str, seconds: float) -> float:
     """Steps/s of envwire's client as a ``gymnasium.Env``, one step at a time."""
     env = envwire.make(url)
+    assert isinstance(env, gymnasium.Env)  # not a TypedClient: that is OpenEnv only
     env.reset(seed=0)
     actions = _alternating()
 
@@ -197,7 +199,8 @@ def envwire_rate(url: str, seconds: float) -> float:
 
 def pipelined_rate(url: str, seconds: float, window: int) -> float:
     """Steps/s of envwire's client with ``window`` steps in flight (refused ones not counted)."""
-    env = envwire.make(url).unwrapped
+    env = envwire.make(url)
+    assert isinstance(env, RemoteEnv)  # what make gives for grpc://, with step_async/step_wait
     env.reset(seed=0)
     actions = _alternating()
 

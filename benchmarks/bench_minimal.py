@@ -310,6 +310,7 @@ def _vector(
         minimal.reset(seed=0)
         remote = envwire.make_vec(url, n)
         remote.reset(seed=0)
+        envs: dict[str, tuple[gymnasium.vector.VectorEnv[Any, Any, Any] | VectorClient, int | None]]
         envs = {"sync": (local, None), "minimal": (minimal, pid), "envwire": (remote, _pid(server))}
         try:
             rounds = _batch_rounds(envs, np.zeros(n, np.int64), settings)
@@ -323,7 +324,7 @@ def _sb3(settings: Settings, server: ServerProcess, pin: int | None) -> list[Res
     """SB3's VecEnv N=8 of CartPole (actions ``i % 2``): the baseline pair and envwire's
     ``make_vec_env``, beside SB3's local DummyVecEnv; no results without the sb3 extra."""
     try:
-        from stable_baselines3.common.vec_env import DummyVecEnv
+        from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
         from envwire.adapters.training.sb3 import make_vec_env
     except ImportError as exc:
@@ -340,11 +341,11 @@ def _sb3(settings: Settings, server: ServerProcess, pin: int | None) -> list[Res
         local = DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)
         minimal = Sb3Client(port)
         remote = make_vec_env(server.url("gym-socket", "CartPole-v1"), n, monitor=False)
-        for env in (local, remote):
-            env.seed(0)
-            env.reset()
+        for vec_env in (local, remote):
+            vec_env.seed(0)
+            vec_env.reset()
         minimal.reset(0)
-        envs = {
+        envs: dict[str, tuple[VecEnv | Sb3Client, int | None]] = {
             "dummy": (local, None),
             "minimal": (minimal, pid),
             "envwire": (remote, _pid(server)),

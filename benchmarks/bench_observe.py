@@ -27,6 +27,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+import gymnasium
+
 import envwire
 from envwire import messages as m
 from envwire.app import Server
@@ -82,6 +84,7 @@ def _server(observed: bool, record: str | None) -> Server:
 def _wire_rate(server: Server, seconds: float) -> float:
     host, port = server.addresses["gym-socket"]
     env = envwire.make(f"gym-socket://{host}:{port}/{CART}")
+    assert isinstance(env, gymnasium.Env)  # not a TypedClient: that is OpenEnv only
     env.reset(seed=0)
 
     def one() -> None:
@@ -121,25 +124,26 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="a smoke run (0.3 s, 1 run)")
     args = parser.parse_args()
     settings = Settings(seconds=0.3, runs=1) if args.quick else Settings(args.seconds, args.runs)
+
+    def core_rate(hub: Observability | None) -> Callable[[], float]:
+        return lambda: cpu_rate(_core_step(hub), settings.seconds)
+
+    def wire_rate(server: Server) -> Callable[[], float]:
+        return lambda: _wire_rate(server, settings.seconds)
+
     with tempfile.TemporaryDirectory() as scratch:
         record = RecordSettings(root=scratch)  # the observer alone, no server
         hubs: dict[str, Any] = {"off": None, "metrics": Observability()}
         if RECORDING:
             hubs["metrics + recording"] = Observability(record)
         core, core_ratios = _interleaved(
-            settings,
-            {
-                name: (lambda o=o: cpu_rate(_core_step(o), settings.seconds))
-                for name, o in hubs.items()
-            },
+            settings, {name: core_rate(hub) for name, hub in hubs.items()}
         )
         servers = {"off": _server(False, None), "metrics": _server(True, None)}
         if RECORDING:
             servers["metrics + recording"] = _server(True, scratch + "/w")
         try:
-            measures = {
-                name: (lambda s=s: _wire_rate(s, settings.seconds)) for name, s in servers.items()
-            }
+            measures = {name: wire_rate(server) for name, server in servers.items()}
             wire, wire_ratios = _interleaved(settings, measures)
         finally:
             for server in servers.values():

@@ -153,7 +153,9 @@ def step_bytes(port: int, env_id: str = "CartPole-v1") -> dict[str, Any]:
         spaces = []
         for which in (m.SpaceKind.ACTION, m.SpaceKind.OBSERVATION):
             described, _ = _exchange(sock, codec, codec.send_request(m.GetSpace(which)))
-            spaces.append(getattr(described, "space", None))
+            if not isinstance(described, m.SpaceReply):
+                raise RuntimeError(f"expected a space reply, got {described!r}")
+            spaces.append(described.space)
         codec.set_spaces(*spaces)
         _, reset = _exchange(sock, codec, codec.send_request(m.Reset()))
         request = codec.send_request(m.Step(0))

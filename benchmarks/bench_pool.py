@@ -140,13 +140,13 @@ def _client_main(
         selector = selectors.DefaultSelector()
         for sock, codec in sessions[env]:
             sock.setblocking(False)
-            selector.register(sock, selectors.EVENT_READ, codec)
+            selector.register(sock, selectors.EVENT_READ, (sock, codec))
             sock.send(codec.send_request(step))
         count, began = 0, time.perf_counter()
         deadline = began + seconds
         while (now := time.perf_counter()) < deadline:
             for key, _ in selector.select(deadline - now):
-                sock, codec = key.fileobj, key.data
+                sock, codec = key.data
                 codec.receive_data(sock.recv(1 << 16))
                 while (event := codec.next_event()) is not NEED_DATA:
                     if isinstance(event, Exception):
@@ -169,14 +169,17 @@ class _Clients:
         ctx = multiprocessing.get_context("spawn")
         self.pipes: list[multiprocessing.connection.Connection] = []
         self.processes = []
+        self.pids: list[int] = []
         for share in _shares(sessions, count):
             parent, child = ctx.Pipe()
             process = ctx.Process(
                 target=_client_main, args=(child, address, envs, share), daemon=True
             )
             process.start()
+            assert process.pid is not None  # started
             self.pipes.append(parent)
             self.processes.append(process)
+            self.pids.append(process.pid)
         for pipe in self.pipes:
             if not pipe.poll(600) or pipe.recv() != "ready":
                 raise RuntimeError("a client process did not open its sessions")
@@ -254,7 +257,8 @@ class _Accounting:
 
     def __init__(self, server: int, clients: list[int]) -> None:
         self.server, self.clients = server, clients
-        self.per_step: dict[str, list[tuple[float, float, float]]] = {}
+        #: Per case, per round: CPU µs per step of the server, the workers, the clients.
+        self.per_step: dict[str, list[tuple[float, ...]]] = {}
 
     def measured(self, name: str, measure: Callable[[], tuple[float, int]]) -> float:
         """``measure``'s steps/s; records the CPU each party spent per step it took."""
@@ -263,7 +267,7 @@ class _Accounting:
         steps_per_s, steps = measure()
         after = _cpu([self.server]), _cpu(workers), _cpu(self.clients)
         spent = tuple(1e6 * (b - a) / steps for a, b in zip(before, after, strict=True))
-        self.per_step.setdefault(name, []).append(spent)  # type: ignore[arg-type]
+        self.per_step.setdefault(name, []).append(spent)
         return steps_per_s
 
     def notes(self, name: str) -> dict[str, Any]:
@@ -475,7 +479,7 @@ def bench_sessions(
     clients = _Clients(address, [f"bench/{name}-{w}" for w in wheres], sessions, args.clients)
     base = f"{name}: one core, the env stepped in one process"
     labels = {w: f"{name}: @{w}, {sessions} sessions" for w in wheres}
-    accounting = _Accounting(server.process.pid, [p.pid for p in clients.processes])
+    accounting = _Accounting(server.process.pid, clients.pids)
 
     def over(where: str) -> Callable[[], float]:
         run = lambda: clients.run(f"bench/{name}-{where}", seconds)  # noqa: E731

@@ -33,9 +33,12 @@ CART = "CartPole-v1"
 def _client(url: str, seconds: float, start: Any, results: Any) -> None:
     """Step CartPole with random actions for ``seconds`` once ``start`` is set; report
     ``(steps, finished episodes)``."""
+    import gymnasium
+
     import envwire
 
     env = envwire.make(url)
+    assert isinstance(env, gymnasium.Env)  # not a TypedClient: that is OpenEnv only
     env.action_space.seed(os.getpid())
     env.reset(seed=os.getpid())
     steps = episodes = 0

@@ -41,7 +41,7 @@ def sb3_cases(
     """``SB3VecEnv`` over each scheme beside a local ``DummyVecEnv`` of the same N, in
     alternating rounds; no results (and a line saying why) without the ``sb3`` extra."""
     try:
-        from stable_baselines3.common.vec_env import DummyVecEnv
+        from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
         from envwire.adapters.training.sb3 import make_vec_env
     except ImportError as exc:
@@ -50,7 +50,7 @@ def sb3_cases(
     results = []
     for n in sizes:
         base = f"SB3 DummyVecEnv, local, N={n}"
-        envs = {base: DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)}
+        envs: dict[str, VecEnv] = {base: DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)}
         for scheme in schemes:
             remote = make_vec_env(server.url(scheme, "CartPole-v1"), n, monitor=False)
             envs[f"SB3VecEnv over {scheme}, N={n}"] = remote

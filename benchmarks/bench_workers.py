@@ -33,6 +33,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import gymnasium
+
 import envwire
 from envwire.testing import ServerProcess
 
@@ -45,6 +47,7 @@ def _client(
 ) -> None:
     """One client process: connect, wait for the start, step until the time is up."""
     env = envwire.make(url, timeout=60)
+    assert isinstance(env, gymnasium.Env)  # not a TypedClient: that is OpenEnv only
     env.reset(seed=0)
     out.send("ready")
     start.wait(60)

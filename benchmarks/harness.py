@@ -18,7 +18,7 @@ import statistics
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -137,7 +137,11 @@ def _polling_reader(poll: float) -> Callable[[socket.socket, memoryview], bool]:
         got, size = 0, len(view)
         while got < size:
             part = view[got:]
-            polled = busy_poll(lambda flags, part=part: sock.recv_into(part, 0, flags), poll)
+
+            def receive(flags: int, part: memoryview = part) -> int:
+                return sock.recv_into(part, 0, flags)
+
+            polled = busy_poll(receive, poll)
             n = sock.recv_into(part) if polled is None else polled
             if not n:
                 return False
@@ -264,7 +268,7 @@ def median(settings: Settings, measure: Callable[[], float]) -> float:
     return statistics.median(measure() for _ in range(settings.runs))
 
 
-def alternate(cases: dict[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+def alternate(cases: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
     """Each case's measurements over ``rounds`` rounds, every round measuring every case once
     in turn, so that a figure and its baseline are always measured minutes apart at most."""
     values: dict[str, list[float]] = {name: [] for name in cases}

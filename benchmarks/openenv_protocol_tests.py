@@ -40,7 +40,12 @@ DEFAULT_FILES = (
     "tests/envs/test_websockets.py",
 )
 
-RUNS = (("openenv-core", {"ENVWIRE_LIVE": "0"}), ("envwire", {}), ("envwire strict", {}))
+#: Each run's label and the environment variables it adds.
+RUNS: tuple[tuple[str, dict[str, str]], ...] = (
+    ("openenv-core", {"ENVWIRE_LIVE": "0"}),
+    ("envwire", {}),
+    ("envwire strict", {}),
+)
 
 
 def run(

@@ -175,6 +175,7 @@ def bench_batched(settings: Settings, server: Any, progress: Progress) -> list[R
         remote.reset(seed=0)
         base, ours = f"in-process SyncVectorEnv N={n}", f"gym-socket batched N={n}"
         least = f"  minimal Python of the same bytes, N={n}"
+        cases: dict[str, gymnasium.vector.VectorEnv[Any, Any, Any] | VectorClient]
         cases = {base: local, ours: remote}
         try:
             with minimal_case_server("vector", None) as (port, _):
@@ -236,6 +237,7 @@ def _vector_rounds(
     ``SyncVectorEnv`` (``sync``) and Gymnasium's ``AsyncVectorEnv`` (``async``, a process per
     copy) of N copies of ``make``'s env; with ``think``, an agent's compute per batch. Closes
     every env."""
+    envs: dict[str, gymnasium.vector.VectorEnv[Any, Any, Any]]
     envs = {"sync": gymnasium.vector.SyncVectorEnv([make] * n)}
     try:
         envs["async"] = gymnasium.vector.AsyncVectorEnv([make] * n)
