@@ -5,11 +5,14 @@ through SB3's ``step()`` with fixed actions (no policy), for N = 8 and 64 copies
 ``DummyVecEnv`` (the baseline) and ``envwire.adapters.training.sb3.make_vec_env`` over
 gym-socket and dm_env_rpc against a real ``envwire serve`` process, in alternating rounds
 (:func:`harness.alternate`): a ratio is the median of the rounds' own ratios. Needs the ``sb3``
-extra (skips without). ``suite.py`` runs the N = 8 gym-socket case through :func:`sb3_cases`.
+extra (skips without). ``suite.py`` runs the N = 8 gym-socket case through :func:`sb3_cases`,
+beside the minimal Python implementation of the same bytes (``minimal_cases.Sb3Client``, as
+``bench_minimal.py`` measures it).
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +21,7 @@ import numpy as np
 
 from envwire.testing import ServerProcess
 from harness import Result, Settings, alternate, compare, machine, parse_settings, print_table, rate
+from minimal_cases import SB3_N, Sb3Client, minimal_case_server
 
 __all__ = ["SIZES", "TARGETS", "main", "sb3_cases"]
 
@@ -37,9 +41,12 @@ def sb3_cases(
     server: Any,
     sizes: Sequence[int] = SIZES,
     schemes: Sequence[str] = ("gym-socket", "grpc"),
+    minimal: bool = False,
 ) -> list[Result]:
     """``SB3VecEnv`` over each scheme beside a local ``DummyVecEnv`` of the same N, in
-    alternating rounds; no results (and a line saying why) without the ``sb3`` extra."""
+    alternating rounds; with ``minimal``, at N = 8 also the minimal implementation of the
+    gym-socket bytes (its own server process); no results (and a line saying why) without the
+    ``sb3`` extra."""
     try:
         from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv
 
@@ -50,24 +57,35 @@ def sb3_cases(
     results = []
     for n in sizes:
         base = f"SB3 DummyVecEnv, local, N={n}"
-        envs: dict[str, VecEnv] = {base: DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)}
+        least = f"  minimal Python of the same bytes, N={n}"
+        envs: dict[str, VecEnv | Sb3Client] = {
+            base: DummyVecEnv([lambda: gymnasium.make("CartPole-v1")] * n)
+        }
         for scheme in schemes:
             remote = make_vec_env(server.url(scheme, "CartPole-v1"), n, monitor=False)
             envs[f"SB3VecEnv over {scheme}, N={n}"] = remote
-        try:
-            for env in envs.values():
-                env.seed(0)
-                env.reset()
-            values = alternate(
-                {name: _stepper(env, settings.seconds) for name, env in envs.items()},
-                settings.runs,
-            )
-        finally:
-            for env in envs.values():
-                env.close()
+        with contextlib.ExitStack() as servers:
+            if minimal and n == SB3_N:
+                port, _ = servers.enter_context(minimal_case_server("sb3", None))
+                envs[least] = Sb3Client(port)
+            try:
+                for env in envs.values():
+                    if isinstance(env, Sb3Client):
+                        env.reset(0)
+                    else:
+                        env.seed(0)
+                        env.reset()
+                values = alternate(
+                    {name: _stepper(env, settings.seconds) for name, env in envs.items()},
+                    settings.runs,
+                )
+            finally:
+                for env in envs.values():
+                    env.close()
         results.append(compare(values, base))
         for name in list(envs)[1:]:
-            results.append(compare(values, name, base, target=TARGETS.get(n)))
+            target = None if name == least else TARGETS.get(n)
+            results.append(compare(values, name, base, target=target))
     return results
 
 

@@ -15,14 +15,15 @@ Cases (each a rate in steps/s, env steps for batched cases):
   the seed's JSON path (flags 0), each beside the echo of its own bytes (the extended path also
   beside the echo stepping CartPole), and in a worker process;
 - ``batched``: ``make_vec`` CartPole at N = 1, 8, 16, 64, 256, 1024, beside Gymnasium's
-  in-process ``SyncVectorEnv`` with the same N;
+  in-process ``SyncVectorEnv`` with the same N and the minimal implementation of the same bytes;
 - ``parallel``: ``make_vec(url, N, workers=2)`` of a CPU-bound env (``BurnEnv``, a step of
   200 µs of CPU) at N = 8 and 2, beside in-process ``SyncVectorEnv`` and Gymnasium's
-  ``AsyncVectorEnv``; the same with an agent computing during the step (``step_async``); and
+  ``AsyncVectorEnv`` (N = 8 also beside the minimal implementation, ``bench_parallel_minimal``);
+  the same with an agent computing during the step (``step_async``); and
   dm_control's cartpole-swingup at N = 8 (with the ``dm-control`` extra, skipped without);
 - ``sb3``: SB3's ``VecEnv.step()`` over gym-socket (``envwire.adapters.training.sb3``) at
-  N = 8, beside SB3's local ``DummyVecEnv`` (``bench_sb3.sb3_cases``; needs the ``sb3`` extra,
-  skipped without);
+  N = 8, beside SB3's local ``DummyVecEnv`` and the minimal implementation of the same bytes
+  (``bench_sb3.sb3_cases``; needs the ``sb3`` extra, skipped without);
 - ``frames``: 84x84x4 uint8 observations, beside an echo of the same bytes (and the echo
   stepping the frames env);
 - ``idle``: server memory per idle session over 2,000 gym-socket sessions (env excluded);
@@ -452,7 +453,9 @@ def run(settings: Settings, *, progress_bar: bool = True) -> dict[str, Any]:
             results += bench_gym_socket(settings, server, echo)
             progress.step("gym-socket one step at a time")
             results += bench_batched(settings, server, progress)
-            results += sb3_cases(settings, server, sizes=(8,), schemes=("gym-socket",))
+            results += sb3_cases(
+                settings, server, sizes=(8,), schemes=("gym-socket",), minimal=True
+            )
             progress.step("SB3 VecEnv N=8")
             results += bench_parallel(settings, server, work)
             progress.step("parallel stepping")
