@@ -87,19 +87,22 @@ def test_the_env_in_worker_processes_shares_the_server_wide_pool(tmp_path: Path)
         threads = [threading.Thread(target=run) for _ in range(2)]
         for thread in threads:
             thread.start()
-        uids: set[int] = set()
-        while len(uids) < 2 and any(thread.is_alive() for thread in threads):
-            uids |= {
+        # The most run uids seen at one moment. (Each worker's first run is preceded by the
+        # sandbox's trial run, which takes a slot too: over time, up to four uids show.)
+        most: set[int] = set()
+        while len(most) < 2 and any(thread.is_alive() for thread in threads):
+            now = {
                 uid
                 for uid in run_uids(server.process.pid)
                 if DEFAULT_UID_BASE <= uid < DEFAULT_UID_BASE + 8
             }
+            most = max(most, now, key=len)
             time.sleep(0.05)
         for thread in threads:
             thread.join()
         assert results == ["ran\n", "ran\n"]
-        if os.geteuid() == 0:  # a uid per run: two runs from two workers, two uids
-            assert len(uids) == 2, uids
+        if os.geteuid() == 0:  # runs from two workers at once, each in a slot of its own
+            assert len(most) >= 2, most
 
 
 def run_uids(root: int) -> set[int]:
