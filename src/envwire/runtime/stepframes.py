@@ -268,7 +268,10 @@ class StepPlan:
         the four batches over one copy of the staging buffer."""
         layout = self._replies
         assert layout is not None  # (staged() gave the views)
-        return layout.arrays(layout.staging[: layout.data], {})
+        obs, rewards, terminations, truncations, _ = layout.staged
+        # a copy of each (fresh, writable arrays): cheaper than one copy of the staging buffer
+        # and four arrays made over it, whose constructor parses its arguments each time
+        return obs.copy(), rewards.copy(), terminations.copy(), truncations.copy(), {}
 
     def frame(self, i: int) -> bytearray:
         """Slice ``i``'s reply, read whole into :meth:`staged`'s views, as the frame it came
@@ -293,6 +296,7 @@ class _ReplyLayout:
         "reads",
         "shape",
         "sizes",
+        "staged",
         "staging",
     )
 
@@ -352,6 +356,8 @@ class _ReplyLayout:
             ]
             self.reads.append((views, len(prefix) + size + 10 * n, prefix))
             first, obs_at, prefix_at = first + n, obs_at + size, prefix_at + len(prefix)
+        #: the four batches over the staging buffer, made once (StepPlan.take copies them)
+        self.staged = self.arrays(self.staging, {})
 
     @classmethod
     def learn(cls, replies: list[object]) -> _ReplyLayout | None:
