@@ -7,8 +7,6 @@ import contextlib
 import copy
 import os
 import select
-import socket
-import struct
 import threading
 import time
 import zlib
@@ -385,9 +383,8 @@ def _split(spec: EnvSpec, mode: str) -> Iterator[VectorGroup[Any]]:
 
 
 def _pipe_worker() -> tuple[ProcessWorker, int]:
-    """A ProcessWorker reading the replies written by hand to the returned end of a socket
-    pair (its pipe to a child is one)."""
-    read_end, write_end = (end.detach() for end in socket.socketpair())
+    """A ProcessWorker reading the replies written to the returned end of a pipe by hand."""
+    read_end, write_end = os.pipe()
     worker = ProcessWorker.__new__(ProcessWorker)
     worker.spec = _spec("box_f32_unit", "discrete_5")
     worker._gone, worker._fd, worker._reader = False, read_end, FrameReader(read_end)
@@ -434,33 +431,6 @@ def test_finish_into_reads_a_reply_of_the_layout_into_place_and_any_other_as_it_
         with pytest.raises(EnvError, match="the env failed"):
             worker.finish_into(views, size, prefix, 5)
     finally:
-        os.close(write_end)
-        os.close(worker._fd)
-
-
-def test_finish_into_waits_in_its_read_bounded_by_the_socket_receive_timeout() -> None:
-    """``finish_into`` waits in its read, not in a poll first: the socket's receive timeout
-    (SO_RCVTIMEO) is the call's, set when it changes (0, no bound, for None), on the pipe's
-    own socket, without leaving a descriptor open."""
-    plan = StepPlan([2, 2])
-    result = (np.zeros((2, 2), np.float32), np.zeros(2), np.zeros(2, bool), np.zeros(2, bool), {})
-    usual = step_reply(result)
-    assert usual is not None and plan.join([bytearray(usual[4:])] * 2) is not None
-    staged = plan.staged()
-    assert staged is not None
-    views, size, prefix = staged[0]
-    worker, write_end = _pipe_worker()
-    probe = socket.socket(fileno=os.dup(worker._fd))
-    opened = len(os.listdir("/proc/self/fd"))
-    try:
-        for timeout, limit in ((2.5, (2, 500_000)), (2.5, (2, 500_000)), (None, (0, 0))):
-            os.write(write_end, usual)
-            assert worker.finish_into(views, size, prefix, timeout) is None
-            raw = probe.getsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, 16)
-            assert struct.unpack("@ll", raw) == limit
-        assert len(os.listdir("/proc/self/fd")) == opened
-    finally:
-        probe.close()
         os.close(write_end)
         os.close(worker._fd)
 

@@ -21,8 +21,6 @@ import os
 import pickle
 import select
 import signal
-import socket
-import struct
 import threading
 from collections.abc import Callable
 from multiprocessing.context import ForkServerContext, SpawnContext
@@ -42,9 +40,6 @@ from envwire.runtime.stepframes import (
 )
 
 __all__ = ["ProcessWorker", "portable_error", "worker_context"]
-
-#: A time limit never set (no timeout equals it, None and 0 included).
-_UNSET = object()
 
 
 def _child_main(
@@ -119,10 +114,6 @@ class ProcessWorker:
     Raises (from the constructor): what making the env raised, or :class:`EnvTimeoutError` /
     :class:`EnvCrashedError` when the child does not come up.
     """
-
-    #: The time limit set on the pipe socket's receives (SO_RCVTIMEO) for :meth:`finish_into`,
-    #: which waits in its read, not in a poll first (_UNSET until one is set).
-    _read_limit: object = _UNSET
 
     def __init__(self, spec: EnvSpec, num_envs: int = 1, mode: str | None = None) -> None:
         self.spec = spec
@@ -241,12 +232,10 @@ class ProcessWorker:
         :meth:`finish_step` gives it (another layout, infos, an error: raised)."""
         if self._gone or self._reader.buffered:  # (never buffered: one reply per call)
             return self._receive(timeout)
-        if timeout != self._read_limit:  # (a session's timeout: set once, not per call)
-            self._limit_reads(timeout)
-        try:  # the wait is the read's own, bounded by the socket's receive timeout
+        if not self._poller.poll(None if timeout is None else max(0, timeout * 1000)):
+            raise self._overran("step", timeout)
+        try:
             got = os.readv(self._fd, views)
-        except BlockingIOError:  # that timeout passed (EAGAIN): the call overran
-            raise self._overran("step", timeout) from None
         except OSError:
             got = 0
         if got == size:
@@ -259,21 +248,6 @@ class ProcessWorker:
             raise self._crashed("step") from None
         self._reader.feed(b"".join(views)[:got])  # the frame's start, in its own order
         return self._reply("step", True)
-
-    def _limit_reads(self, timeout: float | None) -> None:
-        """Bound every blocking receive on the pipe's socket by ``timeout`` (None: no bound),
-        so that :meth:`finish_into` waits in its read alone: one system call a reply, where a
-        poll first made two. (A read elsewhere that waits on a child past it reports a crash,
-        and the child is killed either way.)"""
-        seconds = 0.0 if timeout is None else max(timeout, 1e-6)  # SO_RCVTIMEO 0: no bound
-        whole = int(seconds)
-        value = struct.pack("@ll", whole, int((seconds - whole) * 1e6))
-        try:
-            with socket.socket(fileno=os.dup(self._fd)) as sock:  # (the same socket, duplicated)
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, value)
-        except OSError:
-            raise self._crashed("step") from None
-        self._read_limit = timeout
 
     def _read_rest(self, views: list[memoryview], got: int, size: int) -> None:
         """Read the rest of a frame of ``size`` bytes, of which ``got`` came into ``views``
