@@ -265,10 +265,10 @@ class StepPlan:
 
     def take(self) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """:meth:`join`'s result for replies read whole into :meth:`staged`'s views (no infos):
-        the four batches over one copy of the staging buffer."""
+        copies of the four batches over the staging buffer."""
         layout = self._replies
         assert layout is not None  # (staged() gave the views)
-        obs, rewards, terminations, truncations, _ = layout.staged
+        obs, rewards, terminations, truncations, _ = layout.batches
         # a copy of each (fresh, writable arrays): cheaper than one copy of the staging buffer
         # and four arrays made over it, whose constructor parses its arguments each time
         return obs.copy(), rewards.copy(), terminations.copy(), truncations.copy(), {}
@@ -286,9 +286,9 @@ class _ReplyLayout:
 
     __slots__ = (
         "bare",
+        "batches",
         "count",
         "cuts",
-        "data",
         "dtype",
         "ends",
         "flags_at",
@@ -296,7 +296,6 @@ class _ReplyLayout:
         "reads",
         "shape",
         "sizes",
-        "staged",
         "staging",
     )
 
@@ -338,12 +337,12 @@ class _ReplyLayout:
         slice's frame length and head; and per slice, the views its reply is read into, in
         the frame's order (length and head, observations, rewards, terminations,
         truncations), how many bytes it has, and what its length and head must be."""
-        self.data = self.flags_at + 2 * self.count
+        data = self.flags_at + 2 * self.count
         prefixes = [_LENGTH.pack(end) + head for head, end in zip(heads, self.ends, strict=True)]
-        self.staging = bytearray(self.data + sum(map(len, prefixes)))
+        self.staging = bytearray(data + sum(map(len, prefixes)))
         view = memoryview(self.staging)
         self.reads: list[tuple[list[memoryview], int, bytes]] = []
-        first, obs_at, prefix_at = 0, 8 * self.count, self.data
+        first, obs_at, prefix_at = 0, 8 * self.count, data
         ends_at = self.flags_at + self.count
         for prefix, (_, shape, size) in zip(prefixes, layouts, strict=True):
             n = shape[0]
@@ -357,7 +356,7 @@ class _ReplyLayout:
             self.reads.append((views, len(prefix) + size + 10 * n, prefix))
             first, obs_at, prefix_at = first + n, obs_at + size, prefix_at + len(prefix)
         #: the four batches over the staging buffer, made once (StepPlan.take copies them)
-        self.staged = self.arrays(self.staging, {})
+        self.batches = self.arrays(self.staging, {})
 
     @classmethod
     def learn(cls, replies: list[object]) -> _ReplyLayout | None:
