@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -154,6 +155,37 @@ def test_process_hang_kills_the_worker() -> None:
     with pytest.raises(EnvCrashedError, match="worker process is gone"):  # every later call
         worker.call("reset", 0, None, timeout=5)
     worker.close()
+
+
+def _voluntary_switches(pid: int) -> int:
+    """How often process ``pid``'s main thread has slept (``/proc``)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("voluntary_ctxt_switches:"):
+            return int(line.split()[1])
+    raise AssertionError(f"/proc/{pid}/status has no voluntary_ctxt_switches")
+
+
+@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="counts sleeps in /proc")
+def test_a_groups_worker_processes_sleep_only_to_wait_for_their_calls() -> None:
+    # A worker process sleeps at most once a call: waiting for the next one (the env here
+    # never sleeps). Over one socket pair each way, the server's read of a slice's reply
+    # could wake that slice's process while it waited (a socket's readers and writers share
+    # one wait queue): it went back to sleep at once, up to twice a batch in all.
+    spec = EnvSpec("b", "envwire.testing.envs:BurnEnv", {"work": 500})
+    group = VectorGroup([ProcessWorker(spec, 4, "next_step") for _ in range(2)], [4, 4])
+    try:
+        group.call("reset", 0, None, timeout=5)
+        actions = np.zeros(8, np.int64)
+        group.call_step(actions, timeout=5)  # the reply layout, learned
+        pids = [worker._process.pid for worker in group.workers]
+        before = [_voluntary_switches(pid) for pid in pids]
+        batches = 200
+        for _ in range(batches):
+            group.call_step(actions, timeout=5)
+        slept = [_voluntary_switches(pid) - b for pid, b in zip(pids, before, strict=True)]
+        assert all(n <= batches + 5 for n in slept), slept
+    finally:
+        group.close()
 
 
 def test_inline_hang_is_reported_by_the_watchdog() -> None:

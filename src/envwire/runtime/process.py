@@ -1,11 +1,11 @@
-"""Process workers: the env host in a child process of its own, over a pipe.
+"""Process workers: the env host in a child process of its own, over a pipe each way.
 
 A call that overruns its timeout kills the child (:class:`~envwire.errors.EnvTimeoutError`); a
 child that dies (segfault, ``os._exit``) is reported as
 :class:`~envwire.errors.EnvCrashedError`. The server goes on either way, and a Reset makes a
 fresh worker.
 
-Calls and replies cross the pipe as the pool's frames (:mod:`envwire.runtime.pipe`): a
+Calls and replies cross the pipes as the pool's frames (:mod:`envwire.runtime.pipe`): a
 :func:`~envwire.runtime.pipe.dumps` pickle (arrays as their bytes) behind its length, one
 ``write`` each way and one ``read`` for a whole reply. ``Connection.send`` built a
 ``ForkingPickler`` per message (copying copyreg's dispatch table), NumPy's own reduction costs
@@ -43,11 +43,15 @@ __all__ = ["ProcessWorker", "portable_error", "worker_context"]
 
 
 def _child_main(
-    conn: multiprocessing.connection.Connection, spec: EnvSpec, num_envs: int, mode: str | None
+    call_pipe: multiprocessing.connection.Connection,
+    reply_pipe: multiprocessing.connection.Connection,
+    spec: EnvSpec,
+    num_envs: int,
+    mode: str | None,
 ) -> None:
     """The worker process: make the host, then answer calls until told to stop or EOF."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
-    fd = conn.fileno()
+    fd = reply_pipe.fileno()
     try:
         # every result is pickled before the next call: no copy of each batch is needed
         host = make_host(spec, num_envs, mode, copy=False)
@@ -56,7 +60,7 @@ def _child_main(
         return
     write_all(fd, frame(b"", dumps(("ok", None))))
     lean = mode is not None  # a vector host: its steps' results may travel as fixed frames
-    reader = FrameReader(fd)
+    reader = FrameReader(call_pipe.fileno())
     while True:
         try:
             calls = reader.read()
@@ -119,19 +123,25 @@ class ProcessWorker:
         self.spec = spec
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         ctx = worker_context()
-        self._conn, child_conn = ctx.Pipe()
+        # A pipe each way, not one socket pair: a pipe's readers and writers wait on queues
+        # of their own, so the server's read of a reply never wakes the child waiting for its
+        # next call (on a socket pair it could: a group's worker slept up to twice a batch)
+        child_calls, self._calls = ctx.Pipe(duplex=False)
+        self._conn, child_replies = ctx.Pipe(duplex=False)
         self._process: BaseProcess = ctx.Process(
             target=_child_main,
-            args=(child_conn, spec, num_envs, mode),
+            args=(child_calls, child_replies, spec, num_envs, mode),
             daemon=True,
             name=f"envwire-worker[{spec.id}]",
         )
         self._process.start()
-        child_conn.close()
+        child_calls.close()
+        child_replies.close()
         self._lock = threading.Lock()
         # set by _kill: a plain attribute, read on every call (Connection.closed is a property)
         self._gone = False
-        self._fd = self._conn.fileno()
+        self._fd = self._conn.fileno()  # the replies' (read)
+        self._out = self._calls.fileno()  # the calls' (write)
         self._reader = FrameReader(self._fd)
         self._vector = mode is not None  # steps travel as fixed frames (stepframes)
         # One poll object for the worker's life: Connection.poll builds a selector per call.
@@ -167,7 +177,7 @@ class ProcessWorker:
         if self._gone:
             raise EnvCrashedError(f"{self.spec.id}: the env's worker process is gone")
         try:
-            written = os.write(self._fd, message)  # nearly always all of it: it fits the pipe
+            written = os.write(self._out, message)  # nearly always all of it: it fits the pipe
         except (OSError, ValueError):
             raise self._crashed("step") from None
         if written != len(message):
@@ -175,7 +185,7 @@ class ProcessWorker:
 
     def _write(self, method: str, message: bytes) -> None:
         try:
-            write_all(self._fd, message)
+            write_all(self._out, message)
         except (OSError, ValueError):
             raise self._crashed(method) from None
 
@@ -284,6 +294,7 @@ class ProcessWorker:
     def _kill(self) -> None:
         self._gone = True
         self._conn.close()
+        self._calls.close()
         if self._process.is_alive():
             self._process.kill()
         self._process.join(timeout=5)
@@ -293,7 +304,7 @@ class ProcessWorker:
             return
         try:
             with self._lock:
-                write_all(self._fd, frame(b"", dumps(("close", ()))))
+                write_all(self._out, frame(b"", dumps(("close", ()))))
                 self._conn.poll(2.0)
         except (OSError, ValueError):
             pass
