@@ -72,9 +72,9 @@ def test_a_pooled_env_holds_none_of_the_servers_descriptors_nor_its_group(
     assert outcome.startswith("same group: False"), outcome
     fds: dict[int, str] = ast.literal_eval(outcome.partition("fds: ")[2])
     beyond = {fd: target for fd, target in fds.items() if fd > 2 and target != "/dev/null"}
-    # Its own pipe to the server (a socket pair), multiprocessing's resource tracker and parent
+    # Its own pipes to the server (one each way), multiprocessing's resource tracker and parent
     # sentinel (pipes); everything else it inherited now points at /dev/null.
-    assert sorted(t.partition(":")[0] for t in beyond.values()) == ["pipe", "pipe", "socket"], fds
+    assert sorted(t.partition(":")[0] for t in beyond.values()) == ["pipe"] * 4, fds
 
 
 def test_serve_help_lists_the_pool() -> None:

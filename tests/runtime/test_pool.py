@@ -25,6 +25,7 @@ from envwire.registry import EnvSpec
 from envwire.runtime import PooledWorker, WorkerPool, make_worker
 from envwire.session import Session, State
 from envwire.testing.envs import BurnEnv
+from tests.runtime.sleeps import HAS_PROC, voluntary_switches
 
 TUPLE = EnvSpec("t", "envwire.testing.envs:TupleEnv", isolation="pool")
 CRASH = EnvSpec("c", "envwire.testing.envs:CrashEnv", {"crash_at": 1}, isolation="pool")
@@ -219,6 +220,28 @@ def test_a_hang_kills_its_process_and_only_that_one(pool: WorkerPool) -> None:
     fresh = pool.worker(TUPLE)
     assert fresh.pid not in (hang.pid, other.pid)
     fresh.call("reset", 0, None, timeout=5)
+
+
+@pytest.mark.skipif(not HAS_PROC, reason="counts sleeps in /proc")
+def test_a_pool_process_sleeps_only_to_wait_for_its_requests() -> None:
+    # As a process worker's (tests/runtime/test_workers.py): at most one sleep a call, the
+    # wait for the next request (the env never sleeps). Over one socket pair the server's
+    # read of each reply woke the process while it waited, twice a call in all.
+    pool = WorkerPool(1)
+    try:
+        spec = EnvSpec("b", "envwire.testing.envs:BurnEnv", {"work": 500}, isolation="pool")
+        worker = pool.worker(spec)
+        worker.call("reset", 0, None, timeout=5)
+        pid = worker.pid
+        assert pid is not None
+        before = voluntary_switches(pid)
+        calls = 200
+        for _ in range(calls):
+            worker.call("step", 0, timeout=5)
+        slept = voluntary_switches(pid) - before
+        assert slept <= calls + 5, slept
+    finally:
+        pool.close()
 
 
 def test_a_call_queued_behind_others_is_not_late() -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -27,6 +26,7 @@ from envwire.runtime.inline import InlineSlice
 from envwire.runtime.vector import VectorGroup
 from envwire.session import Session, State
 from envwire.testing.envs import RaiseEnv, TupleEnv
+from tests.runtime.sleeps import HAS_PROC, voluntary_switches
 
 TUPLE = "envwire.testing.envs:TupleEnv"
 
@@ -157,15 +157,7 @@ def test_process_hang_kills_the_worker() -> None:
     worker.close()
 
 
-def _voluntary_switches(pid: int) -> int:
-    """How often process ``pid``'s main thread has slept (``/proc``)."""
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("voluntary_ctxt_switches:"):
-            return int(line.split()[1])
-    raise AssertionError(f"/proc/{pid}/status has no voluntary_ctxt_switches")
-
-
-@pytest.mark.skipif(not Path("/proc/self/status").exists(), reason="counts sleeps in /proc")
+@pytest.mark.skipif(not HAS_PROC, reason="counts sleeps in /proc")
 def test_a_groups_worker_processes_sleep_only_to_wait_for_their_calls() -> None:
     # A worker process sleeps at most once a call: waiting for the next one (the env here
     # never sleeps). Over one socket pair each way, the server's read of a slice's reply
@@ -178,11 +170,11 @@ def test_a_groups_worker_processes_sleep_only_to_wait_for_their_calls() -> None:
         actions = np.zeros(8, np.int64)
         group.call_step(actions, timeout=5)  # the reply layout, learned
         pids = [worker._process.pid for worker in group.workers]
-        before = [_voluntary_switches(pid) for pid in pids]
+        before = [voluntary_switches(pid) for pid in pids]
         batches = 200
         for _ in range(batches):
             group.call_step(actions, timeout=5)
-        slept = [_voluntary_switches(pid) - b for pid, b in zip(pids, before, strict=True)]
+        slept = [voluntary_switches(pid) - b for pid, b in zip(pids, before, strict=True)]
         assert all(n <= batches + 5 for n in slept), slept
     finally:
         group.close()

@@ -1,9 +1,9 @@
 """The loop each worker process of a :class:`~envwire.runtime.pool.WorkerPool` runs, and the
-frames its pipe carries (:mod:`.pipe`): a request is a call id, a slot (a session's env in the
-process; 0 for the process itself) and the pickled method and arguments; a reply is the call
-id, whether the call succeeded, and the pickled result or error. The process answers in the
-order the requests came, so the oldest unanswered call is the one it is running, and a hang is
-that call past its own timeout.
+frames its pipes carry (:mod:`.pipe`, one each way): a request is a call id, a slot (a
+session's env in the process; 0 for the process itself) and the pickled method and arguments;
+a reply is the call id, whether the call succeeded, and the pickled result or error. The
+process answers in the order the requests came, so the oldest unanswered call is the one it is
+running, and a hang is that call past its own timeout.
 """
 
 from __future__ import annotations
@@ -69,20 +69,22 @@ def _answer(hosts: dict[int, EnvHost | VectorHost], request: bytearray) -> tuple
     return frame(REPLY.pack(call_id, ok), payload), method
 
 
-def pool_main(conn: Connection, protected: tuple[str, ...] = ()) -> None:
+def pool_main(
+    request_pipe: Connection, reply_pipe: Connection, protected: tuple[str, ...] = ()
+) -> None:
     """The worker process: give up what it does not need (:func:`~.confine.confine`; the
     ``protected`` files become unreachable where Landlock allows), then answer requests one
     at a time, in order, until EOF or ``stop``."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the server decides when workers end
-    fd = conn.fileno()
-    held = confine([fd], protected)
+    fd = reply_pipe.fileno()
+    held = confine([request_pipe.fileno(), fd], protected)
     if protected and not held["protected"]:
         logging.getLogger("envwire.pool").warning(
             "pool worker %d: this host cannot keep %s from pooled envs (no Landlock)",
             os.getpid(),
             ", ".join(protected),
         )
-    reader = FrameReader(fd)
+    reader = FrameReader(request_pipe.fileno())
     hosts: dict[int, EnvHost | VectorHost] = {}
     try:
         while True:

@@ -1,7 +1,7 @@
 """:class:`PoolProcess`: the server's side of one worker process of a
-:class:`~envwire.runtime.pool.WorkerPool` (its pipe, who reads it, its calls in flight, and
+:class:`~envwire.runtime.pool.WorkerPool` (its pipes, who reads them, its calls in flight, and
 what its death means for them). The process runs :func:`~envwire.runtime.poolmain.pool_main`;
-the frames on its pipe are described there.
+the frames on its pipes are described there.
 """
 
 from __future__ import annotations
@@ -70,14 +70,14 @@ class _Call:
 
 
 class PoolProcess:
-    """One worker process of a pool, with its pipe, its calls in flight and the thread that
+    """One worker process of a pool, with its pipes, its calls in flight and the thread that
     watches it.
 
     Sending combines: a caller queues its frame and its call under ``_lock``; if no thread is
     writing, it becomes the writer and writes whatever is queued (its frame and those queued
     meanwhile by others, in one system call) until nothing is left. So no caller waits for the
-    pipe while another writes, a busy pipe takes many frames a write, and the pipe's order is
-    the queue's. ``_lock`` guards the queue, the outbox, the slots, the reading role and
+    request pipe while another writes, a busy pipe takes many frames a write, and the pipe's
+    order is the queue's. ``_lock`` guards the queue, the outbox, the slots, the reading role and
     ``lost`` and is never held across a read or a write, so a reader can always settle calls
     while the writer waits on a full pipe.
 
@@ -100,16 +100,24 @@ class PoolProcess:
         protected: tuple[str, ...] = (),
     ) -> None:
         ctx = worker_context()
-        self._conn, child = ctx.Pipe()
+        # a pipe each way, as a process worker's (runtime/process.py): reading a reply never
+        # wakes the process while it waits for its next request
+        child_requests, self._requests = ctx.Pipe(duplex=False)
+        self._conn, child_replies = ctx.Pipe(duplex=False)
         self.process = ctx.Process(
-            target=pool_main, args=(child, protected), daemon=True, name=f"envwire-pool-{index}"
+            target=pool_main,
+            args=(child_requests, child_replies, protected),
+            daemon=True,
+            name=f"envwire-pool-{index}",
         )
         self.process.start()
-        child.close()
+        child_requests.close()
+        child_replies.close()
         self.pid = self.process.pid
         self.slots: dict[int, str] = {}  # slot -> env id, of the sessions hosted
         self.lost: str | None = None  # why the process is gone, once it is
-        self._fd = self._conn.fileno()
+        self._fd = self._conn.fileno()  # the replies' (read)
+        self._out = self._requests.fileno()  # the requests' (write)
         self._reader = FrameReader(self._fd)  # used by the holder of the reading role only
         self._calls: OrderedDict[int, _Call] = OrderedDict()
         self._outbox: list[bytes] = []
@@ -117,6 +125,7 @@ class PoolProcess:
         self._reading = False  # some thread holds the reading role
         self._watcher_turn = False  # the role is the watching thread's
         self._exit_seen = False  # the pipe hit EOF: the pipe may close once no one writes
+        self._stopping = False  # stop() sent its request: an exit with code 0 is no crash
         self._ids = itertools.count(1)
         self._lock = threading.Lock()
         self._on_exit = on_exit
@@ -202,13 +211,14 @@ class PoolProcess:
                     return
             # if the process is gone, the reader sees EOF and settles the calls
             with contextlib.suppress(OSError):
-                write_all(self._fd, frames[0] if len(frames) == 1 else b"".join(frames))
+                write_all(self._out, frames[0] if len(frames) == 1 else b"".join(frames))
 
     def _close_pipe(self) -> None:
         """Close the parent's end once the process is lost and no one writes or reads (under
         ``_lock``)."""
         if not self._writing and not self._reading and self._exit_seen and not self._conn.closed:
             self._conn.close()
+            self._requests.close()
 
     def host(self, slot: int, env_id: str) -> None:
         """Count ``slot`` as hosted here (placement reserves it before the env is made)."""
@@ -340,6 +350,9 @@ class PoolProcess:
         with self._lock:
             if self._exit_seen:
                 return
+            if self.lost is None and self._stopping and self.process.exitcode == 0:
+                # it ended as stop() asked, before stop() heard the reply
+                self.lost = _STOPPED
             crashed = self.lost is None
             calls = list(self._calls.values())
             self._calls.clear()
@@ -399,18 +412,24 @@ class PoolProcess:
     def stop(self) -> None:
         """Ask the process to close its envs and end, after the requests already sent; calls
         sent later fail as lost."""
+        with self._lock:
+            self._stopping = True
         try:
             self._send(0, "", "stop", (), STOP_GRACE)
         except EnvwireError:
             return
         with self._lock:
-            self.lost = self.lost or "was stopped with the worker pool"
+            self.lost = self.lost or _STOPPED
 
     def kill(self) -> None:
         """End the process now (its envs are not closed)."""
         with self._lock:
-            self.lost = self.lost or "was stopped with the worker pool"
+            self.lost = self.lost or _STOPPED
         self.process.kill()
+
+
+#: What a process that the pool ended had (``lost``), as an error message says it.
+_STOPPED = "was stopped with the worker pool"
 
 
 def _exit_reason(code: int | None) -> str:
