@@ -19,11 +19,13 @@ import io
 import os
 import pickle
 import struct
+from multiprocessing.connection import Connection
+from multiprocessing.context import BaseContext
 from typing import Any
 
 import numpy as np
 
-__all__ = ["READ_SIZE", "FrameReader", "dumps", "frame", "write_all"]
+__all__ = ["READ_SIZE", "FrameReader", "dumps", "frame", "pipes", "write_all"]
 
 _LENGTH = struct.Struct("<I")
 
@@ -93,6 +95,19 @@ def frame(head: bytes, payload: bytes) -> bytes:
     if size > MAX_FRAME:
         raise ValueError(f"a frame holds at most {MAX_FRAME} bytes, this one {size}")
     return b"".join((_LENGTH.pack(size), head, payload))
+
+
+def pipes(ctx: BaseContext) -> tuple[Connection, Connection, Connection, Connection]:
+    """A pipe each way between the server and a worker process it starts: the server's ends
+    (replies to read, calls to write), then the child's (calls to read, replies to write).
+
+    Not one socket pair: a pipe's readers and writers wait on queues of their own, so the
+    server's read of a reply never wakes the child waiting for its next call (over a socket
+    pair it could: a worker slept up to twice a call).
+    """
+    child_calls, calls = ctx.Pipe(duplex=False)
+    replies, child_replies = ctx.Pipe(duplex=False)
+    return replies, calls, child_calls, child_replies
 
 
 def write_all(fd: int, data: bytes | memoryview) -> None:

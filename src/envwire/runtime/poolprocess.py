@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
-from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
+from envwire.runtime.pipe import FrameReader, dumps, frame, pipes, write_all
 from envwire.runtime.poolmain import REPLY, REQUEST, pool_main
 from envwire.runtime.process import worker_context
 from envwire.watchdog import Watchdog
@@ -100,10 +100,7 @@ class PoolProcess:
         protected: tuple[str, ...] = (),
     ) -> None:
         ctx = worker_context()
-        # a pipe each way, as a process worker's (runtime/process.py): reading a reply never
-        # wakes the process while it waits for its next request
-        child_requests, self._requests = ctx.Pipe(duplex=False)
-        self._conn, child_replies = ctx.Pipe(duplex=False)
+        self._conn, self._requests, child_requests, child_replies = pipes(ctx)
         self.process = ctx.Process(
             target=pool_main,
             args=(child_requests, child_replies, protected),

@@ -29,7 +29,7 @@ from multiprocessing.process import BaseProcess
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import make_host
-from envwire.runtime.pipe import FrameReader, dumps, frame, write_all
+from envwire.runtime.pipe import FrameReader, dumps, frame, pipes, write_all
 from envwire.runtime.stepframes import (
     STEP_CALL,
     STEP_REPLY,
@@ -123,11 +123,7 @@ class ProcessWorker:
         self.spec = spec
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         ctx = worker_context()
-        # A pipe each way, not one socket pair: a pipe's readers and writers wait on queues
-        # of their own, so the server's read of a reply never wakes the child waiting for its
-        # next call (on a socket pair it could: a group's worker slept up to twice a batch)
-        child_calls, self._calls = ctx.Pipe(duplex=False)
-        self._conn, child_replies = ctx.Pipe(duplex=False)
+        self._conn, self._calls, child_calls, child_replies = pipes(ctx)
         self._process: BaseProcess = ctx.Process(
             target=_child_main,
             args=(child_calls, child_replies, spec, num_envs, mode),
