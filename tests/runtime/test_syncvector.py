@@ -59,7 +59,7 @@ class InfoEnv(gymnasium.Env[dict[str, Any], np.int64]):
 
 
 class BoxInfoEnv(InfoEnv):
-    """:class:`InfoEnv` with a Box observation: its batch is stacked row by row."""
+    """:class:`InfoEnv` with a Box observation: its batch is one array of its rows."""
 
     observation_space = spaces.Box(-10.0, 10.0, (2,), np.float32)  # type: ignore[assignment]
 
@@ -111,6 +111,7 @@ class _OddObsEnv(gymnasium.Env[Any, np.int64]):
         3: np.array([1, 2], np.int16),
         4: np.float32(0.5),  # a scalar
         5: np.zeros(3, np.float32),  # another shape
+        6: np.array([0.1, 0.2], np.float16),  # promoted with the float32 rows to float32
     }
 
     def reset(
@@ -122,7 +123,7 @@ class _OddObsEnv(gymnasium.Env[Any, np.int64]):
         return self.odd.get(int(action), np.ones(2, np.float32)), 0.0, False, False, {}
 
 
-@pytest.mark.parametrize("odd", [1, 2, 3, 4, 5])
+@pytest.mark.parametrize("odd", [1, 2, 3, 4, 5, 6])
 def test_observations_that_are_not_rows_of_the_batch_are_stacked_as_by_gymnasium(
     odd: int,
 ) -> None:

@@ -101,6 +101,19 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
         self._waiting = False
         return self._receive_split()  # type: ignore[no-any-return]
 
+    def step_finals(
+        self, actions: object
+    ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray | None]:
+        """:meth:`step_async`, then :meth:`step_wait_finals`: in one call where the transport
+        has its own vector step (gym-socket's lean one)."""
+        if self._waiting:
+            raise StateError("step while a step_async is waiting: call step_wait first")
+        if self._send_step is None or self._receive_split is None:
+            self.step_async(actions)
+            return self.step_wait_finals()
+        self._send_step(actions)
+        return self._receive_split()  # type: ignore[no-any-return]
+
     def step(
         self, actions: object
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:

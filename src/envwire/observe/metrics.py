@@ -20,7 +20,14 @@ from envwire.observe.hot import BUCKETS, HotCollector, SessionCounts
 from envwire.session import Session
 from envwire.tensor import NDARRAY
 
-__all__ = ["CONTENT_TYPE", "Metrics", "any_ended", "crash_reason", "request_kind"]
+__all__ = [
+    "CONTENT_TYPE",
+    "Metrics",
+    "any_ended",
+    "crash_reason",
+    "ended_copies",
+    "request_kind",
+]
 
 #: The ``Content-Type`` of :meth:`Metrics.render`'s text.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -68,12 +75,23 @@ def any_ended(reply: m.VectorStepReply) -> bool:
     return bool(np.any(ends) or np.any(cuts))
 
 
+def ended_copies(reply: m.VectorStepReply) -> list[int]:
+    """The copies whose episodes a vector step ends, in copy order (nearly always none: then
+    :func:`any_ended`'s bytes tell it without a ufunc)."""
+    if not any_ended(reply):
+        return []
+    # (the array's own nonzero() and tolist(): np.flatnonzero is a Python function)
+    done = np.logical_or(reply.terminations, reply.truncations).ravel()
+    ended: list[int] = done.nonzero()[0].tolist()
+    return ended
+
+
 def episodes_ended(reply: m.Reply) -> int:
     """How many episodes a step reply ends (a vector step may end several)."""
     if isinstance(reply, m.StepReply):
         return int(bool(reply.terminated or reply.truncated))
     if isinstance(reply, m.VectorStepReply):
-        return int(np.count_nonzero(np.logical_or(reply.terminations, reply.truncations)))
+        return len(ended_copies(reply))
     return 0
 
 
@@ -189,8 +207,7 @@ class _MetricsTap:
                     counts.episodes += 1
             else:
                 counts.steps += self.num_envs
-                if any_ended(reply):
-                    counts.episodes += episodes_ended(reply)
+                counts.episodes += len(ended_copies(reply))
             return
         self.counts.kind(request_kind(request)).observe(seconds)
 

@@ -9,10 +9,11 @@ else of ``SyncVectorEnv`` (making, seeding, resetting, spaces, closing) and repl
 ``step``: the mode and Gymnasium's functions for the spaces are settled once, each copy's
 results go into Python lists that become the arrays at once after the loop, empty infos are
 skipped, an array batch's actions are taken by index (an array's iterator ends in a formatted
-``IndexError``), the observations that are arrays of the batch's row shape and dtype are copied
-in row by row (``np.stack``'s result without its Python), the ``SameStep`` info of copies that
-ended with empty infos is made once after the loop, and a batch of plain arrays is copied
-without ``deepcopy``'s dispatch.
+``IndexError``), observations that make an array of the batch's shape and dtype at once are
+that array (``np.stack``'s result without its Python, and with ``copy`` the batch returned, so
+that it is not copied again), the ``SameStep`` info of copies that ended with empty infos is
+made once after the loop, and a batch of plain arrays is copied without ``deepcopy``'s
+dispatch.
 
 The results are those of ``SyncVectorEnv.step`` in each of the three autoreset modes: the same
 calls on each copy in the same order, the same arrays (dtypes and values), the same infos with
@@ -31,6 +32,7 @@ import numpy as np
 from gymnasium.spaces import Box, Discrete, MultiBinary, MultiDiscrete
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import concatenate, iterate
+from numpy.typing import NDArray
 
 from envwire.tensor import NDARRAY
 
@@ -39,7 +41,7 @@ __all__ = ["LeanSyncVectorEnv"]
 #: Gymnasium's ``VectorEnv._add_info``: (the vector info, a copy's info, the copy) -> the info.
 _AddInfo = Callable[[dict[str, Any], dict[str, Any], int], dict[str, Any]]
 #: NumPy's functions of every batch as globals (the interpreter specializes a global's load).
-_logical_or = np.logical_or
+_logical_or, _array = np.logical_or, np.array
 
 #: What the lean loop reads and writes of ``SyncVectorEnv``'s own state. A Gymnasium release
 #: that no longer has one of them gets its own ``step`` (the results are the same).
@@ -85,19 +87,6 @@ def _final_obs(count: int, ended: list[tuple[int, Any]]) -> dict[str, Any]:
         "final_info": {},
         "_final_info": np.array(flags),
     }
-
-
-def _rows_fit(rows: list[Any], batch: object) -> bool:
-    """Whether every item of ``rows`` is a plain array of ``batch``'s row shape and dtype."""
-    if type(batch) is not NDARRAY or len(rows) != len(batch):
-        return False
-    dtype, shape = batch.dtype, batch.shape[1:]
-    for row in rows:
-        if type(row) is not NDARRAY or row.shape != shape:
-            return False
-        if row.dtype is not dtype and row.dtype != dtype:
-            return False
-    return True
 
 
 class LeanSyncVectorEnv(SyncVectorEnv):
@@ -155,14 +144,18 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         self._rewards[:] = rewards
         self._terminations[:] = terminations
         self._truncations[:] = truncations
-        batch = self._stack(obs)
+        batch, fresh = self._stack(obs)
         self._observations = batch
         self._autoreset_envs = _logical_or(self._terminations, self._truncations)
         if self.copy:
-            # deepcopy of a plain array is this copy (NumPy's __deepcopy__), without copy's
-            # dispatch; object arrays and dicts or tuples of arrays take deepcopy itself
-            plain = type(batch) is NDARRAY and batch.dtype.kind != "O"
-            batch = batch.copy(order="K") if plain else deepcopy(batch)
+            if fresh is not None:  # the batch's values in an array of their own already
+                batch = fresh
+            elif type(batch) is NDARRAY and batch.dtype.kind != "O":
+                # deepcopy of a plain array is this copy (NumPy's __deepcopy__), without
+                # copy's dispatch; object arrays and dicts or tuples of arrays take deepcopy
+                batch = batch.copy(order="K")
+            else:
+                batch = deepcopy(batch)
         return (
             batch,
             self._rewards.copy(),
@@ -203,15 +196,25 @@ class LeanSyncVectorEnv(SyncVectorEnv):
             return _flush(add_info, infos, ended) if infos else _final_obs(len(obs), ended)
         return infos
 
-    def _stack(self, obs: list[Any]) -> Any:
-        """The batch of the copies' observations, in the observations' buffer where it can."""
+    def _stack(self, obs: list[Any]) -> tuple[Any, NDArray[Any] | None]:
+        """The batch of the copies' observations, in the observations' buffer where it can,
+        and a fresh array of the same values where one was made on the way (else None)."""
         batch = self._observations
         if not self._stacked:
-            return concatenate(self.single_observation_space, obs, batch)
-        if not _rows_fit(obs, batch):
-            return np.stack(obs, axis=0, out=batch)
-        # np.stack's result where each copy's observation is an array of the batch's row
-        # shape and dtype: each row copied in, without stack's Python and its checks
-        for i, row in enumerate(obs):
-            batch[i] = row
-        return batch
+            return concatenate(self.single_observation_space, obs, batch), None
+        # np.stack's result where the rows make an array of the batch's own shape and dtype
+        # at once (one C call, where stack's Python checks and converts each row): then
+        # every row was of that shape and the dtype, or promoted to it, as stack casts them.
+        try:
+            rows = _array(obs)
+        except (ValueError, TypeError):  # rows of different shapes: stack says so below
+            rows = None
+        if (
+            rows is not None
+            and type(batch) is NDARRAY
+            and rows.shape == batch.shape
+            and (rows.dtype is batch.dtype or rows.dtype == batch.dtype)
+        ):
+            batch[...] = rows
+            return batch, rows
+        return np.stack(obs, axis=0, out=batch), None

@@ -25,7 +25,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv, VecMonitor  # noqa: E4
 import envwire  # noqa: E402
 from envwire.adapters.training.sb3 import RemoteAttributeError, SB3VecEnv, make_vec_env  # noqa: E402
 from envwire.adapters.vector import RemoteVectorEnv  # noqa: E402
-from envwire.errors import InvalidArgumentError, UnsupportedError  # noqa: E402
+from envwire.errors import InvalidArgumentError, StateError, UnsupportedError  # noqa: E402
 from envwire.protocols.gymsocket.finals import merge_finals  # noqa: E402
 from envwire.testing import ServerProcess  # noqa: E402
 from tests.adapters.helpers import quiet_ticker, ticker  # noqa: E402
@@ -98,14 +98,14 @@ def test_episodes_ending_without_infos_equal_dummy_vec_env(
     the general split gives them."""
     split = []
     if scheme == "gym-socket":
-        original = RemoteVectorEnv.step_wait_finals
+        original = RemoteVectorEnv.step_finals
 
-        def counted(self: RemoteVectorEnv) -> Any:
-            result = original(self)
+        def counted(self: RemoteVectorEnv, actions: Any) -> Any:
+            result = original(self, actions)
             split.append(result[5] is not None and len(result[5]) > 0)
             return result
 
-        monkeypatch.setattr(RemoteVectorEnv, "step_wait_finals", counted)
+        monkeypatch.setattr(RemoteVectorEnv, "step_finals", counted)
     else:
         original_ended = SB3VecEnv._ended_only
 
@@ -269,6 +269,30 @@ def test_reset_cancels_a_step_in_flight(pair: tuple[SB3VecEnv, DummyVecEnv]) -> 
     local.seed(11)
     assert data_equivalence(remote.reset(), local.reset(), exact=True)
     assert same(remote.step(actions(1)), local.step(actions(1)))
+
+
+def test_step_equals_step_async_then_step_wait(pair: tuple[SB3VecEnv, DummyVecEnv]) -> None:
+    """SB3's ``step`` is one call to the vector env where it can be (over gym-socket,
+    ``RemoteVectorEnv.step_finals``); ``step_async`` then ``step_wait``, as ``VecMonitor``
+    calls them, give the same batches, infos and reset infos, episodes ending in both."""
+    remote, local = pair
+    remote.reset()
+    local.reset()
+    ended = [0, 0]
+    for t in range(80):
+        if t % 2:
+            remote.step_async(actions(t))
+            got = remote.step_wait()
+        else:
+            got = remote.step(actions(t))
+        assert same(got, local.step(actions(t))), f"step {t}"
+        assert same(remote.reset_infos, local.reset_infos), f"step {t}"
+        ended[t % 2] += int(got[2].sum())
+    assert min(ended) > 0, ended
+    remote.step_async(actions(0))
+    with pytest.raises(StateError, match="step_async is waiting"):
+        remote.vector.step_finals(actions(0))
+    remote.step_wait()
 
 
 def test_attributes_that_cross_the_wire_and_those_that_do_not(

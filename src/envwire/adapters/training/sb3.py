@@ -109,6 +109,8 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
             "render_mode": None,
         }
         self._waiting = False
+        # The vector env's step and read of the final observations in one call, where it has
+        self._step_finals = getattr(vector, "step_finals", None)
         super().__init__(
             vector.num_envs, vector.single_observation_space, vector.single_action_space
         )
@@ -146,7 +148,24 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
     def step_wait(self) -> tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """The step sent by :meth:`step_async`, in SB3's form (see the module docstring)."""
         self._waiting = False
-        observations, rewards, terminated, truncated, infos, finals = self.vector.step_wait_finals()
+        return self._stepped(self.vector.step_wait_finals())
+
+    def step(
+        self, actions: np.ndarray
+    ) -> tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """SB3's step (:meth:`step_async`, then :meth:`step_wait`), in one call to the vector
+        env where it steps so (``RemoteVectorEnv.step_finals``)."""
+        if self._step_finals is None or self._waiting:
+            return super().step(actions)  # type: ignore[no-any-return,unused-ignore]
+        return self._stepped(self._step_finals(actions))
+
+    def _stepped(
+        self,
+        step: tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any], np.ndarray | None],
+    ) -> tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+        """A step of the vector env (its final observations kept apart, or None), in SB3's
+        form."""
+        observations, rewards, terminated, truncated, infos, finals = step
         dones = _logical_or(terminated, truncated)
         # (lists of Python bools: NumPy's any() and flatnonzero() are Python functions that
         # cost more than the few items they look at)
