@@ -14,6 +14,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from envwire.registry import EnvSpec
 from envwire.runtime.hosts import VectorHost
 from envwire.runtime.syncvector import LeanSyncVectorEnv
+from envwire.testing.envs import FramesEnv, InPlaceFramesEnv
 from tests.spaces_catalog import assert_same
 
 COPIES = 5
@@ -128,6 +129,60 @@ def test_observations_that_are_not_rows_of_the_batch_are_stacked_as_by_gymnasium
     odd: int,
 ) -> None:
     ours, theirs = LeanSyncVectorEnv([_OddObsEnv] * 3), SyncVectorEnv([_OddObsEnv] * 3)
+    ours.reset(seed=0)
+    theirs.reset(seed=0)
+    actions = np.array([0, odd, 0])
+    try:
+        expected = theirs.step(actions)
+    except ValueError as exc:
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            ours.step(actions)
+    else:
+        assert_same(ours.step(actions), expected)
+    assert_same(ours.step(np.zeros(3, np.int64)), theirs.step(np.zeros(3, np.int64)))
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copied", "own-buffer"])
+@pytest.mark.parametrize("make", [FramesEnv, InPlaceFramesEnv], ids=["frames", "in-place"])
+def test_large_rows_are_batched_as_by_gymnasium(make: Any, copy: bool) -> None:
+    """84x84x4 frames (rows over 16 KiB: kept in the buffer alone, each is copied in on its
+    own), from envs that return fresh arrays or overwrite one in place: Gymnasium's batches."""
+    ours = LeanSyncVectorEnv([make] * COPIES, copy=copy)
+    theirs = SyncVectorEnv([make] * COPIES, copy=copy)
+    assert_same(ours.reset(seed=1), theirs.reset(seed=1), "reset")
+    for step in range(6):
+        actions = (np.arange(COPIES) + step) % 4
+        mine, gyms = ours.step(actions), theirs.step(actions)
+        assert_same(mine, gyms, f"step {step}")
+        assert (mine[0] is ours._observations) is not copy
+
+
+class _LargeOddObsEnv(_OddObsEnv):
+    """:class:`_OddObsEnv` with rows over 16 KiB."""
+
+    observation_space = spaces.Box(-1, 1, (80, 64), np.float32)
+    odd: ClassVar[dict[int, Any]] = {
+        1: np.full((80, 64), 0.25),  # float64: cast to the batch's float32
+        2: np.full((80, 64), 0.5, np.float32).tolist(),  # a list
+        3: np.zeros(3, np.float32),  # another shape
+    }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        return np.zeros((80, 64), np.float32), {}
+
+    def step(self, action: np.int64) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        return self.odd.get(int(action), np.ones((80, 64), np.float32)), 0.0, False, False, {}
+
+
+@pytest.mark.parametrize("copy", [True, False], ids=["copied", "own-buffer"])
+@pytest.mark.parametrize("odd", [1, 2, 3])
+def test_large_rows_that_are_not_rows_of_the_batch_are_stacked_as_by_gymnasium(
+    odd: int, copy: bool
+) -> None:
+    ours = LeanSyncVectorEnv([_LargeOddObsEnv] * 3, copy=copy)
+    theirs = SyncVectorEnv([_LargeOddObsEnv] * 3, copy=copy)
     ours.reset(seed=0)
     theirs.reset(seed=0)
     actions = np.array([0, odd, 0])

@@ -11,9 +11,9 @@ results go into Python lists that become the arrays at once after the loop, empt
 skipped, an array batch's actions are taken by index (an array's iterator ends in a formatted
 ``IndexError``), observations that make an array of the batch's shape and dtype at once are
 that array (``np.stack``'s result without its Python, and with ``copy`` the batch returned, so
-that it is not copied again), the ``SameStep`` info of copies that ended with empty infos is
-made once after the loop, and a batch of plain arrays is copied without ``deepcopy``'s
-dispatch.
+that it is not copied again; rows over 16 KiB of a batch kept in the buffer alone are copied in
+one by one), the ``SameStep`` info of copies that ended with empty infos is made once after the
+loop, and a batch of plain arrays is copied without ``deepcopy``'s dispatch.
 
 The results are those of ``SyncVectorEnv.step`` in each of the three autoreset modes: the same
 calls on each copy in the same order, the same arrays (dtypes and values), the same infos with
@@ -55,6 +55,10 @@ _INTERNALS = (
     "_add_info",
 )
 
+#: Bytes of a row up to which a batch that stays in the buffer alone (``copy`` False) is made
+#: as one array of the rows and copied in: larger rows are copied in one by one, once.
+_ONE_ARRAY = 16 * 1024
+
 #: Spaces whose batches Gymnasium iterates with ``iter`` and concatenates with ``np.stack``
 #: (its ``iterate`` and ``concatenate`` for them); exact types, since a subclass may register
 #: its own.
@@ -87,6 +91,19 @@ def _final_obs(count: int, ended: list[tuple[int, Any]]) -> dict[str, Any]:
         "final_info": {},
         "_final_info": np.array(flags),
     }
+
+
+def _rows_fit(rows: list[Any], batch: object) -> bool:
+    """Whether every item of ``rows`` is a plain array of ``batch``'s row shape and dtype."""
+    if type(batch) is not NDARRAY or len(rows) != len(batch):
+        return False
+    dtype, shape = batch.dtype, batch.shape[1:]
+    for row in rows:
+        if type(row) is not NDARRAY or row.shape != shape:
+            return False
+        if row.dtype is not dtype and row.dtype != dtype:
+            return False
+    return True
 
 
 class LeanSyncVectorEnv(SyncVectorEnv):
@@ -202,19 +219,26 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         batch = self._observations
         if not self._stacked:
             return concatenate(self.single_observation_space, obs, batch), None
-        # np.stack's result where the rows make an array of the batch's own shape and dtype
-        # at once (one C call, where stack's Python checks and converts each row): then
-        # every row was of that shape and the dtype, or promoted to it, as stack casts them.
-        try:
-            rows = _array(obs)
-        except (ValueError, TypeError):  # rows of different shapes: stack says so below
-            rows = None
-        if (
-            rows is not None
-            and type(batch) is NDARRAY
-            and rows.shape == batch.shape
-            and (rows.dtype is batch.dtype or rows.dtype == batch.dtype)
-        ):
-            batch[...] = rows
-            return batch, rows
+        if type(batch) is NDARRAY and (self.copy or batch.nbytes <= _ONE_ARRAY * len(batch)):
+            # np.stack's result where the rows make an array of the batch's own shape and
+            # dtype at once (one C call, where stack's Python checks and converts each row):
+            # then every row was of that shape and the dtype, or promoted to it, as stack
+            # casts them.
+            try:
+                rows = _array(obs)
+            except (ValueError, TypeError):  # rows of different shapes: stack says so below
+                rows = None
+            if (
+                rows is not None
+                and rows.shape == batch.shape
+                and (rows.dtype is batch.dtype or rows.dtype == batch.dtype)
+            ):
+                batch[...] = rows
+                return batch, rows
+        elif _rows_fit(obs, batch):
+            # Large rows into the buffer alone (no copy returned): each row copied in once,
+            # not twice through an array of them
+            for i, row in enumerate(obs):
+                batch[i] = row
+            return batch, None
         return np.stack(obs, axis=0, out=batch), None
