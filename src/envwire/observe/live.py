@@ -95,13 +95,17 @@ class _LiveTap:
                 self._return_base, self._length_base = episode_return, length
         elif isinstance(reply, m.VectorStepReply):
             rewards = reply.rewards
-            if not self._unsummed:
-                self.returns += rewards
-            elif type(rewards) is NDARRAY and rewards.dtype is _F8 and rewards.nbytes == self._row:
+            if (
+                self._unsummed
+                and type(rewards) is NDARRAY
+                and rewards.dtype is _F8
+                and rewards.nbytes == self._row
+            ):
                 self._unsummed.append(rewards.tobytes())  # summed with the kept ones at once
                 self._sum_quiet()
             else:
-                self._sum_quiet()
+                if self._unsummed:
+                    self._sum_quiet()
                 self.returns += rewards
             self.batches += 1
             ended = ended_copies(reply)

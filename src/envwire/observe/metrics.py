@@ -20,14 +20,7 @@ from envwire.observe.hot import BUCKETS, HotCollector, SessionCounts
 from envwire.session import Session
 from envwire.tensor import NDARRAY
 
-__all__ = [
-    "CONTENT_TYPE",
-    "Metrics",
-    "any_ended",
-    "crash_reason",
-    "ended_copies",
-    "request_kind",
-]
+__all__ = ["CONTENT_TYPE", "Metrics", "crash_reason", "ended_copies", "request_kind"]
 
 #: The ``Content-Type`` of :meth:`Metrics.render`'s text.
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -63,7 +56,7 @@ def crash_reason(error: EnvwireError) -> str | None:
 _BOOL = np.dtype(np.bool_)
 
 
-def any_ended(reply: m.VectorStepReply) -> bool:
+def _any_ended(reply: m.VectorStepReply) -> bool:
     """Whether a vector step ends any episode.
 
     Nearly every batch ends none, and this is asked on every one: boolean arrays are read as
@@ -77,22 +70,13 @@ def any_ended(reply: m.VectorStepReply) -> bool:
 
 def ended_copies(reply: m.VectorStepReply) -> list[int]:
     """The copies whose episodes a vector step ends, in copy order (nearly always none: then
-    :func:`any_ended`'s bytes tell it without a ufunc)."""
-    if not any_ended(reply):
+    :func:`_any_ended`'s bytes tell it without a ufunc)."""
+    if not _any_ended(reply):
         return []
     # (the array's own nonzero() and tolist(): np.flatnonzero is a Python function)
     done = np.logical_or(reply.terminations, reply.truncations).ravel()
     ended: list[int] = done.nonzero()[0].tolist()
     return ended
-
-
-def episodes_ended(reply: m.Reply) -> int:
-    """How many episodes a step reply ends (a vector step may end several)."""
-    if isinstance(reply, m.StepReply):
-        return int(bool(reply.terminated or reply.truncated))
-    if isinstance(reply, m.VectorStepReply):
-        return len(ended_copies(reply))
-    return 0
 
 
 class Metrics:

@@ -115,6 +115,14 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         # Gymnasium's dispatch by space, settled once: the same functions it would pick
         self._iterable_actions = type(self.action_space) in _ARRAY_SPACES
         self._stacked = type(self.single_observation_space) in _ARRAY_SPACES
+        # Whether a batch is made as one array of its rows (see _stack): its buffer's size
+        # and the copy setting are the env's for its life
+        batch = getattr(self, "_observations", None)
+        self._one_array = (
+            self._stacked
+            and type(batch) is NDARRAY
+            and (self.copy or batch.nbytes <= _ONE_ARRAY * len(batch))
+        )
 
     def step(self, actions: Any) -> tuple[Any, Any, Any, Any, dict[str, Any]]:
         """Step every copy, resetting those that ended as the autoreset mode says."""
@@ -219,7 +227,7 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         batch = self._observations
         if not self._stacked:
             return concatenate(self.single_observation_space, obs, batch), None
-        if type(batch) is NDARRAY and (self.copy or batch.nbytes <= _ONE_ARRAY * len(batch)):
+        if self._one_array:
             # np.stack's result where the rows make an array of the batch's own shape and
             # dtype at once (one C call, where stack's Python checks and converts each row):
             # then every row was of that shape and the dtype, or promoted to it, as stack

@@ -179,6 +179,9 @@ class _Scripted:
     def step_wait_finals(self) -> tuple[Any, ...]:
         return next(self.steps)
 
+    def step_finals(self, actions: Any) -> tuple[Any, ...]:
+        return next(self.steps)
+
 
 _ENDS = [  # terminated, truncated per copy
     ([False] * N, [False] * N),

@@ -109,8 +109,6 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
             "render_mode": None,
         }
         self._waiting = False
-        # The vector env's step and read of the final observations in one call, where it has
-        self._step_finals = getattr(vector, "step_finals", None)
         super().__init__(
             vector.num_envs, vector.single_observation_space, vector.single_action_space
         )
@@ -154,10 +152,10 @@ class SB3VecEnv(VecEnv):  # type: ignore[misc,unused-ignore]  # Any without the 
         self, actions: np.ndarray
     ) -> tuple[VecEnvObs, np.ndarray, np.ndarray, list[dict[str, Any]]]:
         """SB3's step (:meth:`step_async`, then :meth:`step_wait`), in one call to the vector
-        env where it steps so (``RemoteVectorEnv.step_finals``)."""
-        if self._step_finals is None or self._waiting:
+        env (``RemoteVectorEnv.step_finals``)."""
+        if self._waiting:
             return super().step(actions)  # type: ignore[no-any-return,unused-ignore]
-        return self._stepped(self._step_finals(actions))
+        return self._stepped(self.vector.step_finals(actions))
 
     def _stepped(
         self,
