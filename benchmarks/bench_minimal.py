@@ -2,7 +2,8 @@
 hand-written Python implementation of the same bytes.
 
 Run: ``python benchmarks/bench_minimal.py [--seconds S] [--runs R] [--quick] [--cpu N|none]
-[--batches 8,16,64]`` (the make_vec sizes; 8 by default).
+[--batches 8,16,64] [--cases step,vector,sb3,frames]`` (the make_vec sizes, 8 by default; the
+cases to run, all by default).
 
 The one-step baseline is the least Python that can serve and step CartPole over gym-socket's
 extended path with envwire's own client flags (``ERRORS | MONITOR_REPLY | EXTENDED``): a server
@@ -232,8 +233,16 @@ def main() -> int:
     args, settings = parse_settings(
         "gym-socket's one step, vector step and frames beside minimal Python implementations "
         "of the same bytes",
-        extra=[("--cpu", str, "last"), ("--batches", str, str(VECTOR_N))],
+        extra=[
+            ("--cpu", str, "last"),
+            ("--batches", str, str(VECTOR_N)),
+            ("--cases", str, ",".join(CASES)),
+        ],
     )
+    cases = [name.strip() for name in args.cases.split(",") if name.strip()]
+    unknown = sorted(set(cases) - set(CASES))
+    if unknown:
+        sys.exit(f"no such case: {', '.join(unknown)} (the cases: {', '.join(CASES)})")
     pin = _chosen_cpu(args.cpu)
     if pin is not None:
         os.sched_setaffinity(0, {pin})
@@ -243,15 +252,22 @@ def main() -> int:
         if pin is not None:
             _pin_threads(server.process.pid, pin)
             _pin_threads(_pid(echo), pin)
-        results += _one_step(settings, server, pin)
-        for n in (int(size) for size in args.batches.split(",")):
-            results += _vector(settings, server, pin, n)
-        results += _sb3(settings, server, pin)
-        results += _frames(settings, server, echo, pin)
+        if "step" in cases:
+            results += _one_step(settings, server, pin)
+        if "vector" in cases:
+            for n in (int(size) for size in args.batches.split(",")):
+                results += _vector(settings, server, pin, n)
+        if "sb3" in cases:
+            results += _sb3(settings, server, pin)
+        if "frames" in cases:
+            results += _frames(settings, server, echo, pin)
     report = {"machine": machine() | {"pinned_cpu": pin}, "results": [vars(r) for r in results]}
     print_table(report)
     return 0
 
+
+#: The cases, in the order they run (``--cases`` picks some).
+CASES = ("step", "vector", "sb3", "frames")
 
 #: The frames env as the suite serves it.
 FRAMES_ENV = "bench/Frames-v0=envwire.testing.envs:FramesEnv@inline"

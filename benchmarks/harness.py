@@ -242,6 +242,8 @@ class Settings:
     runs: int = 5
     sizes: Sequence[int] = (1, 8, 16, 64, 256, 1024)
     idle_sessions: int = 2000
+    #: K of the suite's ``make_vec(url, N, workers=K)`` cases
+    workers: int = 2
 
 
 def parse_settings(

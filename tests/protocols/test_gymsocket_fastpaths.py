@@ -173,6 +173,56 @@ def test_large_frames_are_gathered_from_the_arrays_own_memory(info: Any, order: 
     assert event.info == info
 
 
+def test_frames_after_the_first_are_gathered_as_it_was() -> None:
+    """After the first gathered frame, frames of its shape come as its head, the array's own
+    memory and the tail; any other (not C-contiguous, with an info, of another dtype or
+    shape, a view into a larger array) still as send_reply's bytes, each step in turn."""
+    space = spaces.Box(0, 255, (84, 84, 4), np.uint8)
+    rng = np.random.default_rng(0)
+    frames = rng.integers(0, 256, (6, 84, 84, 4), dtype=np.uint8)
+    wide = rng.integers(0, 256, (84, 84, 8), dtype=np.uint8)
+    steps = [
+        (frames[0], {}),
+        (frames[1], {}),  # the lean gathered reply
+        (np.asfortranarray(frames[2]), {}),  # not C-contiguous: copied
+        (frames[3], {"lives": 2}),  # an info: the general path
+        (wide[:, :, :4], {}),  # a strided view: copied
+        (frames[4].astype(np.uint16), {}),  # a tensor
+        (frames[5][:64], {}),  # another shape, C-contiguous: gathered, and learnt
+        (frames[0][:64], {}),
+        (frames[1], {}),  # the first shape again
+    ]
+    replies: dict[bool, list[bytes | list[bytes | memoryview]]] = {}
+    for gather in (False, True):
+        client, server = _pair(_EXTENDED, space)
+        replies[gather] = []
+        for i, (frame, info) in enumerate(steps):
+            server.receive_data(client.send_request(m.Step(1)))
+            server.next_event()
+            step = m.StepReply(frame, float(i), i % 2 == 0, i == 3, info)
+            send = server.send_reply_buffers if gather else server.send_reply
+            replies[gather].append(send(step))
+    client = _pair(_EXTENDED, space)[0]
+    for i, ((frame, info), plain, sent) in enumerate(
+        zip(steps, replies[False], replies[True], strict=True)
+    ):
+        assert isinstance(plain, bytes)
+        whole = b"".join(sent) if isinstance(sent, list) else sent
+        assert whole == plain, f"step {i}"
+        shared = isinstance(sent, list) and any(
+            isinstance(b, memoryview) and np.shares_memory(np.asarray(b), frame) for b in sent
+        )
+        assert shared is (frame.flags.c_contiguous and frame.dtype == np.uint8), f"step {i}"
+        client.send_request(m.Step(1))
+        client.receive_data(plain)
+        event = client.next_event()
+        assert isinstance(event, m.StepReply)
+        np.testing.assert_array_equal(event.observation, frame)
+        assert (event.reward, event.terminated, event.truncated) == (float(i), i % 2 == 0, i == 3)
+        assert event.info == info
+    assert len(replies[True][1]) == 3  # the head, the array, the tail with the empty info
+
+
 @pytest.mark.parametrize(
     ("flags", "obs"),
     [

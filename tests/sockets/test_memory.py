@@ -38,3 +38,24 @@ def test_a_burst_of_requests_is_one_trim_a_second() -> None:
         memory.give_back()
         time.sleep(0.001)
     assert memory.trims() - before <= 3  # about 2,000 requests
+
+
+def test_quiet_periods_trim_again_until_a_request_comes() -> None:
+    """After a request's trim, one more after each quiet period (what is freed later), counted
+    from the request's trim; a request meanwhile is trimmed for, and the quiet periods start
+    over from its trim."""
+    calls: list[float] = []
+    trimmer = memory._Trimmer(lambda pad: calls.append(time.monotonic()) or 1, 0.05, (0.2, 0.6))
+    began = time.monotonic()
+    trimmer.request()
+    assert wait_until(lambda: len(calls) == 3, timeout=10)
+    time.sleep(0.3)
+    assert len(calls) == 3  # nothing more once the quiet periods are over
+    assert calls[0] - began >= 0.05
+    assert calls[1] - calls[0] >= 0.2 and calls[2] - calls[0] >= 0.6
+    trimmer.request()
+    assert wait_until(lambda: len(calls) == 4, timeout=10)
+    trimmer.request()  # within the first quiet period: its own trim, then the periods again
+    assert wait_until(lambda: len(calls) == 7, timeout=10)
+    assert calls[5] - calls[4] >= 0.2 and calls[6] - calls[4] >= 0.6
+    assert trimmer.count == 7

@@ -8,11 +8,12 @@ messages therefore left the server hundreds of megabytes above its size long aft
 
 :func:`give_back` asks for a trim: a daemon thread calls ``malloc_trim(0)`` (every arena's free
 pages go back to the system) a second after the request, at most once a second however many
-requests come, and once more when no request came for :data:`SETTLE` seconds (what is freed
-a little later: a closed session's env); so a trim never runs on a connection's thread and a
-burst costs one trim a second. The receive budget (:mod:`.buffers`) asks whenever a connection
-that buffered beyond its allowance (256 KiB) lets the memory go. Where the C library is not
-glibc (musl, macOS), there is nothing to call and :func:`give_back` does nothing.
+requests come, and again when no request came for :data:`SETTLE` seconds, and for three times
+as long (what is freed later: a reply still being sent to a slow reader, a closed session's
+env); so a trim never runs on a connection's thread and a burst costs one trim a second.
+The receive budget (:mod:`.buffers`) asks whenever a connection that buffered beyond its
+allowance (256 KiB) lets the memory go. Where the C library is not glibc (musl, macOS), there
+is nothing to call and :func:`give_back` does nothing.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ __all__ = ["SETTLE", "TRIM_DELAY", "give_back", "trims"]
 
 #: Seconds between a request and its trim, and between two trims.
 TRIM_DELAY: Final = 1.0
-#: Seconds without a request after which a last trim follows.
+#: Seconds without a request after which a trim follows (and again after three times as long).
 SETTLE: Final = 5.0
 
 
@@ -45,9 +46,15 @@ def _malloc_trim() -> Callable[[int], int] | None:
 
 
 class _Trimmer:
-    def __init__(self, trim: Callable[[int], int] | None, delay: float) -> None:
+    """Calls ``trim`` ``delay`` seconds after a request (one call for the requests meanwhile),
+    then after each quiet period of ``settles`` (seconds since that trim) with no request."""
+
+    def __init__(
+        self, trim: Callable[[int], int] | None, delay: float, settles: tuple[float, ...]
+    ) -> None:
         self.trim = trim
         self.delay = delay
+        self.settles = settles
         self.count = 0  # trims done, for tests and metrics
         self._wanted = threading.Event()
         self._lock = threading.Lock()
@@ -73,14 +80,18 @@ class _Trimmer:
             self._wanted.clear()
             self.trim(0)
             self.count += 1
-            # What is freed a little later (a closed session's env, a reply's last copy):
-            # one more trim once no request came for a while.
-            if not self._wanted.wait(SETTLE):
+            # What is freed later (a reply still being sent, a closed session's env): more
+            # trims while no request comes.
+            waited = 0.0
+            for settle in self.settles:
+                if self._wanted.wait(settle - waited):
+                    break
+                waited = settle
                 self.trim(0)
                 self.count += 1
 
 
-_TRIMMER = _Trimmer(_malloc_trim(), TRIM_DELAY)
+_TRIMMER = _Trimmer(_malloc_trim(), TRIM_DELAY, (SETTLE, 3 * SETTLE))
 
 
 def give_back() -> None:

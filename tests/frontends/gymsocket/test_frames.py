@@ -38,3 +38,21 @@ def test_pipelined_frames_are_each_their_own_steps(frames_server: ServerProcess)
             assert (reply.observation == t).all(), f"step {t} carried another step's frame"
     finally:
         transport.close()
+
+
+def test_frames_one_step_at_a_time_are_each_their_own(frames_server: ServerProcess) -> None:
+    """The usual step, request and reply one at a time (both ends' lean paths, the frame
+    written from the env's array after the first): every frame is its own step's, across
+    resets."""
+    transport = GymSocketTransport("127.0.0.1", frames_server.ports["gym-socket"], ENV)
+    try:
+        for episode in range(3):
+            obs, _ = transport.reset_env(seed=episode)
+            assert not obs.any()
+            for t in range(1, 41):
+                obs, reward, terminated, truncated, info = transport.step(np.int64(0))
+                assert obs.shape == (84, 84, 4) and obs.dtype == np.uint8
+                assert (obs == t).all(), f"step {t} of episode {episode} carried another frame"
+                assert (reward, terminated, truncated, info) == (0.0, False, False, {})
+    finally:
+        transport.close()

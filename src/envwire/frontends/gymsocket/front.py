@@ -267,15 +267,18 @@ class _Connection(Polling):
                         reply = self._handle(step)
                     if reply is None:
                         return None
-                    if type(reply) is bytes and not self._dead:
+                    if not self._dead:
                         send_lock = self._send_lock  # (acquired and released: half the with's cost)
                         send_lock.acquire()
                         try:
-                            self.sock.sendall(reply)
+                            if type(reply) is bytes:
+                                self.sock.sendall(reply)
+                            else:  # a frame's buffers (the env's array among them), gathered
+                                send_buffers(
+                                    self.sock, reply if isinstance(reply, list) else [reply]
+                                )
                         finally:
                             send_lock.release()
-                    else:
-                        self._flush(reply if isinstance(reply, list) else [reply])
                     lean = True
                     continue
                 lean = False

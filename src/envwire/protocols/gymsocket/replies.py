@@ -64,6 +64,10 @@ class ReplyWriter(Side):
         self._lean_head = b""
         # The lean vector step reply (_lean_vector_reply): the layout of the last usual one.
         self._vector_layout: _VectorLayout | None = None
+        # The lean gathered step reply (a frame's): the shape of the last large byte array
+        # sent from its own memory, and its reply's bytes before the array.
+        self._frame_shape: tuple[int, ...] | None = None
+        self._frame_head = b""
 
     def send_reply(self, reply: m.Reply) -> bytes:
         """Encode the reply to the oldest request still waiting for one.
@@ -130,15 +134,25 @@ class ReplyWriter(Side):
                 )
         elif type(reply) is m.StepReply and self._pending[0] is _STEP_EX:
             obs = reply.observation
-            if (  # the usual reply (_lean_reply's), inlined: the reply of every step
-                type(obs) is np.ndarray
-                and obs.dtype is self._lean_dtype
-                and obs.shape == self._lean_shape
-                and not reply.info
-            ):
-                self._pending.popleft()
-                tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
-                return self._lean_head + obs.tobytes() + tail + EMPTY_INFO
+            if type(obs) is np.ndarray and not reply.info:
+                if obs.dtype is self._lean_dtype and obs.shape == self._lean_shape:
+                    # the usual reply (_lean_reply's), inlined: the reply of every step
+                    self._pending.popleft()
+                    tail = STEP_EX_TAIL.pack(reply.reward, reply.terminated, reply.truncated)
+                    return self._lean_head + obs.tobytes() + tail + EMPTY_INFO
+                if obs.shape == self._frame_shape and obs.dtype is _U8:
+                    # a frame of the layout gathered last: its head, the array's own memory
+                    # (cast flat, which only a C-contiguous one can be), the tail
+                    try:
+                        data = obs.data.cast("B")
+                    except TypeError:  # not C-contiguous: the general path copies it
+                        pass
+                    else:
+                        self._pending.popleft()
+                        tail = _FRAME_TAIL.pack(
+                            reply.reward, reply.terminated, reply.truncated, *_NO_INFO
+                        )
+                        return [self._frame_head, data, tail]
             lean = self._lean_reply(reply)
             if lean is not None:
                 return lean
@@ -163,6 +177,9 @@ class ReplyWriter(Side):
             return self.send_reply(reply)
         buffers = self._step_parts(_STEP_EX, reply)
         self._pending.popleft()
+        if not reply.info and obs.dtype is _U8 and obs.flags.c_contiguous:
+            # the layout of the gathered step replies that follow (above)
+            self._frame_shape, self._frame_head = obs.shape, b"".join(buffers[:2])
         return buffers
 
     def _lean_reply(self, reply: m.StepReply) -> bytes | None:
@@ -375,6 +392,12 @@ def _byte_list_header(ndim: int) -> struct.Struct:
 
 
 _F64: Final = np.dtype("<f8")
+_U8: Final = np.dtype(np.uint8)
+#: An extended step reply after its observation, with an empty info: what
+#: ``STEP_EX_TAIL.pack(...) + EMPTY_INFO`` writes, in one pack (the info's length and JSON last).
+_FRAME_TAIL: Final = struct.Struct("<d??I2s")
+_NO_INFO: Final = (2, b"{}")
+
 #: The end of a usual ``FINAL_OBS`` vector step reply: the empty info, no final field.
 _EMPTY_NO_FINALS: Final = EMPTY_INFO + NO_FINALS
 _BOOL: Final = np.dtype(np.bool_)
