@@ -74,7 +74,14 @@ from harness import (
     rate,
     step_loop,
 )
-from minimal_cases import FramesClient, VectorClient, cartpole_vector, minimal_case_server
+from minimal_cases import (
+    FramesClient,
+    VectorClient,
+    cartpole_vector,
+    check_requests,
+    frames_requests,
+    minimal_case_server,
+)
 
 __all__ = [
     "bench_batched",
@@ -362,6 +369,7 @@ def bench_frames(settings: Settings, server: Any, echo: EchoServer) -> list[Resu
     least = "  minimal Python of the same bytes, frames"
     try:
         with minimal_case_server("frames", None) as (port, _):
+            check_requests(frames_requests(8), port, server.ports["gym-socket"])
             minimal = FramesClient(port)
             minimal.reset()
 
