@@ -36,6 +36,9 @@ __all__ = [
     "Result",
     "Settings",
     "alternate",
+    "case_names",
+    "checked_cases",
+    "comma_list",
     "compare",
     "cpu_seconds",
     "descendants",
@@ -246,10 +249,39 @@ class Settings:
     workers: int = 2
 
 
+def comma_list(text: str) -> tuple[str, ...]:
+    """The comma-separated names in ``text`` (blanks dropped)."""
+    return tuple(name.strip() for name in text.split(",") if name.strip())
+
+
+def checked_cases(names: Sequence[str], known: Sequence[str]) -> tuple[str, ...]:
+    """``names``, each one of the ``known`` cases of a benchmark.
+
+    Raises:
+        ValueError: an unknown name (the message names the known ones).
+    """
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"no such case: {', '.join(unknown)} (the cases: {', '.join(known)})")
+    return tuple(names)
+
+
+def case_names(known: Sequence[str]) -> Callable[[str], tuple[str, ...]]:
+    """An argparse type for ``--cases``: comma-separated names of ``known`` cases."""
+
+    def parse(text: str) -> tuple[str, ...]:
+        try:
+            return checked_cases(comma_list(text), known)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
 def parse_settings(
     description: str,
     quick: str = "a smoke run (0.3 s, 1 run)",
-    extra: Sequence[tuple[str, type, Any]] = (),
+    extra: Sequence[tuple[str, Callable[[str], Any], Any]] = (),
 ) -> tuple[argparse.Namespace, Settings]:
     """A benchmark's command line (``--seconds``, ``--runs``, ``--quick``, and ``extra``
     options as (flag, type, default)): the parsed arguments and the settings they give

@@ -66,6 +66,9 @@ from harness import (
     Result,
     Settings,
     alternate,
+    case_names,
+    checked_cases,
+    comma_list,
     compare,
     echo_rate,
     gym_socket_step_bytes,
@@ -467,9 +470,7 @@ def run(
     settings: Settings, *, progress_bar: bool = True, cases: Sequence[str] = CASES
 ) -> dict[str, Any]:
     """Run the suite's ``cases`` (all by default); the report as a dict."""
-    unknown = sorted(set(cases) - set(CASES))
-    if unknown:
-        raise ValueError(f"no such case: {', '.join(unknown)} (the cases: {', '.join(CASES)})")
+    checked_cases(cases, CASES)
     envs = [
         "CartPole-v1",
         "process/CartPole-v1=CartPole-v1@process",
@@ -519,10 +520,6 @@ def run(
     }
 
 
-def _names(text: str) -> tuple[str, ...]:
-    return tuple(name.strip() for name in text.split(",") if name.strip())
-
-
 def main() -> int:
     """Run the suite, print the table, write the JSON report."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -535,13 +532,13 @@ def main() -> int:
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
     parser.add_argument(
         "--cases",
-        type=_names,
+        type=case_names(CASES),
         default=CASES,
         help=f"the cases to run, comma-separated (default: all of {','.join(CASES)})",
     )
     parser.add_argument(
         "--sizes",
-        type=lambda text: tuple(int(n) for n in _names(text)),
+        type=lambda text: tuple(int(n) for n in comma_list(text)),
         help="the batched case's N, comma-separated (default: 1,8,16,64,256,1024)",
     )
     parser.add_argument(
@@ -558,9 +555,6 @@ def main() -> int:
     settings.workers = args.workers
     if args.sizes:
         settings.sizes = args.sizes
-    unknown = sorted(set(args.cases) - set(CASES))
-    if unknown:
-        parser.error(f"no such case: {', '.join(unknown)} (the cases: {', '.join(CASES)})")
     report = run(settings, progress_bar=not args.no_progress, cases=args.cases)
     print_table(report)
     with open(args.json, "w") as out:
