@@ -4,6 +4,9 @@ the memory go, and the trims of a burst are one a second."""
 from __future__ import annotations
 
 import ctypes
+import subprocess
+import sys
+import textwrap
 import time
 
 import pytest
@@ -28,6 +31,56 @@ def test_a_large_message_done_with_is_given_back() -> None:
     assert wait_until(lambda: memory.trims() > before, timeout=10)
     large.release()  # and again once the connection is gone
     assert wait_until(lambda: memory.trims() > before + 1, timeout=10)
+
+
+#: A process that frees 62.5 MiB in the middle of its main heap (blocks below the mmap
+#: threshold, a block after them kept: nothing freed reaches the heap's top, which ``free``
+#: trims by itself), and prints its resident size before and after a trim (or a wait as long).
+_FREED_IN_THE_HEAP = textwrap.dedent(
+    """
+    import sys, time
+    from envwire.sockets import memory
+    from envwire.testing import wait_until
+
+    def rss():
+        with open("/proc/self/status") as status:
+            return next(int(l.split()[1]) * 1024 for l in status if l.startswith("VmRSS:"))
+
+    blocks = [bytearray(100 * 1024) for _ in range(640)]
+    guard = bytearray(100 * 1024)
+    del blocks
+    freed, before = rss(), memory.trims()
+    if sys.argv[1] == "trim":
+        memory.give_back()
+        assert wait_until(lambda: memory.trims() > before, timeout=30)
+    else:
+        time.sleep(memory.TRIM_DELAY * 1.5)
+    print(freed, rss())
+    """
+)
+
+
+def _freed_and_after(mode: str) -> tuple[int, int]:
+    done = subprocess.run(
+        [sys.executable, "-c", _FREED_IN_THE_HEAP, mode],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    freed, after = map(int, done.stdout.split())
+    return freed, after
+
+
+@needs_glibc
+def test_a_trim_gives_the_pages_freed_inside_the_heap_back_to_the_system() -> None:
+    """What free() keeps (freed blocks below the heap's top stay resident) and the trim that
+    give_back() asks for returns: measured in a fresh process, without a trim and with one."""
+    MiB = 1024 * 1024
+    freed, after = _freed_and_after("wait")
+    assert after > freed - 16 * MiB, "the pages went back without a trim: nothing to measure"
+    freed, after = _freed_and_after("trim")
+    assert freed - after > 48 * MiB, f"the trim gave back {(freed - after) / MiB:.0f} MiB"
 
 
 @needs_glibc

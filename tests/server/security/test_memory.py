@@ -151,20 +151,27 @@ def burst(server: ServerProcess, clients: int, size: int) -> None:
             sock.close()
 
 
-def test_a_burst_of_large_messages_leaves_the_server_near_its_size(server: ServerProcess) -> None:
+def test_bursts_of_large_messages_leave_the_server_near_its_size(server: ServerProcess) -> None:
     """Twelve clients at once each send a 16 MiB message and take its 16 MiB echo, twice
-    over (about 768 MiB through the server). Once they are gone, the server gives the
-    memory back: its resident size is near where it was before."""
+    over (about 768 MiB through the server), and then all that again. Once they are gone,
+    the server gives the memory back: its resident size comes back near where it was. What
+    a trim cannot return (a block freed at the top of a connection thread's own heap: see
+    docs/guides/security.md) is used again by the next burst, not added to."""
     assert server.process is not None
     pid = server.process.pid
     burst(server, 2, 1024)  # warm up: every code path imported and run once
     before = rss(pid)
-    peak = before
-    for _ in range(2):
-        burst(server, 12, 16 * MiB)
-        peak = max(peak, rss(pid))
     growth = lambda: rss(pid) - before  # noqa: E731
-    settled = wait_until(lambda: growth() < 48 * MiB, timeout=20, every=0.5)
-    print(f"RSS before {before / MiB:.0f} MiB, peak {peak / MiB:.0f}, after "
-          f"{rss(pid) / MiB:.0f}")  # fmt: skip
-    assert settled, f"{growth() / MiB:.0f} MiB more than before the burst"
+    peak, kept = before, []
+    for _ in range(2):
+        for _ in range(2):
+            burst(server, 12, 16 * MiB)
+            peak = max(peak, rss(pid))
+        # usually within 48 MiB in a few seconds; else what stays after the trims
+        wait_until(lambda: growth() < 48 * MiB, timeout=20, every=0.5)
+        kept.append(growth())
+    print(f"RSS before {before / MiB:.0f} MiB, peak {peak / MiB:.0f}, kept "
+          f"{', '.join(f'{k / MiB:.0f}' for k in kept)}")  # fmt: skip
+    assert peak - before > 96 * MiB, "the bursts did not reach the server's memory"
+    assert max(kept) < 96 * MiB, f"{max(kept) / MiB:.0f} MiB more than before the bursts"
+    assert kept[1] < kept[0] + 48 * MiB, "the second bursts added to what the first kept"
