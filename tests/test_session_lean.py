@@ -169,3 +169,44 @@ def test_a_usual_reset_takes_one_call(monkeypatch: pytest.MonkeyPatch) -> None:
         with contextlib.suppress(InvalidArgumentError):
             s.handle(request)
     assert general == [m.Reset(seed=-1)]  # only the refused seed took the general path
+
+
+def test_a_step_request_seen_again_is_not_checked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A codec keeps one request per integer action and hands the same object out for every
+    step of it: the session checks its action the first time only. Any other request (a new
+    one of the same action, an array action, one after a refused action) is checked."""
+    s = _session(parse_env_arg("CartPole-v1"))
+    s.handle(m.Reset(seed=0))
+    checked: list[object] = []
+    check = s._check_action
+
+    def counted(action: object) -> None:
+        checked.append(action)
+        check(action)
+
+    monkeypatch.setattr(s, "_check_action", counted)
+    kept = m.Step(np.int64(1))
+    for _ in range(3):
+        s.handle(kept)
+    assert len(checked) == 1
+    s.handle(m.Step(np.int64(1)))  # equal, but another object
+    s.handle(kept)  # the last one checked is that other one now
+    assert len(checked) == 3
+    bad = m.Step(np.int64(2))
+    for _ in range(2):
+        with pytest.raises(EnvwireError, match="action"):
+            s.handle(bad)  # refused every time: a refused request is not kept
+    assert len(checked) == 5
+
+
+def test_an_array_action_is_checked_at_every_step() -> None:
+    """The same request object again, its array changed in place: checked again, and
+    refused once the array leaves the space."""
+    s = _session(parse_env_arg("MountainCarContinuous-v0"))
+    s.handle(m.Reset(seed=0))
+    action = np.zeros(1, np.float32)
+    request = m.Step(action)
+    s.handle(request)
+    action[0] = 5.0  # outside Box(-1, 1)
+    with pytest.raises(EnvwireError, match="action"):
+        s.handle(request)

@@ -52,6 +52,9 @@ _SET_OBSS, _SET_REWARDS, _SET_TERMINATIONS, _SET_TRUNCATIONS, _SET_INFOS = m.slo
 )
 #: Copies up to which a vector step's rewards are summed by Python, not by a ufunc call.
 _FEW = 64
+#: Action types that cannot change once made: a step request seen again holds the action
+#: checked the first time (see Session.step).
+_SCALARS = frozenset({int, np.int64, np.int32, np.int16, np.int8, np.uint8, np.uint16})
 
 
 class Session:
@@ -123,6 +126,8 @@ class Session:
         self.worker: Worker | None = None
         self._spaces: tuple[gymnasium.Space[Any], gymnasium.Space[Any]] | None = None
         self._check_action: Callable[[object], None] = lambda action: None
+        #: The last step request whose action passed _check_action (see step)
+        self._checked: m.Step | None = None
         if spec is None:
             self.state = State.NO_ENV
             return
@@ -197,6 +202,7 @@ class Session:
         direct = getattr(self.worker, "call_step", None)
         self._env_step: Callable[..., Any] = direct or functools.partial(self.worker.call, "step")
         self._spaces = self._call("spaces")
+        self._checked = None
         if self.autoreset_mode is not None:
             self.batch_action_space = batch_space(self.action_space, self.num_envs)
             self._check_action = spacecodec.checker(self.batch_action_space, what="actions")
@@ -265,7 +271,11 @@ class Session:
             started = _perf_counter()
             action = request.action
             try:
-                self._check_action(action)
+                # A request object seen at the last step again (a codec's kept step of an
+                # integer action, shared) holds an action checked then, if it cannot change
+                if request is not self._checked:
+                    self._check_action(action)
+                    self._checked = request if type(action) in _SCALARS else None
                 result = self._env_step(action, timeout=self._timeout)
             except EnvwireError as exc:
                 if isinstance(exc, EnvCrashedError | EnvTimeoutError):

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pytest
 
 from envwire import messages as m
 from envwire.client.gymsocket import GymSocketTransport
+from envwire.errors import InvalidActionError
+from envwire.protocols.gymsocket import ClientConnection
 from envwire.testing import ServerProcess
 
 ENV = "inplace/Frames-v0"
@@ -56,3 +59,37 @@ def test_frames_one_step_at_a_time_are_each_their_own(frames_server: ServerProce
                 assert (reward, terminated, truncated, info) == (0.0, False, False, {})
     finally:
         transport.close()
+
+
+def test_every_frame_keeps_its_own_buffer_and_errors_between_are_errors(
+    frames_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client reads each large frame into a buffer of its reply's own, which the frame
+    keeps: frames kept from earlier steps still hold their own step's bytes after later
+    steps. A refused step between them is its error, read by the general path; the frames
+    after it are read in place again."""
+    owned: list[bool] = []
+    original = ClientConnection.lean_owned_reply
+
+    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
+        result = original(self, view, size)
+        owned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(ClientConnection, "lean_owned_reply", counted)
+    transport = GymSocketTransport("127.0.0.1", frames_server.ports["gym-socket"], ENV)
+    try:
+        transport.reset_env(seed=0)
+        kept = []
+        for t in range(1, 31):
+            if t % 10 == 0:
+                with pytest.raises(InvalidActionError):
+                    transport.step(np.int64(7))  # Discrete(4): refused, nothing stepped
+            kept.append(transport.step(np.int64(0))[0])
+    finally:
+        transport.close()
+    for t, frame in enumerate(kept, 1):
+        assert (frame == t).all(), f"the frame of step {t} changed after it was returned"
+        assert frame.flags.writeable and frame.flags.c_contiguous
+    assert owned.count(True) >= 28  # all but the first (which taught the layout)
+    assert owned.count(False) == 3  # the refusals

@@ -61,7 +61,9 @@ def _general_step(transport: GymSocketTransport, action: Any) -> tuple[Any, ...]
 def test_lean_episodes_equal_general_ones(
     server: ServerProcess, env_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    lean_reads = _counted(monkeypatch, "lean_step_reply")
+    # (a frame is read in place, into a buffer of its own: docs/protocols/gym-socket.md)
+    read = "lean_owned_reply" if env_id == FRAMES else "lean_step_reply"
+    lean_reads = _counted(monkeypatch, read)
     port = server.ports["gym-socket"]
     general = GymSocketTransport("127.0.0.1", port, env_id)
     lean = envwire.make(server.url("gym-socket", env_id))

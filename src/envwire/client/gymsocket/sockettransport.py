@@ -8,6 +8,7 @@ import ssl
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+import numpy as np
 from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
@@ -54,6 +55,9 @@ _AUTH_REFUSALS = frozenset({"this server requires a token", "the token was not a
 #: the other schemes' clients raise is told from the words every envwire server begins it with.
 _REFUSALS: tuple[tuple[str, type[EnvwireError]], ...] = (("unknown env ", UnknownEnvError),)
 
+#: A large observation's step reply is read into a buffer of its own, made by this (no
+#: zeroing: the reply fills it).
+_EMPTY = np.empty
 _R = TypeVar("_R", bound=m.Reply)
 #: A vector step's result, as Gymnasium's vector envs return it.
 VectorStep = tuple[Any, Any, Any, Any, dict[str, Any]]
@@ -264,8 +268,9 @@ class GymSocketTransport:
         """Step the env once and wait: (observation, reward, terminated, truncated, info),
         as ``request(Step(action))`` gives them. The usual step of a one-env session with an
         integer action is lean: its request's bytes are made once, and its reply, when it
-        comes whole in the usual layout, is read straight from the receive buffer; anything
-        else (an error, an info, a reply in pieces) takes the general path.
+        comes in the usual layout, is read straight from the receive buffer (a large
+        observation's into a buffer of the reply's own, which the observation keeps: no copy);
+        anything else (an error, an info) takes the general path.
 
         Raises:
             EnvwireError: as :meth:`request` raises.
@@ -277,18 +282,29 @@ class GymSocketTransport:
                 self._sock.sendall(request)
             except OSError as exc:
                 raise self._send_failed(exc) from exc
-            if self._busy_poll:
-                size = self._read()
-            else:  # _read(), inlined
-                try:
-                    size = self._sock.recv_into(self._inbox)
-                except OSError as exc:
-                    raise self._read_failed(exc)  # noqa: B904 (its cause is set)
-                if not size:
-                    raise self._closed()
-            result = codec.lean_step_reply(self._inbox, size)
-            if result is None:
-                result = self._read_lean(codec.lean_step_reply, size)
+            own = codec.own_size
+            if own:  # a large observation: read in place, into a buffer of the reply's own
+                fresh = _EMPTY(own, np.uint8)
+                inbox, self._inbox = self._inbox, memoryview(fresh)  # type: ignore[arg-type]
+                lean = codec.lean_owned_reply
+            else:
+                lean = codec.lean_step_reply
+            try:
+                if self._busy_poll:
+                    size = self._read()
+                else:  # _read(), inlined
+                    try:
+                        size = self._sock.recv_into(self._inbox)
+                    except OSError as exc:
+                        raise self._read_failed(exc)  # noqa: B904 (its cause is set)
+                    if not size:
+                        raise self._closed()
+                result = lean(self._inbox, size)
+                if result is None:
+                    result = self._read_lean(lean, size)
+            finally:
+                if own:  # (the observation keeps that buffer)
+                    self._inbox = inbox
             if result is not None:
                 return result
             reply = self.receive()

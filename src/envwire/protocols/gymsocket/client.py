@@ -77,6 +77,11 @@ class ClientConnection(ReplyParser):
         #: step's once seen, a seed step's from the observation space), and each action's step
         #: request.
         self._step_layout: StepLayout | SeedLayout | None = None
+        #: The size of the usual step reply when its observation is large enough to be read
+        #: in place (``StepLayout.own``): the reply to a lean step may then be read into a
+        #: fresh buffer of this size and read with :meth:`lean_owned_reply`. 0: read it into
+        #: any buffer, with :meth:`lean_step_reply`.
+        self.own_size = 0
         self._vector_layout: VectorLayout | None = None
         self._lean_requests: dict[object, bytes] = {}
         #: The lean vector step request (:meth:`lean_vector_request`): the last batch of
@@ -255,7 +260,8 @@ class ClientConnection(ReplyParser):
             return None
         info = jsonio.loads_info(bytes(data[tail + 14 : end]))
         if not info:
-            self._step_layout = StepLayout.learn(data, obs, tail, end)
+            layout = self._step_layout = StepLayout.learn(data, obs, tail, end)
+            self.own_size = 0 if layout is None else layout.own
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
     # -- the lean reads: one step in flight, its usual reply read in one go ----------------
@@ -401,6 +407,22 @@ class ClientConnection(ReplyParser):
         result = layout.read(view, size)
         if result is not None:
             self._expect.popleft()
+        return result
+
+    def lean_owned_reply(self, view: memoryview, size: int) -> StepResult | None:
+        """:meth:`lean_step_reply` of a reply read into ``view``, a buffer of its own that
+        is never reused (:attr:`own_size`): the observation is a view of it, no copy."""
+        expect, layout = self._expect, self._step_layout
+        if (
+            type(layout) is not StepLayout
+            or len(expect) != 1
+            or expect[0] is not self._step_packet
+            or self._buf.data
+        ):
+            return None
+        result = layout.read(view, size, copy=False)
+        if result is not None:
+            expect.popleft()
         return result
 
     def lean_vector_reply(self, view: memoryview, size: int) -> m.VectorStepReply | None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import struct
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -31,7 +31,15 @@ from envwire.protocols.gymsocket.finals import (
 from envwire.protocols.gymsocket.packets import EMPTY_INFO, MAX_FIELD, OBS_JSON, STATUS_OK, U32
 from envwire.tensor import NDARRAY
 
-__all__ = ["SeedLayout", "SplitStep", "StepLayout", "StepResult", "VectorLayout", "VectorStep"]
+__all__ = [
+    "OWN_MIN",
+    "SeedLayout",
+    "SplitStep",
+    "StepLayout",
+    "StepResult",
+    "VectorLayout",
+    "VectorStep",
+]
 
 _EMPTY_INFO_SIZE = len(EMPTY_INFO)
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
@@ -51,16 +59,26 @@ def _array(view: memoryview, place: _Array) -> npt.NDArray[Any]:
     return (array if shape is None else array.reshape(shape)).copy()
 
 
+#: Observations of at least this many bytes are worth a buffer of their own per reply, read
+#: in place (:attr:`StepLayout.own`): below it, copying them out of a reused buffer costs less
+#: than allocating one.
+OWN_MIN: Final = 16 * 1024
+
+
 class StepLayout(NamedTuple):
     """An extended one-env step reply: ``head`` (every byte before the observation's), the
     observation, then the reward, terminated and truncated at ``tail``, then the empty info.
-    ``unpack`` reads a whole reply's head, reward, flags and info in one call."""
+    ``unpack`` reads a whole reply's head, reward, flags and info in one call. ``own``: the
+    reply's size when its observation is large (:data:`OWN_MIN`) and lies aligned for its
+    dtype, so that a reply read into a buffer of its own is read with no copy
+    (:meth:`read`'s ``copy=False``); else 0."""
 
     head: bytes
     obs: _Array
     tail: int
     size: int
     unpack: Callable[[memoryview], tuple[bytes, float, bool, bool, bytes]]
+    own: int
 
     @classmethod
     def learn(
@@ -72,7 +90,9 @@ class StepLayout(NamedTuple):
             return None
         place = _place(obs, tail)
         fixed = struct.Struct(f"<{place[0]}s{tail - place[0]}xd??{_EMPTY_INFO_SIZE}s")
-        return cls(bytes(data[: place[0]]), place, tail, end, fixed.unpack_from)
+        # (a buffer of its own comes from malloc: aligned for any dtype at its start)
+        own = end if obs.nbytes >= OWN_MIN and place[0] % obs.dtype.alignment == 0 else 0
+        return cls(bytes(data[: place[0]]), place, tail, end, fixed.unpack_from, own)
 
     def wants(self, view: memoryview, size: int) -> int:
         """How many bytes a reply beginning as ``view[:size]`` has in all, as far as they
@@ -84,8 +104,10 @@ class StepLayout(NamedTuple):
             return self.tail + 14
         return int(self.tail + 14 + U32.unpack_from(view, self.tail + 10)[0])
 
-    def read(self, view: memoryview, size: int) -> StepResult | None:
-        """The step's result when ``view[:size]`` is a whole reply of this layout."""
+    def read(self, view: memoryview, size: int, copy: bool = True) -> StepResult | None:
+        """The step's result when ``view[:size]`` is a whole reply of this layout. Its
+        observation is a copy; with ``copy=False``, a view of ``view``, which must then be
+        a buffer of this reply's own, never reused."""
         if size != self.size:
             return None
         head, reward, terminated, truncated, info = self.unpack(view)
@@ -93,8 +115,9 @@ class StepLayout(NamedTuple):
             return None
         offset, dtype, items, shape = self.obs  # _array(), inlined: the read of every step
         obs = np.frombuffer(view, dtype, items, offset)
-        obs = (obs if shape is None else obs.reshape(shape)).copy()
-        return obs, reward, terminated, truncated, {}
+        if shape is not None:
+            obs = obs.reshape(shape)
+        return obs.copy() if copy else obs, reward, terminated, truncated, {}
 
     def read_reset(self, view: memoryview, size: int) -> tuple[Any, dict[str, Any]] | None:
         """The observation and info of a reset when ``view[:size]`` is a whole reset reply in
