@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import socket
+import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,6 +16,7 @@ from envwire import messages as m
 from envwire.client.gymsocket import GymSocketTransport
 from envwire.errors import InvalidActionError
 from envwire.protocols.gymsocket import ClientConnection
+from envwire.sockets import MAX_BUSY_POLL_US
 from envwire.testing import ServerProcess
 
 ENV = "inplace/Frames-v0"
@@ -43,11 +48,16 @@ def test_pipelined_frames_are_each_their_own_steps(frames_server: ServerProcess)
         transport.close()
 
 
-def test_frames_one_step_at_a_time_are_each_their_own(frames_server: ServerProcess) -> None:
+@pytest.mark.parametrize("busy_poll_us", [0, MAX_BUSY_POLL_US], ids=["blocking", "polled"])
+def test_frames_one_step_at_a_time_are_each_their_own(
+    frames_server: ServerProcess, busy_poll_us: int
+) -> None:
     """The usual step, request and reply one at a time (both ends' lean paths, the frame
-    written from the env's array after the first): every frame is its own step's, across
-    resets."""
-    transport = GymSocketTransport("127.0.0.1", frames_server.ports["gym-socket"], ENV)
+    written from the env's array after the first, and read in place by a client that blocks
+    or polls for it): every frame is its own step's, across resets."""
+    transport = GymSocketTransport(
+        "127.0.0.1", frames_server.ports["gym-socket"], ENV, busy_poll_us=busy_poll_us
+    )
     try:
         for episode in range(3):
             obs, _ = transport.reset_env(seed=episode)
@@ -93,3 +103,72 @@ def test_every_frame_keeps_its_own_buffer_and_errors_between_are_errors(
         assert frame.flags.writeable and frame.flags.c_contiguous
     assert owned.count(True) >= 28  # all but the first (which taught the layout)
     assert owned.count(False) == 3  # the refusals
+
+
+@contextlib.contextmanager
+def trickling_proxy(port: int, chunk: int) -> Iterator[int]:
+    """A local port whose one connection goes to ``port``, the server's bytes passed on in
+    ``chunk``-byte pieces a little apart (the client's bytes as they come): a frame then
+    arrives in many reads."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(30)
+
+    def pump(source: socket.socket, sink: socket.socket, size: int, pause: float) -> None:
+        with contextlib.suppress(OSError):
+            while data := source.recv(size):
+                sink.sendall(data)
+                time.sleep(pause)
+        with contextlib.suppress(OSError):
+            sink.shutdown(socket.SHUT_WR)
+
+    def run() -> None:
+        with contextlib.suppress(OSError):
+            client, _ = listener.accept()
+            upstream = socket.create_connection(("127.0.0.1", port), timeout=30)
+            for sock in (client, upstream):
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            threads = [
+                threading.Thread(target=pump, args=(client, upstream, 65536, 0.0), daemon=True),
+                threading.Thread(target=pump, args=(upstream, client, chunk, 0.002), daemon=True),
+            ]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(60)
+            client.close()
+            upstream.close()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        yield listener.getsockname()[1]
+    finally:
+        listener.close()
+        thread.join(10)
+
+
+def test_frames_that_arrive_in_pieces_are_read_in_place(
+    frames_server: ServerProcess, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each frame comes in 4 KiB pieces: the client reads the rest of it into the same
+    buffer of its own, and every frame is its own step's."""
+    owned: list[bool] = []
+    original = ClientConnection.lean_owned_reply
+
+    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
+        result = original(self, view, size)
+        owned.append(result is not None)
+        return result
+
+    monkeypatch.setattr(ClientConnection, "lean_owned_reply", counted)
+    with trickling_proxy(frames_server.ports["gym-socket"], 4096) as port:
+        transport = GymSocketTransport("127.0.0.1", port, ENV)
+        try:
+            transport.reset_env(seed=0)
+            kept = [transport.step(np.int64(0))[0] for _ in range(20)]
+        finally:
+            transport.close()
+    for t, frame in enumerate(kept, 1):
+        assert (frame == t).all(), f"step {t} carried another frame"
+    assert owned.count(True) >= 19  # all but the first, which taught the layout
+    assert owned.count(False) > 0  # reads that found a frame not yet whole, read on
