@@ -28,6 +28,21 @@ def frames_server() -> Iterator[ServerProcess]:
         yield server
 
 
+def owned_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Whether each call of the client codec's in-place read read a whole frame (filled as
+    they come)."""
+    reads: list[bool] = []
+    original = ClientConnection.lean_owned_reply
+
+    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
+        result = original(self, view, size)
+        reads.append(result is not None)
+        return result
+
+    monkeypatch.setattr(ClientConnection, "lean_owned_reply", counted)
+    return reads
+
+
 def test_pipelined_frames_are_each_their_own_steps(frames_server: ServerProcess) -> None:
     """The env overwrites one array in place every step: each reply still carries the frame
     of its own step, though the server reads and handles the requests together."""
@@ -78,15 +93,7 @@ def test_every_frame_keeps_its_own_buffer_and_errors_between_are_errors(
     keeps: frames kept from earlier steps still hold their own step's bytes after later
     steps. A refused step between them is its error, read by the general path; the frames
     after it are read in place again."""
-    owned: list[bool] = []
-    original = ClientConnection.lean_owned_reply
-
-    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
-        result = original(self, view, size)
-        owned.append(result is not None)
-        return result
-
-    monkeypatch.setattr(ClientConnection, "lean_owned_reply", counted)
+    owned = owned_reads(monkeypatch)
     transport = GymSocketTransport("127.0.0.1", frames_server.ports["gym-socket"], ENV)
     try:
         transport.reset_env(seed=0)
@@ -152,15 +159,7 @@ def test_frames_that_arrive_in_pieces_are_read_in_place(
 ) -> None:
     """Each frame comes in 4 KiB pieces: the client reads the rest of it into the same
     buffer of its own, and every frame is its own step's."""
-    owned: list[bool] = []
-    original = ClientConnection.lean_owned_reply
-
-    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
-        result = original(self, view, size)
-        owned.append(result is not None)
-        return result
-
-    monkeypatch.setattr(ClientConnection, "lean_owned_reply", counted)
+    owned = owned_reads(monkeypatch)
     with trickling_proxy(frames_server.ports["gym-socket"], 4096) as port:
         transport = GymSocketTransport("127.0.0.1", port, ENV)
         try:
