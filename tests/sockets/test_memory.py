@@ -1,5 +1,6 @@
 """Giving memory back: a connection that held a large message asks for a trim when it lets
-the memory go, and the trims of a burst are one a second."""
+the memory go, a trim returns the pages that free() kept, and the trims of a burst are one a
+second."""
 
 from __future__ import annotations
 
