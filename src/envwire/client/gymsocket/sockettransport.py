@@ -284,8 +284,8 @@ class GymSocketTransport:
                 raise self._send_failed(exc) from exc
             own = codec.own_size
             if own:  # a large observation: read in place, into a buffer of the reply's own
-                fresh = _EMPTY(own, np.uint8)
-                inbox, self._inbox = self._inbox, memoryview(fresh)  # type: ignore[arg-type]
+                inbox = self._inbox
+                self._inbox = memoryview(_EMPTY(own, np.uint8))  # type: ignore[arg-type]
                 lean = codec.lean_owned_reply
             else:
                 lean = codec.lean_step_reply

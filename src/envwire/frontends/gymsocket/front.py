@@ -271,12 +271,10 @@ class _Connection(Polling):
                         send_lock = self._send_lock  # (acquired and released: half the with's cost)
                         send_lock.acquire()
                         try:
-                            if type(reply) is bytes:
+                            if isinstance(reply, bytes):
                                 self.sock.sendall(reply)
                             else:  # a frame's buffers (the env's array among them), gathered
-                                send_buffers(
-                                    self.sock, reply if isinstance(reply, list) else [reply]
-                                )
+                                send_buffers(self.sock, reply)
                         finally:
                             send_lock.release()
                     lean = True
