@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import gymnasium
 import numpy as np
@@ -24,6 +24,7 @@ from envwire.errors import (
 from envwire.registry import EnvSpec, parse_env_arg
 from envwire.runtime import make_worker
 from envwire.session import ALLOWED, Session, State, confine
+from envwire.session.contracts import TapCalls
 
 
 def session(arg: str = "CartPole-v1", **kwargs: Any) -> Session:
@@ -226,9 +227,10 @@ def test_the_session_and_the_messages_name_no_protocol() -> None:
 class _Observer:
     """An observer whose tap records which of its callables each request reached."""
 
-    def __init__(self, steady: bool) -> None:
-        self.told: list[tuple[str, str]] = []
+    def __init__(self, steady: bool, ended: bool = False) -> None:
+        self.told: list[tuple[str, Any]] = []
         self.steady = steady
+        self.ended = ended
 
     def opened(self, session: Session) -> Any:
         told = self.told
@@ -247,6 +249,10 @@ class _Observer:
         if self.steady:
             tap.steady = lambda request, reply, seconds: told.append(  # type: ignore[attr-defined]
                 ("steady", type(request).__name__)
+            )
+        if self.ended:
+            tap.ended = lambda request, reply, seconds, copies: told.append(  # type: ignore[attr-defined]
+                ("ended", tuple(copies))
             )
         return tap
 
@@ -306,3 +312,70 @@ def test_a_taps_steady_hears_the_batches_that_end_no_episode(steady: bool) -> No
     assert observer.told == want
     assert ("handled", "Step") in want[1:] and (("steady", "Step") in want) == steady
     s.close()
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+@pytest.mark.parametrize("ended", [True, False])
+def test_a_taps_ended_hears_the_batches_that_end_episodes_with_their_copies(
+    mode: str, ended: bool
+) -> None:
+    """A vector session tells a tap's ``ended`` of each batch in which copies' episodes end,
+    with those copies in order (``handled`` where the tap has no ``ended``); ``steady`` of
+    the others."""
+    observer = _Observer(True, ended)
+    s = Session(
+        parse_env_arg("CartPole-v1"),
+        worker_factory=make_worker,
+        num_envs=5,
+        autoreset_mode=mode,
+        observer=observer,
+    )
+    s.handle(m.Reset(seed=0))
+    want: list[tuple[str, Any]] = [("handled", "Reset")]
+    rng = np.random.default_rng(1)
+    for _ in range(80):
+        reply = s.handle(m.Step(rng.integers(0, 2, 5)))
+        assert isinstance(reply, m.VectorStepReply)
+        copies = tuple(int(i) for i in np.flatnonzero(reply.terminations | reply.truncations))
+        if not copies:
+            want.append(("steady", "Step"))
+        else:
+            want.append(("ended", copies) if ended else ("handled", "Step"))
+    assert observer.told == want
+    several = [told for told in want if told[0] == "ended" and len(told[1]) > 1]
+    assert not ended or several  # batches that ended more than one copy were among them
+    s.close()
+
+
+@pytest.mark.parametrize(
+    ("ends", "cuts"),
+    [
+        (np.array([0, 1, 0], np.int8), np.zeros(3, np.int8)),  # not boolean
+        (np.array([[False, True, False]]), np.zeros((1, 3), bool)),  # not one dimension
+        (np.array([False, True, False]), np.zeros(4, bool)),  # not one length
+        ([False, True, False], [False, False, False]),  # not arrays
+    ],
+)
+def test_a_batch_whose_flags_are_not_boolean_arrays_of_one_length_is_handled(
+    ends: Any, cuts: Any
+) -> None:
+    """``TapCalls.batch`` tells ``ended`` only of flags it can read the copies from; any
+    other batch that may end an episode reaches ``handled``."""
+    observer = _Observer(True, True)
+    tap = observer.opened(cast(Session, None))
+    calls = TapCalls(tap, 3)
+    reply = m.VectorStepReply(np.zeros((3, 4), np.float32), np.zeros(3), ends, cuts, {})
+    calls.batch(m.Step(np.zeros(3, np.int64)), reply, 0.0)
+    quiet = m.VectorStepReply(
+        np.zeros((3, 4), np.float32), np.zeros(3), np.zeros(3, bool), np.zeros(3, bool), {}
+    )
+    calls.batch(m.Step(np.zeros(3, np.int64)), quiet, 0.0)
+    ended = m.VectorStepReply(
+        np.zeros((3, 4), np.float32),
+        np.zeros(3),
+        np.array([True, False, True]),
+        np.array([False, True, False]),
+        {},
+    )
+    calls.batch(m.Step(np.zeros(3, np.int64)), ended, 0.0)
+    assert observer.told == [("handled", "Step"), ("steady", "Step"), ("ended", (0, 1, 2))]

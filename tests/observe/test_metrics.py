@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
@@ -16,6 +17,7 @@ from envwire import messages as m
 from envwire.app import Server
 from envwire.errors import UnknownEnvError
 from envwire.observe import Observability
+from envwire.observe.hub import _FanOut
 from envwire.observe.live import Activity
 from envwire.registry import parse_env_arg
 from envwire.runtime import make_worker
@@ -244,13 +246,14 @@ def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
 
 
 @pytest.mark.parametrize("summed", [3, 64])
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_a_vector_sessions_counts_and_returns_are_exact(
-    summed: int, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+    summed: int, mode: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Batches that end no episode reach the metrics and the live activity by their
     ``steady`` (the live activity adds their rewards every ``SUMMED`` batches, or when an
-    episode ends): the step and episode counts and each ended episode's return and length are
-    exactly those of the replies, across resets."""
+    episode ends), the others by their ``ended``: the step and episode counts and each ended
+    episode's return and length are exactly those of the replies, across resets."""
     from envwire.observe import live
 
     monkeypatch.setattr(live, "SUMMED", summed)
@@ -260,7 +263,7 @@ def test_a_vector_sessions_counts_and_returns_are_exact(
         parse_env_arg("CartPole-v1"),
         worker_factory=make_worker,
         num_envs=n,
-        autoreset_mode="NextStep",
+        autoreset_mode=mode,
         observer=Observability(),
     )
     assert session.tap is not None
@@ -283,7 +286,7 @@ def test_a_vector_sessions_counts_and_returns_are_exact(
                 want.append((i, float(returns[i]), int(lengths[i])))
                 returns[i], lengths[i] = 0, 0
             ended += int(done.sum())
-            restart = done
+            restart = done if mode == "NextStep" else restart
     got = [
         (r.copy, r.episode_return, r.length)  # type: ignore[attr-defined]
         for r in caplog.records
@@ -294,3 +297,29 @@ def test_a_vector_sessions_counts_and_returns_are_exact(
     assert (metrics.counts.steps, metrics.counts.episodes) == (n * batches, ended)
     assert metrics.counts.kind("step").count == batches
     session.close()
+
+
+def test_the_fan_out_tells_a_batchs_ended_copies_to_each_taps_ended_or_its_handled() -> None:
+    """A tap with ``ended`` hears the copies; one without it hears the batch by ``handled``."""
+    told: list[tuple[str, Any]] = []
+
+    class Plain:
+        def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+            told.append(("handled", seconds))
+
+    class Counting(Plain):
+        def ended(
+            self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]
+        ) -> None:
+            told.append(("ended", copies))
+
+    reply = m.VectorStepReply(np.zeros(2), np.zeros(2), np.ones(2, bool), np.zeros(2, bool), {})
+    request = m.Step(np.zeros(2, np.int64))
+    for taps, want in (
+        ((Counting(), Plain()), [("ended", [0, 1]), ("handled", 0.5)]),
+        ((Plain(),), [("handled", 0.5)]),
+        ((Counting(),), [("ended", [0, 1])]),
+    ):
+        told.clear()
+        _FanOut(taps).ended(request, reply, 0.5, [0, 1])  # type: ignore[arg-type]
+        assert told == want

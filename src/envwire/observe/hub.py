@@ -66,13 +66,24 @@ class RecordSettings:
     forward: Callable[[Episode], bool] | None = None
 
 
+def _told_by_handled(tap: SessionTap) -> Callable[[m.Request, m.Reply, float, list[int]], None]:
+    """An ``ended`` that tells ``tap``'s ``handled``, for a tap without one of its own."""
+    handled = tap.handled
+
+    def ended(request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
+        handled(request, reply, seconds)
+
+    return ended
+
+
 class _FanOut:
     """Forwards a session's events to several taps. Its ``steady`` (see ``SessionTap``) tells
     each tap's own ``steady`` (its ``handled`` where it has none, nothing where it is None):
     where one tap alone hears those steps (the metrics tap: the live activity's hears a batch
-    but not a one-env step), it is that tap's own, one call where there would be two."""
+    but not a one-env step), it is that tap's own, one call where there would be two. Its
+    ``ended`` tells each tap's own ``ended`` (its ``handled`` where it has none)."""
 
-    __slots__ = ("handlers", "steadies", "steady", "taps")
+    __slots__ = ("ended", "enders", "handlers", "steadies", "steady", "taps")
 
     def __init__(self, taps: tuple[SessionTap, ...]) -> None:
         self.taps = taps
@@ -81,6 +92,9 @@ class _FanOut:
         steadies = (getattr(tap, "steady", tap.handled) for tap in taps)
         self.steadies = tuple(steady for steady in steadies if steady is not None)
         self.steady = self.steadies[0] if len(self.steadies) == 1 else self._steady
+        # and each tap's ended (see SessionTap), its handled where it has none
+        self.enders = tuple(getattr(tap, "ended", None) or _told_by_handled(tap) for tap in taps)
+        self.ended = self.enders[0] if len(self.enders) == 1 else self._ended
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         for handled in self.handlers:
@@ -89,6 +103,10 @@ class _FanOut:
     def _steady(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         for steady in self.steadies:
             steady(request, reply, seconds)
+
+    def _ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
+        for ended in self.enders:
+            ended(request, reply, seconds, copies)
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         for tap in self.taps:

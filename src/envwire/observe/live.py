@@ -46,7 +46,8 @@ class _LiveTap:
 
     A one-env step that ends no episode changes nothing here (the session counts its return
     and length), so its ``steady`` (see ``SessionTap``) is None; a batch that ends none adds
-    its rewards to its copies' returns, without asking whether it ended one.
+    its rewards to its copies' returns, without asking whether it ended one, and one that
+    ends some is told the copies by :meth:`ended`.
     """
 
     def __init__(self, activity: Activity, session: Session) -> None:
@@ -59,6 +60,9 @@ class _LiveTap:
         self.batches = 0
         self.starts = [0] * session.num_envs
         self.vector = session.autoreset_mode is not None
+        # NextStep: a copy's next step is its reset, which Gymnasium counts in no episode, so
+        # its next episode starts a batch later.
+        self._next_step = int(session.autoreset_mode == "NextStep")
         # the rewards of the batches that ended no episode since the returns were summed
         self._unsummed: list[bytes] = []
         self._row = 8 * session.num_envs  # the bytes of a batch's float64 rewards
@@ -94,33 +98,26 @@ class _LiveTap:
                 self._ended(0, length - self._length_base)
                 self._return_base, self._length_base = episode_return, length
         elif isinstance(reply, m.VectorStepReply):
-            rewards = reply.rewards
-            if (
-                self._unsummed
-                and type(rewards) is NDARRAY
-                and rewards.dtype is _F8
-                and rewards.nbytes == self._row
-            ):
-                self._unsummed.append(rewards.tobytes())  # summed with the kept ones at once
-                self._sum_quiet()
-            else:
-                if self._unsummed:
-                    self._sum_quiet()
-                self.returns += rewards
-            self.batches += 1
-            ended = ended_copies(reply)
-            if ended:
-                # NextStep: a copy's next step is its reset, which Gymnasium counts in no
-                # episode, so its next episode starts a batch later.
-                start = self.batches + (self.session.autoreset_mode == "NextStep")
-                for i in ended:
-                    self._ended(i, self.batches - self.starts[i])
-                    self.starts[i] = start
+            self.ended(request, reply, seconds, ended_copies(reply))
         elif isinstance(reply, m.ResetReply):
             self._unsummed.clear()
             self.returns[:] = 0
             self.starts = [self.batches] * len(self.starts)
             self._return_base, self._length_base = 0.0, 0
+
+    def ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
+        """A batch that ended the episodes of ``copies`` (see ``SessionTap``; none, when
+        :meth:`handled` tells it of a batch that ended none): its rewards and those kept
+        added to the returns, and each ended episode told."""
+        if self._unsummed:
+            self._sum_quiet()
+        self.returns += reply.rewards  # type: ignore[union-attr]
+        self.batches += 1
+        if copies:
+            start = self.batches + self._next_step
+            for i in copies:
+                self._ended(i, self.batches - self.starts[i])
+                self.starts[i] = start
 
     def _quiet_batch(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         """A batch that ends no episode: its rewards are kept, as bytes, and added to the
@@ -139,19 +136,24 @@ class _LiveTap:
         self.returns += rewards
 
     def _sum_quiet(self) -> None:
-        rows = np.frombuffer(b"".join(self._unsummed), np.float64).reshape(-1, self._row // 8)
-        self.returns += _add_reduce(rows, axis=0)  # rows.sum(axis=0), without sum's Python
-        self._unsummed.clear()
+        kept = self._unsummed
+        if len(kept) == 1:  # (the usual between short episodes: one addition, no reduce)
+            self.returns += np.frombuffer(kept[0], np.float64)
+        else:
+            rows = np.frombuffer(b"".join(kept), np.float64).reshape(-1, self._row // 8)
+            self.returns += _add_reduce(rows, axis=0)  # rows.sum(axis=0), without its Python
+        kept.clear()
 
     def _ended(self, i: int, length: int) -> None:
         episode_return = float(self.returns[i])
         self.returns[i] = 0
         self.episodes += 1
         self.last_return = episode_return
-        extra: dict[str, Any] = {"episode_return": episode_return, "length": length}
-        if self.vector:
-            extra["copy"] = i
-        self._event("episode_ended", "episode ended", **extra)
+        if events.isEnabledFor(logging.INFO):  # (the event's fields made only to be logged)
+            extra: dict[str, Any] = {"episode_return": episode_return, "length": length}
+            if self.vector:
+                extra["copy"] = i
+            self._event("episode_ended", "episode ended", **extra)
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         self.activity.note_error(self.session.front_end, self.session.env_id, error)

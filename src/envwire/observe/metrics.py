@@ -204,6 +204,11 @@ class _MetricsTap:
         step.buckets[bisect_left(BUCKETS, seconds)] += 1
         self.counts.steps += self.num_envs  # (a one-env session's is 1)
 
+    def ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
+        """A batch that ended the episodes of ``copies`` (see ``SessionTap``)."""
+        self.steady(request, reply, seconds)
+        self.counts.episodes += len(copies)
+
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
         self.counts.kind(request_kind(request)).observe(seconds)
         metrics = self.metrics

@@ -8,11 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
+import numpy as np
+
 from envwire import messages as m
 from envwire.errors import EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
+from envwire.tensor import NDARRAY
 
-__all__ = ["SessionTap", "Worker", "WorkerFactory", "told_nothing"]
+__all__ = ["SessionTap", "TapCalls", "Worker", "WorkerFactory"]
 
 
 class Worker(Protocol):
@@ -60,10 +63,14 @@ class SessionTap(Protocol):
     """
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
-        """``request`` succeeded with ``reply`` after ``seconds``. (A tap may also have
-        ``steady``: a callable of the same arguments that the session tells, in place of
-        ``handled``, of each step that ends no episode, a one-env step or a batch; or None,
-        and the tap is not told of those steps.)"""
+        """``request`` succeeded with ``reply`` after ``seconds``.
+
+        A tap may also have ``steady``: a callable of the same arguments that the session
+        tells, in place of ``handled``, of each step that ends no episode, a one-env step or a
+        batch; or None, and the tap is not told of those steps. And ``ended``: a callable of
+        the same arguments and ``copies``, the copies whose episodes a batch of boolean flags
+        ended (their indices, in order), that the session tells of such a batch in place of
+        ``handled``, so that it asks the flags once for every tap."""
         ...
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
@@ -75,5 +82,49 @@ class SessionTap(Protocol):
         ...
 
 
-def told_nothing(request: m.Request, reply: m.Reply, seconds: float) -> None:
-    """A session's ``steady`` before it has a tap (never called: there is no tap to tell)."""
+def _told_nothing(request: m.Request, reply: m.Reply, seconds: float) -> None:
+    """The ``steady`` of a tap that hears no steady step (and of no tap: never called)."""
+
+
+_logical_or = np.logical_or
+_BOOL = np.dtype(np.bool_)
+
+
+class TapCalls:
+    """What a session calls on its tap (None: no tap) on the step path, looked up once (see
+    :class:`SessionTap`): ``steady``, ``ended`` (None: ``handled`` hears those batches) and
+    :meth:`batch`, for a session of ``num_envs`` copies."""
+
+    __slots__ = ("ended", "no_ends", "steady", "tap")
+
+    def __init__(self, tap: SessionTap | None, num_envs: int) -> None:
+        self.tap = tap
+        steady = None if tap is None else getattr(tap, "steady", tap.handled)
+        self.steady: Callable[[m.Request, m.Reply, float], None] = steady or _told_nothing
+        self.ended: Callable[[m.Request, m.Reply, float, list[int]], None] | None = getattr(
+            tap, "ended", None
+        )
+        self.no_ends = bytes(num_envs)  # a batch's flags, as bytes, when none is set
+
+    def batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
+        """Tell the tap of a batch: by ``steady`` when no episode ended (the flags' bytes all
+        zeros), by ``ended`` with the copies that ended when the flags are boolean arrays,
+        else by ``handled``."""
+        tap = self.tap
+        assert tap is not None  # (the session tells only a tap)
+        ends, cuts = reply.terminations, reply.truncations
+        if type(ends) is NDARRAY and type(cuts) is NDARRAY:
+            if ends.tobytes() == self.no_ends == cuts.tobytes():
+                self.steady(request, reply, seconds)
+                return
+            ended = self.ended
+            if (
+                ended is not None
+                and ends.dtype == _BOOL == cuts.dtype
+                and ends.ndim == 1
+                and ends.shape == cuts.shape
+            ):
+                # (the array's own nonzero and tolist: np.flatnonzero is a Python function)
+                ended(request, reply, seconds, _logical_or(ends, cuts).nonzero()[0].tolist())
+                return
+        tap.handled(request, reply, seconds)

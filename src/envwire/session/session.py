@@ -26,7 +26,7 @@ from envwire.errors import (
     UnsupportedError,
 )
 from envwire.registry import EnvSpec
-from envwire.session.contracts import SessionTap, Worker, WorkerFactory, told_nothing
+from envwire.session.contracts import SessionTap, TapCalls, Worker, WorkerFactory
 from envwire.session.states import (
     ALLOWED,
     ENV_STEPS_ALLOWED,
@@ -35,7 +35,6 @@ from envwire.session.states import (
     confine,
     refusal,
 )
-from envwire.tensor import NDARRAY
 
 __all__ = ["Session", "SessionObserver"]
 
@@ -96,9 +95,6 @@ class Session:
         self.front_end = front_end
         self.peer = peer
         self.tap: SessionTap | None = None
-        #: The tap's ``steady`` (see SessionTap), while the tap is the one it came from.
-        self._steady_of: SessionTap | None = None
-        self._steady: Callable[[m.Request, m.Reply, float], None] = told_nothing
         # An env that decides what a step before reset means takes one
         self._table = ENV_STEPS_ALLOWED if spec is not None and spec.decides_steps else ALLOWED
         if num_envs < 1 or (autoreset_mode is None and num_envs != 1):
@@ -108,7 +104,8 @@ class Session:
         if autoreset_mode is not None:
             autoreset_mode = m.autoreset_mode(autoreset_mode).value
         self.num_envs = num_envs
-        self._no_ends = bytes(num_envs)  # a batch's flags, as bytes, when none is set
+        #: The calls of the tap it came from (see SessionTap), while that tap is the tap.
+        self._calls = TapCalls(None, num_envs)
         self.autoreset_mode = autoreset_mode
         self.workers = max(1, workers)
         self.batch_action_space: gymnasium.Space[Any] | None = None
@@ -134,9 +131,8 @@ class Session:
         self.state = State.NEW
         self._start_worker()
         if observer is not None:
-            tap = self.tap = observer.opened(self)
-            steady = getattr(tap, "steady", tap.handled)
-            self._steady_of, self._steady = tap, told_nothing if steady is None else steady
+            self._calls = TapCalls(observer.opened(self), num_envs)
+            self.tap = self._calls.tap
 
     @property
     def state(self) -> State:
@@ -300,21 +296,15 @@ class Session:
                 _SET_TRUNCATED(reply, truncated)
                 _SET_INFO(reply, info)
                 if tap is not None:
-                    if tap is self._steady_of and not (terminated or truncated):
-                        self._steady(request, reply, _perf_counter() - started)
+                    if tap is self._calls.tap and not (terminated or truncated):
+                        self._calls.steady(request, reply, _perf_counter() - started)
                     else:
                         tap.handled(request, reply, _perf_counter() - started)
                 return reply
             reply = self._stepped_vector(result)
             if tap is not None:
-                ends, cuts = result[2], result[3]
-                if (  # a batch that ends no episode: its flags' bytes are all zeros
-                    tap is self._steady_of
-                    and type(ends) is NDARRAY
-                    and type(cuts) is NDARRAY
-                    and ends.tobytes() == self._no_ends == cuts.tobytes()
-                ):
-                    self._steady(request, reply, _perf_counter() - started)
+                if tap is self._calls.tap:
+                    self._calls.batch(request, reply, _perf_counter() - started)
                 else:
                     tap.handled(request, reply, _perf_counter() - started)
             return reply
