@@ -161,6 +161,53 @@ def test_observations_that_are_not_rows_of_the_batch_are_stacked_as_by_gymnasium
     assert_same(ours.step(np.zeros(3, np.int64)), theirs.step(np.zeros(3, np.int64)))
 
 
+class _OddRewardEnv(gymnasium.Env[np.ndarray, np.int64]):
+    """Rewards and flags that are not always one number each."""
+
+    observation_space = spaces.Box(-1, 1, (2,), np.float32)
+    action_space = spaces.Discrete(7)
+    odd: ClassVar[dict[int, tuple[Any, Any, Any]]] = {
+        1: (np.array([2.0]), False, False),  # a reward of one element, one dimension
+        2: ("x", False, False),  # not a number
+        3: (np.array([1.0, 2.0]), False, False),  # two numbers
+        4: (1, np.array([True]), np.False_),  # a flag of one element; an int reward
+        5: (np.float32(0.5), 2, 0),  # ints for flags
+        6: (True, None, False),  # a bool reward; None for a flag
+    }
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[np.ndarray, dict[str, Any]]:
+        return np.zeros(2, np.float32), {}
+
+    def step(self, action: np.int64) -> tuple[np.ndarray, Any, Any, Any, dict[str, Any]]:
+        reward, terminated, truncated = self.odd.get(int(action), (0.25, False, False))
+        return np.ones(2, np.float32), reward, terminated, truncated, {}
+
+
+@pytest.mark.parametrize("copies", [1, 3])
+@pytest.mark.parametrize("odd", range(1, 7))
+def test_rewards_and_flags_that_are_not_one_number_are_taken_as_by_gymnasium(
+    odd: int, copies: int
+) -> None:
+    """The arrays of rewards and flags are Gymnasium's, or its error, whatever a copy returns."""
+    ours = LeanSyncVectorEnv([_OddRewardEnv] * copies)
+    theirs = SyncVectorEnv([_OddRewardEnv] * copies)
+    ours.reset(seed=0)
+    theirs.reset(seed=0)
+    actions = np.array([odd] + [0] * (copies - 1))
+    try:
+        expected = theirs.step(actions)
+    except (ValueError, TypeError) as exc:
+        with pytest.raises(type(exc), match=re.escape(str(exc))):
+            ours.step(actions)
+    else:
+        assert_same(ours.step(actions), expected)
+    ours.reset(seed=0)
+    theirs.reset(seed=0)
+    assert_same(ours.step(np.zeros(copies, np.int64)), theirs.step(np.zeros(copies, np.int64)))
+
+
 @pytest.mark.parametrize("copy", [True, False], ids=["copied", "own-buffer"])
 @pytest.mark.parametrize("make", [FramesEnv, InPlaceFramesEnv], ids=["frames", "in-place"])
 def test_large_rows_are_batched_as_by_gymnasium(make: Any, copy: bool) -> None:

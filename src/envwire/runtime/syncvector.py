@@ -7,7 +7,8 @@ scalars (rewards, terminations, truncations, the autoreset flags) once per copy,
 ``_add_info`` for every copy's info, empty or not. :class:`LeanSyncVectorEnv` keeps everything
 else of ``SyncVectorEnv`` (making, seeding, resetting, spaces, closing) and replaces only
 ``step``: the mode and Gymnasium's functions for the spaces are settled once, each copy's
-results go into Python lists that become the arrays at once after the loop, empty infos are
+results go into Python lists that become the arrays returned at once after the loop (not
+copies of ``SyncVectorEnv``'s own, which it does not fill), empty infos are
 skipped, an array batch's actions are taken by index (an array's iterator ends in a formatted
 ``IndexError``), observations that make an array of the batch's shape and dtype at once are
 that array (``np.stack``'s result without its Python, and with ``copy`` the batch returned, so
@@ -42,6 +43,7 @@ __all__ = ["LeanSyncVectorEnv"]
 _AddInfo = Callable[[dict[str, Any], dict[str, Any], int], dict[str, Any]]
 #: NumPy's functions of every batch as globals (the interpreter specializes a global's load).
 _logical_or, _array = np.logical_or, np.array
+_F8, _BOOL = np.dtype(np.float64), np.dtype(np.bool_)
 
 #: What the lean loop reads and writes of ``SyncVectorEnv``'s own state. A Gymnasium release
 #: that no longer has one of them gets its own ``step`` (the results are the same).
@@ -166,12 +168,10 @@ class LeanSyncVectorEnv(SyncVectorEnv):
             infos = self._same_step(pairs, obs, rewards, terminations, truncations)
         else:
             raise ValueError(f"Unexpected autoreset mode, {mode}")
-        self._rewards[:] = rewards
-        self._terminations[:] = terminations
-        self._truncations[:] = truncations
+        reward_batch, ends, cuts = self._columns(rewards, terminations, truncations)
         batch, fresh = self._stack(obs)
         self._observations = batch
-        self._autoreset_envs = _logical_or(self._terminations, self._truncations)
+        self._autoreset_envs = _logical_or(ends, cuts)
         if self.copy:
             if fresh is not None:  # the batch's values in an array of their own already
                 batch = fresh
@@ -181,13 +181,30 @@ class LeanSyncVectorEnv(SyncVectorEnv):
                 batch = batch.copy(order="K")
             else:
                 batch = deepcopy(batch)
-        return (
-            batch,
-            self._rewards.copy(),
-            self._terminations.copy(),
-            self._truncations.copy(),
-            infos,
-        )
+        return batch, reward_batch, ends, cuts, infos
+
+    def _columns(
+        self, rewards: list[Any], terminations: list[Any], truncations: list[Any]
+    ) -> tuple[NDArray[np.float64], NDArray[np.bool_], NDArray[np.bool_]]:
+        """The rewards, terminations and truncations returned: arrays made from the lists
+        (``SyncVectorEnv`` fills its own and returns copies of them, which nothing else
+        reads)."""
+        shape = self._rewards.shape
+        try:
+            reward_batch = _array(rewards, _F8)
+            ends, cuts = _array(terminations, _BOOL), _array(truncations, _BOOL)
+            numbers = reward_batch.shape == shape and ends.shape == shape and cuts.shape == shape
+        except (ValueError, TypeError):
+            numbers = False
+        if not numbers:
+            # a copy's reward or flag that is not one number: Gymnasium's assignment of each
+            # copy's, in its order, raises or casts it into its arrays
+            for i, reward in enumerate(rewards):
+                self._rewards[i] = reward
+                self._terminations[i] = terminations[i]
+                self._truncations[i] = truncations[i]
+            return self._rewards.copy(), self._terminations.copy(), self._truncations.copy()
+        return reward_batch, ends, cuts
 
     def _same_step(
         self,
