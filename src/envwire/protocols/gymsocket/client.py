@@ -412,17 +412,12 @@ class ClientConnection(ReplyParser):
     def lean_owned_reply(self, view: memoryview, size: int) -> StepResult | None:
         """:meth:`lean_step_reply` of a reply read into ``view``, a buffer of its own that
         is never reused (:attr:`own_size`): the observation is a view of it, no copy."""
-        expect, layout = self._expect, self._step_layout
-        if (
-            type(layout) is not StepLayout
-            or len(expect) != 1
-            or expect[0] is not self._step_packet
-            or self._buf.data
-        ):
+        layout = self._lean_layout()  # (a frame's read: one call more is nothing beside it)
+        if type(layout) is not StepLayout:
             return None
         result = layout.read(view, size, copy=False)
         if result is not None:
-            expect.popleft()
+            self._expect.popleft()
         return result
 
     def lean_vector_reply(self, view: memoryview, size: int) -> m.VectorStepReply | None:
