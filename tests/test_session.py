@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Any, cast
@@ -379,3 +380,86 @@ def test_a_batch_whose_flags_are_not_boolean_arrays_of_one_length_is_handled(
     )
     calls.batch(m.Step(np.zeros(3, np.int64)), ended, 0.0)
     assert observer.told == [("handled", "Step"), ("steady", "Step"), ("ended", (0, 1, 2))]
+
+
+@pytest.mark.parametrize("mode", [None, "SameStep"])
+def test_a_step_kept_for_the_tap_is_told_at_tell_or_before_the_next_request(
+    mode: str | None,
+) -> None:
+    """``step(tell=False)`` leaves the tap untold until ``tell()``; any later call on the
+    session (a step, a reset, another request, the close) tells it first, so the tap hears
+    every request once and in order, as with ``tell`` True."""
+    observer = _Observer(True, True)
+    s = Session(
+        parse_env_arg("CartPole-v1"),
+        worker_factory=make_worker,
+        num_envs=1 if mode is None else 2,
+        autoreset_mode=mode,
+        observer=observer,
+    )
+    s.handle(m.Reset(seed=0))
+    # (CartPole ends no episode in its first three steps)
+    step = m.Step(1 if mode is None else np.ones(2, np.int64))
+    s.step(step, tell=False)
+    assert observer.told == [("handled", "Reset")]
+    s.tell()
+    s.tell()  # nothing kept: nothing told
+    assert observer.told == [("handled", "Reset"), ("steady", "Step")]
+    s.step(step, tell=False)
+    s.step(step, tell=False)  # tells the step before it first
+    assert observer.told[2:] == [("steady", "Step")]
+    s.handle(m.Reset(seed=1))
+    s.step(step, tell=False)
+    s.handle(m.GetSpace(m.SpaceKind.ACTION))
+    s.step(step, tell=False)
+    s.close()
+    assert observer.told[2:] == [
+        ("steady", "Step"),
+        ("steady", "Step"),
+        ("handled", "Reset"),
+        ("steady", "Step"),
+        ("handled", "GetSpace"),
+        ("steady", "Step"),
+        ("closed", ""),
+    ]
+
+
+class _BrokenObserver:
+    """An observer whose tap raises on every step it is told of."""
+
+    def opened(self, session: Session) -> Any:
+        class Tap:
+            def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+                if isinstance(request, m.Step):
+                    raise RuntimeError("a bug in the tap")
+
+            def failed(self, request: m.Request, error: Exception, seconds: float) -> None:
+                pass
+
+            def closed(self) -> None:
+                pass
+
+        return Tap()
+
+
+def test_a_tap_that_raises_on_a_kept_step_is_logged_and_the_session_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Past its reply, a step's tap that raises is logged; told at once, it raises to the
+    caller (the front end answers it as an internal error)."""
+    s = Session(
+        parse_env_arg("CartPole-v1"),
+        worker_factory=make_worker,
+        observer=cast(Any, _BrokenObserver()),
+    )
+    s.handle(m.Reset(seed=0))
+    with caplog.at_level(logging.ERROR, logger="envwire.session"):
+        reply = s.step(m.Step(1), tell=False)
+        s.tell()
+    assert isinstance(reply, m.StepReply)
+    assert "observer failed on a step" in caplog.text and "a bug in the tap" in caplog.text
+    assert s.step_count == 1
+    with pytest.raises(RuntimeError, match="a bug in the tap"):
+        s.step(m.Step(1))
+    assert s.step_count == 2
+    s.close()

@@ -66,8 +66,15 @@ def scrape(address: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
     response = httpx.get(address, timeout=30)
     assert response.status_code == 200, response.text
     assert response.headers["content-type"].startswith("text/plain")
+    return samples_of(response.text)
+
+
+def samples_of(text: str | bytes) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
+    """Prometheus' text format, parsed: {(sample name, labels): value}."""
+    if isinstance(text, bytes):
+        text = text.decode()
     samples = {}
-    for family in text_string_to_metric_families(response.text):
+    for family in text_string_to_metric_families(text):
         for sample in family.samples:
             samples[(sample.name, frozenset(sample.labels.items()))] = sample.value
     return samples

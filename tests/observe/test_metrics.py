@@ -4,6 +4,7 @@ prometheus-client's own parser."""
 from __future__ import annotations
 
 import json
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,7 +24,7 @@ from envwire.registry import parse_env_arg
 from envwire.runtime import make_worker
 from envwire.session import Session
 from tests.arena.web.conftest import make_db
-from tests.observe.conftest import scrape, start, url, value
+from tests.observe.conftest import samples_of, scrape, start, url, value
 
 CART = "CartPole-v1"
 
@@ -323,3 +324,86 @@ def test_the_fan_out_tells_a_batchs_ended_copies_to_each_taps_ended_or_its_handl
         told.clear()
         _FanOut(taps).ended(request, reply, 0.5, [0, 1])  # type: ignore[arg-type]
         assert told == want
+
+
+def test_a_read_of_the_counts_tells_the_steps_kept_until_their_replies_were_sent() -> None:
+    """A front end that has its sessions tell their taps once each reply is sent
+    (``step(tell=False)``) leaves a step uncounted for a moment: ``tell_kept``, which the
+    metrics and dashboard routes call before they read, counts it; it passes over a session
+    whose lock a request holds (that request tells the kept step as it begins)."""
+    observability = Observability()
+    sessions = [
+        Session(parse_env_arg("CartPole-v1"), worker_factory=make_worker, observer=observability)
+        for _ in range(2)
+    ]
+
+    def steps() -> float:
+        samples = samples_of(observability.metrics.render())
+        return value(samples, "envwire_steps_total", front_end="", env=CART)
+
+    for session in sessions:
+        session.handle(m.Reset(seed=0))
+        session.step(m.Step(1), tell=False)
+    assert steps() == 0
+    busy = sessions[1]
+    assert busy._lock.acquire(timeout=5)  # a request in progress
+    try:
+        started = time.monotonic()
+        observability.tell_kept()
+        assert time.monotonic() - started < 1.0  # it did not wait for the busy session
+        assert steps() == 1
+    finally:
+        busy._lock.release()
+    observability.tell_kept()
+    assert steps() == 2
+    observability.tell_kept()  # nothing kept: nothing more counted
+    assert steps() == 2
+    for session in sessions:
+        session.close()
+    del sessions, session, busy
+    observability.tell_kept()  # closed and gone sessions are passed over
+
+
+@pytest.mark.parametrize(
+    ("front_end", "path"), [("gym-socket", CART), ("http", f"envs/{CART}"), ("grpc", CART)]
+)
+def test_a_step_reaches_the_tap_after_its_reply_is_sent(front_end: str, path: str) -> None:
+    """A step over gym-socket, OpenEnv's WebSocket or dm_env_rpc is answered before its tap
+    is told (``step(tell=False)``, then ``tell()``): a tap that waits on a step does not
+    hold its reply back. Were the tap told first, the client's step would wait out the
+    tap's 10 s."""
+    running = start()
+    release = threading.Event()
+    waited: list[bool] = []
+    opened = running.observe.opened
+
+    class Waiting:
+        def __init__(self, tap: Any) -> None:
+            self.tap = tap
+
+        def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+            if isinstance(request, m.Step):
+                waited.append(release.wait(10))
+            self.tap.handled(request, reply, seconds)
+
+        def failed(self, request: m.Request, error: Exception, seconds: float) -> None:
+            self.tap.failed(request, error, seconds)
+
+        def closed(self) -> None:
+            self.tap.closed()
+
+    running.observe.opened = lambda session: Waiting(opened(session))  # type: ignore[method-assign]
+    try:
+        address = url(running, front_end, path)
+        env = envwire.make("ws" + address[4:] if front_end == "http" else address)
+        try:
+            env.reset(seed=0)
+            env.step(0)
+            assert waited == []  # answered; its tap still waits
+            release.set()
+            _until(lambda: waited == [True])
+        finally:
+            env.close()
+    finally:
+        release.set()
+        running.shutdown()

@@ -170,6 +170,7 @@ class ObserveWeb(PlainMount):
             return _json({"detail": "internal server error; see the log"}, 500)
 
     def _route(self, path: str) -> Response:
+        self.observe.tell_kept()  # (the steps whose replies are out, counted)
         if path == "/metrics":
             return Response(200, self.observe.metrics.render(), CONTENT_TYPE)
         if path in ("/dashboard", "/dashboard/"):

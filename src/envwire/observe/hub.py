@@ -4,6 +4,8 @@ the episode recorder, so every front end's sessions are seen the same way."""
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -134,6 +136,10 @@ class Observability:
         self.recorder = self._recorder(record) if record is not None else None
         # The recorder is asked apart: it attaches a tap only to the sessions it records.
         self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity)
+        # The sessions observed, whose kept steps tell_kept() tells (a lock: sessions open
+        # in every front end's threads)
+        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
+        self._sessions_lock = threading.Lock()
 
     def _recorder(self, record: RecordSettings) -> Recorder:
         # minari is an optional extra: import it only when recording is on
@@ -161,11 +167,23 @@ class Observability:
 
     def opened(self, session: Session) -> SessionTap:
         """Every observer's tap for the session, as one."""
+        with self._sessions_lock:
+            self._sessions.add(session)
         taps = [o.opened(session) for o in self._observers]
         recording = self.recorder.opened(session) if self.recorder is not None else None
         if recording is not None:
             taps.append(recording)
         return _FanOut(tuple(taps))
+
+    def tell_kept(self) -> None:
+        """Tell the taps of the steps their sessions keep until the reply is sent
+        (``Session.step``'s ``tell``), before what the taps count is read: a scrape after a
+        client's step counts it. A session in the middle of a request told its own as the
+        request began."""
+        with self._sessions_lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.tell(blocking=False)
 
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
         """Tell every observer of a session that could not be opened."""

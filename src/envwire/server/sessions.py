@@ -13,7 +13,7 @@ from envwire.runtime import make_worker
 from envwire.server.tally import SESSIONS, Tally
 from envwire.session import Session, SessionObserver, WorkerFactory
 
-__all__ = ["SessionTable"]
+__all__ = ["SessionTable", "summary"]
 
 
 class SessionTable:
@@ -194,4 +194,17 @@ class SessionTable:
         """A summary of every live session."""
         with self._lock:
             sessions = list(self._sessions.values())
-        return [s.describe() for s in sessions]
+        return [summary(s) for s in sessions]
+
+
+def summary(session: Session) -> dict[str, Any]:
+    """A session as JSON (for logs and status pages)."""
+    return {
+        "id": session.id,
+        "env": session.env_id,
+        "state": session.state.value,
+        "episode": session.episode,
+        "step_count": session.step_count,
+        "episode_return": session.episode_return,
+        "total_steps": session.total_steps,
+    }

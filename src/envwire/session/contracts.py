@@ -5,6 +5,7 @@ request (``envwire.observe`` has them). The observer that hands out taps is besi
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any, Protocol
 
@@ -16,6 +17,8 @@ from envwire.registry import EnvSpec
 from envwire.tensor import NDARRAY
 
 __all__ = ["SessionTap", "TapCalls", "Worker", "WorkerFactory"]
+
+log = logging.getLogger("envwire.session")
 
 
 class Worker(Protocol):
@@ -59,7 +62,9 @@ class SessionTap(Protocol):
     """What an observer attaches to one session: told of every request the session carries out.
 
     Calls come from the thread running the request, in order, while the session holds its
-    lock; they must be quick and must not raise (the step path waits for them).
+    lock; they must be quick and must not raise (the step path waits for them). A front end
+    may have a step told once its reply is sent (``Session.step``'s ``tell``), and always
+    before the session's next request.
     """
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
@@ -95,7 +100,7 @@ class TapCalls:
     :class:`SessionTap`): ``steady``, ``ended`` (None: ``handled`` hears those batches) and
     :meth:`batch`, for a session of ``num_envs`` copies."""
 
-    __slots__ = ("ended", "no_ends", "steady", "tap")
+    __slots__ = ("ended", "kept", "no_ends", "steady", "tap")
 
     def __init__(self, tap: SessionTap | None, num_envs: int) -> None:
         self.tap = tap
@@ -105,6 +110,8 @@ class TapCalls:
             tap, "ended", None
         )
         self.no_ends = bytes(num_envs)  # a batch's flags, as bytes, when none is set
+        #: A step kept to be told later (see tell_kept): the call, request, reply, seconds.
+        self.kept: tuple[Callable[..., None], m.Request, m.Reply, float] | None = None
 
     def batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
         """Tell the tap of a batch: by ``steady`` when no episode ended (the flags' bytes all
@@ -128,3 +135,14 @@ class TapCalls:
                 ended(request, reply, seconds, _logical_or(ends, cuts).nonzero()[0].tolist())
                 return
         tap.handled(request, reply, seconds)
+
+    def tell_kept(self) -> None:
+        """Tell the tap of the step kept for it, if any. It is past its reply: a tap that
+        raises is logged (``envwire.session``), and the session goes on."""
+        kept, self.kept = self.kept, None
+        if kept is not None:
+            told, request, reply, seconds = kept
+            try:
+                told(request, reply, seconds)
+            except Exception:
+                log.exception("a session's observer failed on a step")

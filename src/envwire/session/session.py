@@ -189,12 +189,10 @@ class Session:
             self.spec, self.num_envs, self.autoreset_mode, self.workers
         )
         self.worker.on_hang = self._hung
-        # Settled once per worker rather than on every call: the deadline each call may take,
-        # and the step path's call (the worker's own step where it has one).
+        # Settled once per worker: the deadline each call may take, and the step path's call
+        # (the worker's own step where it has one; called with its timeout by keyword, as a
+        # partial holding one would build a dict and a tuple on every call).
         self._timeout = self.spec.resolved_step_timeout
-        # (called with its timeout by keyword: a partial holding a keyword would build a dict
-        # and a tuple on every call)
-        # (an inline worker's host steps one env or a vector of copies alike)
         direct = getattr(self.worker, "call_step", None)
         self._env_step: Callable[..., Any] = direct or functools.partial(self.worker.call, "step")
         self._spaces = self._call("spaces")
@@ -225,11 +223,8 @@ class Session:
     def extension(self, name: str, *args: object) -> Any:
         """An operation of the env beyond the message vocabulary, which the env's kind names and
         types (its ``extension`` method says what each returns), in the env's worker, under the
-        session's lock; a crash or a hang breaks the session as in :meth:`handle`.
-
-        Raises:
-            EnvwireError: as the env's worker raises.
-        """
+        session's lock; a crash or a hang breaks the session as in :meth:`handle`. Raises
+        ``EnvwireError`` as the env's worker raises."""
         with self._lock:
             return self._call("extension", name, *args)
 
@@ -250,10 +245,12 @@ class Session:
         with self._lock:
             return self._observed(request)
 
-    def step(self, request: m.Step) -> m.Reply:
+    def step(self, request: m.Step, *, tell: bool = True) -> m.Reply:
         """:meth:`handle` for a Step, the request of nearly every call, carried out here in one
         call (state check, action check, env step, bookkeeping, the tap); one the session's
-        state refuses as any request.
+        state refuses as any request. With ``tell`` False the tap hears of a step that
+        succeeded at :meth:`tell`, or before the session's next request: a front end that
+        calls it once the reply is sent takes the tap's work off the client's wait.
 
         Raises:
             As :meth:`handle`.
@@ -261,6 +258,8 @@ class Session:
         # (acquire and release: half the with statement's cost, on every step)
         self._lock.acquire()
         try:
+            if (calls := self._calls).kept is not None:
+                calls.tell_kept()
             if m.Step not in self._allowed:
                 return self._observed(request)  # (refused, and told to the tap)
             tap = self.tap
@@ -295,21 +294,31 @@ class Session:
                 _SET_TERMINATED(reply, terminated)
                 _SET_TRUNCATED(reply, truncated)
                 _SET_INFO(reply, info)
-                if tap is not None:
-                    if tap is self._calls.tap and not (terminated or truncated):
-                        self._calls.steady(request, reply, _perf_counter() - started)
-                    else:
-                        tap.handled(request, reply, _perf_counter() - started)
-                return reply
-            reply = self._stepped_vector(result)
-            if tap is not None:
-                if tap is self._calls.tap:
-                    self._calls.batch(request, reply, _perf_counter() - started)
-                else:
-                    tap.handled(request, reply, _perf_counter() - started)
+                if tap is None:
+                    return reply
+                steady = tap is calls.tap and not (terminated or truncated)
+                told: Callable[..., None] = calls.steady if steady else tap.handled
+            else:
+                reply = self._stepped_vector(result)
+                if tap is None:
+                    return reply
+                told = calls.batch if tap is calls.tap else tap.handled
+            if tell:
+                told(request, reply, _perf_counter() - started)
+            else:
+                calls.kept = (told, request, reply, _perf_counter() - started)
             return reply
         finally:
             self._lock.release()
+
+    def tell(self, *, blocking: bool = True) -> None:
+        """Tell the tap of the step :meth:`step` kept, if any (not ``blocking``: unless a
+        request holds the session, which tells it first)."""
+        if self._calls.kept is not None and self._lock.acquire(blocking):
+            try:
+                self._calls.tell_kept()
+            finally:
+                self._lock.release()
 
     def _stepped_vector(self, result: Any) -> m.VectorStepReply:
         """A vector step's bookkeeping, and its reply."""
@@ -317,8 +326,7 @@ class Session:
         self.step_count += 1
         self.total_steps += self.num_envs
         # For a few copies Python's sum over tolist() beats np.add.reduce (a ufunc call of a few
-        # microseconds, paid on every vector step); np.add.reduce is np.sum without its
-        # Python-level dispatch.
+        # microseconds; np.sum without its Python-level dispatch), paid on every vector step.
         if type(rewards) is np.ndarray and rewards.size <= _FEW:
             self.episode_return += sum(rewards.tolist())
         else:
@@ -340,6 +348,7 @@ class Session:
         """
         self._lock.acquire()
         try:
+            self._calls.tell_kept()  # (a step kept for the tap first)
             seed = request.seed
             if (
                 m.Reset not in self._allowed
@@ -370,6 +379,7 @@ class Session:
 
     def _observed(self, request: m.Request) -> m.Reply:
         """:meth:`_handle`, told to the tap (the lock held)."""
+        self._calls.tell_kept()  # (a step kept for the tap first)
         tap = self.tap
         if tap is None:
             return self._handle(request)
@@ -440,6 +450,7 @@ class Session:
         return m.MonitorReply(directory)
 
     def _close(self) -> None:
+        self._calls.tell_kept()  # (a step kept for the tap first)
         self.state = State.CLOSED
         if self.worker is not None:
             self.worker.close()
@@ -473,18 +484,6 @@ class Session:
                 self._lock.release()
         else:  # a call is stuck in the env: abandon it; the worker frees what it can
             self._close()
-
-    def describe(self) -> dict[str, Any]:
-        """A JSON-able summary (for logs and status pages)."""
-        return {
-            "id": self.id,
-            "env": self.env_id,
-            "state": self.state.value,
-            "episode": self.episode,
-            "step_count": self.step_count,
-            "episode_return": self.episode_return,
-            "total_steps": self.total_steps,
-        }
 
 
 class SessionObserver(Protocol):

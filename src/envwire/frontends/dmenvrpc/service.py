@@ -300,6 +300,7 @@ class DmEnvRpcFrontEnd:
         try:
             for data in requests:
                 yield stream.handle(data)
+                stream.tell()  # (grpc asks for the next response once this one is sent)
         except grpc.RpcError:  # the client went away while we waited for its next request
             return
         finally:
@@ -387,6 +388,13 @@ class _Stream:
             self.busy = False
             if self._ending:
                 self.end()
+
+    def tell(self) -> None:
+        """Tell the tap of the step the last request kept until its response was sent; not
+        while another player's request holds the world's session (which tells it first)."""
+        world = self.conn.world
+        if world is not None:
+            world.session.tell(blocking=False)
 
     def _dispatch(self, kind: Kind, request: pb.EnvironmentRequest) -> pb.EnvironmentResponse:
         conn, worlds = self.conn, self.front.worlds

@@ -290,9 +290,10 @@ class World:
         return Phase.RUNNING
 
     def _env_step(self, conn: Connection, action: object) -> m.Reply:
-        """Step the env; if it fails, the episode ends (INTERRUPTED) and the error is raised."""
+        """Step the env; if it fails, the episode ends (INTERRUPTED) and the error is raised.
+        The tap hears of it once the response is out (the stream's ``tell``)."""
         try:
-            return self.session.handle(m.Step(action))
+            return self.session.step(m.Step(action), tell=False)
         except (EnvError, StateError):
             self.live, self.outcome = False, Phase.INTERRUPTED
             conn.phase = Phase.INTERRUPTED

@@ -259,8 +259,8 @@ class _Connection(Polling):
                 if step is not None:  # the usual request: one step, alone
                     reply: bytes | list[bytes | memoryview] | None
                     if type(step) is m.Step:  # _handle's, in fewer calls: nearly every request
-                        try:
-                            reply = codec.send_reply_buffers(session.step(step))
+                        try:  # (the tap is told once the reply is sent: session.tell below)
+                            reply = codec.send_reply_buffers(session.step(step, tell=False))
                         except Exception as exc:
                             reply = self._failed(step, exc)
                     else:
@@ -277,6 +277,7 @@ class _Connection(Polling):
                                 send_buffers(self.sock, reply)
                         finally:
                             send_lock.release()
+                    session.tell()
                     lean = True
                     continue
                 lean = False

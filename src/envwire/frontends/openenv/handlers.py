@@ -22,6 +22,7 @@ from envwire.frontends.openenv.service import OpenEnvService, Record
 from envwire.frontends.openenv.steps import step
 from envwire.protocols.http.http11 import Request, Response, json_response
 from envwire.protocols.openenv import dumps, parse_reset_body, parse_rpc, parse_step_body
+from envwire.server.sessions import summary
 
 __all__ = [
     "Call",
@@ -203,7 +204,7 @@ def describe_session(call: Call) -> Response:
             "session_id": record.token,
             "env_id": call.env_id,
             "episode_id": record.episode_id,
-            "session": record.session.describe(),
+            "session": summary(record.session),
         }
     )
 

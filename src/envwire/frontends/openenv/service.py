@@ -333,10 +333,12 @@ class OpenEnvService:
         on_hang: Hang = None,
         kwargs: dict[str, Any] | None = None,
         http: bool = False,
+        tell: bool = True,
     ) -> str:
         """Take a step with the action ``data`` describes (``kwargs``: the HTTP body's other
         keys); the payload as JSON text. (openenv-core's MCP actions, which envwire's typed
-        envs with tools also take, are :func:`.steps.step`'s.)
+        envs with tools also take, are :func:`.steps.step`'s.) With ``tell`` False the tap
+        hears of it at the session's ``tell``, once the caller has sent the payload.
 
         The hot path of every transport: :meth:`_call`'s work written out, with no closure.
         """
@@ -351,7 +353,7 @@ class OpenEnvService:
             if on_hang is not None:
                 record.on_hang = on_hang
             record.last_used = time.monotonic()
-            reply = record.session.handle(request)
+            reply = record.session.step(request, tell=tell)
             assert isinstance(reply, m.StepReply)
             return binding.result(reply, http)
         finally:

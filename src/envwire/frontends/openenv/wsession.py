@@ -163,11 +163,14 @@ class WsSession:
             record = self.record
             assert record is not None and self.channel is not None
             if data is not None and ("type" not in data or record.binding.native):
-                try:
-                    reply = _OBSERVATION + self.service.step(record, data) + "}"
+                try:  # (the tap is told once the reply is sent)
+                    reply = _OBSERVATION + self.service.step(record, data, tell=False) + "}"
                 except EnvwireError as exc:
                     reply = self._failed(exc)
-                return self.channel.send_text(reply)
+                try:
+                    return self.channel.send_text(reply)
+                finally:
+                    record.session.tell()
         return self._ws_general(text)
 
     def _ws_general(self, text: str | bytes) -> bool:
