@@ -61,10 +61,11 @@ class WorkerFactory(Protocol):
 class SessionTap(Protocol):
     """What an observer attaches to one session: told of every request the session carries out.
 
-    Calls come from the thread running the request, in order, while the session holds its
-    lock; they must be quick and must not raise (the step path waits for them). A front end
-    may have a step told once its reply is sent (``Session.step``'s ``tell``), and always
-    before the session's next request.
+    Calls come in order, while the session holds its lock, from the thread running the
+    request; they must be quick and must not raise (the step path waits for them). A front end
+    may have a step told once its reply is sent (``Session.step``'s ``tell``): then from the
+    thread that calls ``Session.tell``, or the next request's, or a reader of the counts
+    (``Observability.tell_kept``), always before the session's next request.
     """
 
     def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
