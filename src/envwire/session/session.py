@@ -312,8 +312,8 @@ class Session:
             self._lock.release()
 
     def tell(self, *, blocking: bool = True) -> None:
-        """Tell the tap of the step :meth:`step` kept, if any (not ``blocking``: unless a
-        request holds the session, which tells it first)."""
+        """Tell the tap of the step :meth:`step` kept, if any; with ``blocking`` False, only
+        when no request holds the session (one that does tells the kept step first)."""
         if self._calls.kept is not None and self._lock.acquire(blocking):
             try:
                 self._calls.tell_kept()
