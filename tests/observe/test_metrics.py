@@ -3,9 +3,11 @@ prometheus-client's own parser."""
 
 from __future__ import annotations
 
+import gc
 import json
 import threading
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -360,8 +362,14 @@ def test_a_read_of_the_counts_tells_the_steps_kept_until_their_replies_were_sent
     assert steps() == 2
     for session in sessions:
         session.close()
+    gone = [weakref.ref(session) for session in sessions]
     del sessions, session, busy
-    observability.tell_kept()  # closed and gone sessions are passed over
+    gc.collect()
+    # the observer holds no session alive, and forgets those that are gone
+    assert all(ref() is None for ref in gone)
+    assert not observability._sessions
+    observability.tell_kept()
+    assert steps() == 2
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,6 @@ the episode recorder, so every front end's sessions are seen the same way."""
 
 from __future__ import annotations
 
-import threading
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -136,10 +135,10 @@ class Observability:
         self.recorder = self._recorder(record) if record is not None else None
         # The recorder is asked apart: it attaches a tap only to the sessions it records.
         self._observers: tuple[SessionObserver, ...] = (self.metrics, self.activity)
-        # The sessions observed, whose kept steps tell_kept() tells (a lock: sessions open
-        # in every front end's threads)
-        self._sessions: weakref.WeakSet[Session] = weakref.WeakSet()
-        self._sessions_lock = threading.Lock()
+        # The sessions observed, whose kept steps tell_kept() tells: references that take
+        # themselves out when their session is gone (a set's add, discard and copy are each
+        # one step for the other threads, which open and drop sessions meanwhile)
+        self._sessions: set[weakref.ref[Session]] = set()
 
     def _recorder(self, record: RecordSettings) -> Recorder:
         # minari is an optional extra: import it only when recording is on
@@ -167,8 +166,7 @@ class Observability:
 
     def opened(self, session: Session) -> SessionTap:
         """Every observer's tap for the session, as one."""
-        with self._sessions_lock:
-            self._sessions.add(session)
+        self._sessions.add(weakref.ref(session, self._sessions.discard))
         taps = [o.opened(session) for o in self._observers]
         recording = self.recorder.opened(session) if self.recorder is not None else None
         if recording is not None:
@@ -180,10 +178,10 @@ class Observability:
         (``Session.step``'s ``tell``), before what the taps count is read: a scrape after a
         client's step counts it. A session in the middle of a request told its own as the
         request began."""
-        with self._sessions_lock:
-            sessions = list(self._sessions)
-        for session in sessions:
-            session.tell(blocking=False)
+        for ref in self._sessions.copy():
+            session = ref()
+            if session is not None:
+                session.tell(blocking=False)
 
     def refused(self, front_end: str, env_id: str, error: EnvwireError) -> None:
         """Tell every observer of a session that could not be opened."""
