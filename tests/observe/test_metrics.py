@@ -25,6 +25,7 @@ from envwire.observe.live import Activity
 from envwire.registry import parse_env_arg
 from envwire.runtime import make_worker
 from envwire.session import Session
+from envwire.session.contracts import BULK
 from tests.arena.web.conftest import make_db
 from tests.observe.conftest import samples_of, scrape, start, url, value
 
@@ -225,7 +226,8 @@ def test_recent_errors_keep_client_strings_short() -> None:
 
 def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
     """The session tells a step that ends no episode to the metrics tap directly (the live
-    activity hears only the ends); the counts are the same as through the fan-out."""
+    activity hears only the ends), in bulk; the counts are the same as through the fan-out
+    once a reader asks for them."""
     observability = Observability()
     session = Session(
         parse_env_arg("CartPole-v1"), worker_factory=make_worker, observer=observability
@@ -233,6 +235,7 @@ def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
     assert session.tap is not None
     steady = session.tap.steady  # type: ignore[attr-defined]
     assert type(steady.__self__).__name__ == "_MetricsTap"
+    assert session.tap.bulk_steady.__self__ is steady.__self__  # type: ignore[attr-defined]
     session.handle(m.Reset(seed=0))
     steps = episodes = 0
     for _ in range(60):
@@ -242,6 +245,7 @@ def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
         if reply.terminated or reply.truncated:
             episodes += 1
             session.handle(m.Reset())
+    observability.tell_kept()
     counts = steady.__self__.counts
     assert (counts.steps, counts.episodes) == (steps, episodes)
     assert counts.kind("step").count == steps
@@ -415,3 +419,83 @@ def test_a_step_reaches_the_tap_after_its_reply_is_sent(front_end: str, path: st
     finally:
         release.set()
         running.shutdown()
+
+
+_FRAMES = "frames=envwire.testing.envs:FramesEnv@inline"
+
+
+def test_steady_steps_are_told_in_bulk_after_their_replies() -> None:
+    """As the gym-socket front end steps (the tap told once the reply is out), steps that end
+    no episode reach the metrics tap BULK at a time, and all of them as soon as a reader asks
+    (``Observability.tell_kept``, which every dashboard and /metrics request calls first)."""
+    observability = Observability()
+    session = Session(parse_env_arg(_FRAMES), worker_factory=make_worker, observer=observability)
+    assert session.tap is not None
+    counts = session.tap.steady.__self__.counts  # type: ignore[attr-defined]
+    session.handle(m.Reset(seed=0))
+
+    def step() -> None:
+        session.step(m.Step(np.int64(0)), tell=False)
+        session.tell()
+
+    for _ in range(BULK - 1):
+        step()
+    assert counts.steps == 0 == counts.kind("step").count  # kept for the bulk
+    step()
+    assert counts.steps == BULK == counts.kind("step").count
+    assert sum(counts.kind("step").buckets) == BULK and counts.kind("step").seconds > 0
+    for _ in range(5):
+        step()
+    assert counts.steps == BULK
+    observability.tell_kept()
+    assert counts.steps == BULK + 5 == counts.kind("step").count
+    session.close()
+
+
+class _BulkTap:
+    """A tap whose ``bulk_steady`` raises after it has counted."""
+
+    def __init__(self) -> None:
+        self.seconds: list[float] = []
+        self.handled_ = 0
+
+    def handled(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        self.handled_ += 1
+
+    steady = handled
+
+    def bulk_steady(self, seconds: list[float]) -> None:
+        self.seconds += seconds
+        raise RuntimeError("a broken observer")
+
+    def failed(self, request: m.Request, error: Any, seconds: float) -> None:
+        pass
+
+    def closed(self) -> None:
+        pass
+
+
+def test_a_bulk_tap_that_raises_is_logged_and_the_session_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    tap = _BulkTap()
+
+    class Observer:
+        def opened(self, session: Session) -> _BulkTap:
+            return tap
+
+        def refused(self, front_end: str, env_id: str, error: Any) -> None:
+            pass
+
+    session = Session(parse_env_arg(_FRAMES), worker_factory=make_worker, observer=Observer())
+    session.handle(m.Reset(seed=0))
+    for t in range(2 * BULK + 3):
+        reply = session.step(m.Step(np.int64(0)), tell=False)
+        session.tell()
+        assert isinstance(reply, m.StepReply)
+        assert np.asarray(reply.observation)[0, 0, 0] == (t + 1) % 4
+    assert len(tap.seconds) == 2 * BULK and tap.handled_ == 1  # (the reset's)
+    session.tell(blocking=False)  # a reader's: the rest
+    assert len(tap.seconds) == 2 * BULK + 3
+    assert caplog.text.count("a session's observer failed on steps") == 3
+    session.close()

@@ -54,3 +54,14 @@ def same_reads(general: Callable[[], Any], lean: Callable[[], tuple[Any, bool]])
     else:
         assert_same(got, expected)
     return bool(was_lean)
+
+
+def lean_request(client: ClientConnection, action: object) -> bytes | None:
+    """The bytes of ``client``'s lean step of ``action`` (None where it has none), sent as
+    the transport sends it when the step's own read cannot read its reply: its reply is then
+    expected, for the codec's lean reads or the general path."""
+    step = client.lean_step(action)
+    if step is None:
+        return None
+    client.lean_sent()
+    return step.request

@@ -21,6 +21,7 @@ from envwire import messages as m
 from envwire import spacecodec
 from envwire.errors import EnvwireError, InvalidActionError, ProtocolError
 from envwire.protocols.gymsocket import NEED_DATA, ClientConnection, Flags, ServerConnection
+from envwire.protocols.gymsocket.lean import LeanStep
 from envwire.protocols.gymsocket.packets import (
     ACT_TENSOR,
     CODE_BY_DTYPE,
@@ -36,6 +37,7 @@ from tests.protocols.gymsocketpair import (
     EXTENDED,
     connected_client,
     connected_server,
+    lean_request,
     same_reads,
 )
 from tests.spaces_catalog import IDS, SPACES, assert_same
@@ -53,13 +55,25 @@ def _general(client: ClientConnection, reply: bytes) -> Any:
     return event
 
 
-def _lean(client: ClientConnection, reply: bytes, pieces: int = 1) -> tuple[Any, bool]:
+def _lean(
+    client: ClientConnection, reply: bytes, pieces: int = 1, step: LeanStep | None = None
+) -> tuple[Any, bool]:
     """What the lean path gives for ``reply`` (arriving in ``pieces``), falling back as the
-    transport does; and whether the lean path read it."""
-    inbox = memoryview(bytearray(len(reply) + 64))
+    transport does (first the lean ``step``'s own read, when one is given: then into a
+    buffer of its own size, when it has one); and whether the lean path read it."""
+    inbox = memoryview(bytearray(max(len(reply) + 64, step.own if step else 0)))
     cut = len(reply) // pieces if pieces > 1 else len(reply)
     inbox[:cut] = reply[:cut]
     size = cut
+    if step is not None:
+        own = memoryview(bytearray(step.own)) if step.own else inbox
+        got = min(cut, len(own))  # (what a receive into that buffer takes)
+        own[:got] = reply[:got]
+        result = step.read(own, got, not step.own)
+        if result is not None:
+            assert step.own or not np.shares_memory(np.asarray(result[0]), np.asarray(inbox))
+            return result, True
+        client.lean_sent()
     result = client.lean_step_reply(inbox, size)
     while result is None:
         wants = client.lean_wants(inbox, size)
@@ -103,13 +117,14 @@ def test_lean_steps_read_what_the_general_path_reads(name: str, space: Any) -> N
     for t, info in enumerate(infos):
         action = np.int64(t % 3) if t % 2 else t % 3
         request = general.send_request(m.Step(action))
-        assert lean.lean_step_request(action) == request
+        step = lean.lean_step(action)
+        assert step is not None and step.request == request
         server.receive_data(request)
         assert isinstance(server.next_event(), m.Step)
         obs = space.sample()
         reply = server.send_reply(m.StepReply(obs, 0.25 * t, t == 4, t == 5, info))
         expected = _general(general, reply)
-        got, was_lean = _lean(lean, reply, pieces=2 if t == 3 else 1)
+        got, was_lean = _lean(lean, reply, pieces=2 if t == 3 else 1, step=step)
         assert_same(got, expected, f"{name}, step {t}")
         used += was_lean
         assert not lean.buffered
@@ -122,15 +137,63 @@ def test_lean_steps_read_what_the_general_path_reads(name: str, space: Any) -> N
         assert used == 0
 
 
+def test_a_lean_step_is_made_once_per_action_while_its_layout_stays() -> None:
+    """The lean step of an integer action is kept (the same object again, for any integer
+    type of the same value) until a reply teaches another layout; none while a request is in
+    flight; other actions' are made each time or not at all."""
+    space = spaces.Box(-1, 1, (4,), np.float32)
+    client, server = _open(_EXTENDED, space), _server(space)
+
+    def answer(step: LeanStep, obs: Any, info: dict[str, Any]) -> tuple[Any, bool]:
+        server.receive_data(step.request)
+        server.next_event()
+        return _lean(client, server.send_reply(m.StepReply(obs, 1.0, False, False, info)), 1, step)
+
+    first = client.lean_step(1)
+    assert first is not None and first.read(memoryview(b"x"), 1, True) is None  # not taught
+    assert client.lean_step(1) is not first  # (nothing to keep yet)
+    assert answer(first, space.sample(), {})[1] is False  # the general path taught the layout
+    kept = client.lean_step(1)
+    assert kept is not None and client.lean_step(np.int64(1)) is kept is client.lean_step(1)
+    assert client.lean_step(True) is not kept and client.lean_step(np.int64(2)) is not kept
+    assert client.lean_step(1.0) is None and client.lean_step(np.float32(1)) is None
+    server.receive_data(client.send_request(m.Reset()))  # in flight: no lean step till read
+    assert client.lean_step(1) is None
+    server.next_event()
+    client.receive_data(server.send_reply(m.ResetReply(space.sample(), {})))
+    assert isinstance(client.next_event(), m.ResetReply)
+    assert client.lean_step(1) is kept
+    client2, server2 = _open(_EXTENDED, space), _server(space)
+    for obs in (space.sample(), np.zeros(6, np.float32), np.zeros(6, np.float32)):
+        step = client2.lean_step(0)
+        assert step is not None
+        server2.receive_data(step.request)
+        server2.next_event()
+        reply = server2.send_reply(m.StepReply(obs, 0.0, False, False, {}))
+        got, _ = _lean(client2, reply, 1, step)
+        assert_same(got, (obs, 0.0, False, False, {}))
+    # the layout of 6 floats replaced the first: a lean step of it reads 6 floats
+    final = client2.lean_step(0)
+    assert final is not None and final is client2.lean_step(0)
+    server2.receive_data(final.request)
+    server2.next_event()
+    obs = np.arange(6, dtype=np.float32)
+    got, was_lean = _lean(
+        client2, server2.send_reply(m.StepReply(obs, 2.0, True, False, {})), 1, final
+    )
+    assert was_lean
+    assert_same(got, (obs, 2.0, True, False, {}))
+
+
 @pytest.mark.parametrize("flags", [_EXTENDED, Flags.ERRORS], ids=["extended", "seed+errors"])
 def test_an_error_reply_takes_the_general_path_with_its_error(flags: Flags) -> None:
     space = spaces.Box(-1, 1, (4,), np.float32)
     lean, server = _open(flags, space), _server_with(flags, _ACTIONS, space)
     for _ in range(2):  # the first usual reply teaches the layout
-        server.receive_data(lean.lean_step_request(1) or b"")
+        server.receive_data(lean_request(lean, 1) or b"")
         server.next_event()
         _lean(lean, server.send_reply(m.StepReply(space.sample(), 1.0, False, False, {})))
-    server.receive_data(lean.lean_step_request(7) or b"")
+    server.receive_data(lean_request(lean, 7) or b"")
     server.next_event()
     reply = server.send_error(InvalidActionError("action 7 is not in Discrete(3)"))
     assert reply is not None
@@ -158,7 +221,7 @@ def test_the_lean_step_is_only_for_integer_actions_of_one_env_connections(
     client.receive_data(ServerConnection().send_handshake_reply(""))
     client.next_event()
     client.set_spaces(action_space, spaces.Box(-1, 1, (4,), np.float32))
-    assert client.lean_step_request(action) is None
+    assert lean_request(client, action) is None
 
 
 _SEED_FLAGS = [Flags(0), Flags.ERRORS, Flags.ERRORS | Flags.MONITOR_REPLY]
@@ -175,7 +238,7 @@ def test_seed_lean_steps_read_what_the_general_path_reads(
     for t, info in enumerate([{}, {}, {"lives": 3}, {}, {}]):
         action = np.int64(t % 3) if t % 2 else t % 3
         request = general.send_request(m.Step(action))
-        assert lean.lean_step_request(action) == request
+        assert lean_request(lean, action) == request
         server.receive_data(request)
         assert isinstance(server.next_event(), m.Step)
         try:
@@ -227,7 +290,7 @@ def test_seed_lean_steps_of_odd_texts_read_what_the_general_path_reads(
         space = spaces.Box(-np.inf, np.inf, (3,), dtype)
         general, lean = _open(flags, space), _open(flags, space)
         request = general.send_request(m.Step(1))
-        assert lean.lean_step_request(1) == request
+        assert lean_request(lean, 1) == request
         status = b"\x00" if flags & Flags.ERRORS else b""
         reply = status + b"\x00" + pack_field(text) + b"\x00" * 8 + b"\x01" + pack_field(b"{}")
         was_lean = same_reads(partial(_general, general, reply), partial(_lean, lean, reply))
@@ -237,7 +300,7 @@ def test_seed_lean_steps_of_odd_texts_read_what_the_general_path_reads(
 def test_no_lean_step_while_another_request_is_in_flight() -> None:
     client = _open(_EXTENDED, spaces.Box(-1, 1, (4,), np.float32))
     client.send_request(m.Step(0))
-    assert client.lean_step_request(1) is None
+    assert lean_request(client, 1) is None
 
 
 # -- the server's end ----------------------------------------------------------------------
@@ -744,7 +807,7 @@ def test_a_reply_of_the_usual_size_but_other_bytes_is_read_by_the_general_path(
     usual = b""
     for t in range(2):  # the first usual reply teaches the layout
         request = general.send_request(m.Step(1))
-        assert lean.lean_step_request(1) == request
+        assert lean_request(lean, 1) == request
         server.receive_data(request)
         server.next_event()
         usual = server.send_reply(m.StepReply(space.sample(), 1.0, False, t == 1, {}))
@@ -756,7 +819,7 @@ def test_a_reply_of_the_usual_size_but_other_bytes_is_read_by_the_general_path(
     else:  # an info of the empty one's length that is not a JSON object
         other = usual[:-2] + b"[]"
     general.send_request(m.Step(1))
-    lean.lean_step_request(1)
+    lean_request(lean, 1)
     assert not same_reads(lambda: _general(general, other), lambda: _lean(lean, other))
 
 

@@ -14,6 +14,7 @@ from envwire import messages as m
 from envwire.errors import EnvError
 from envwire.protocols.gymsocket import ClientConnection, Flags
 from envwire.protocols.gymsocket.lean import OWN_MIN
+from tests.protocols.gymsocketpair import lean_request
 from tests.protocols.test_gymsocket_spaces import deliver, pair
 from tests.spaces_catalog import assert_same
 
@@ -33,7 +34,7 @@ def _taught(space: spaces.Box, obs: np.ndarray[Any, Any]) -> tuple[ClientConnect
 
 
 def _step_reply(client: ClientConnection, server: Any, reply: m.StepReply) -> bytes:
-    request = client.lean_step_request(np.int64(1))
+    request = lean_request(client, np.int64(1))
     assert request is not None
     server.receive_data(request)
     server.next_event()
@@ -92,7 +93,7 @@ def test_other_replies_are_left_to_the_general_path() -> None:
             (got_reply.observation, got_reply.reward, got_reply.terminated, got_reply.info),
             (reply.observation, reply.reward, reply.terminated, reply.info),
         )
-    request = client.lean_step_request(np.int64(1))
+    request = lean_request(client, np.int64(1))
     assert request is not None
     server.receive_data(request)
     server.next_event()

@@ -82,9 +82,19 @@ class _FanOut:
     each tap's own ``steady`` (its ``handled`` where it has none, nothing where it is None):
     where one tap alone hears those steps (the metrics tap: the live activity's hears a batch
     but not a one-env step), it is that tap's own, one call where there would be two. Its
-    ``ended`` tells each tap's own ``ended`` (its ``handled`` where it has none)."""
+    ``ended`` tells each tap's own ``ended`` (its ``handled`` where it has none). It has a
+    ``bulk_steady`` (not None) where every tap that hears steady steps has one."""
 
-    __slots__ = ("ended", "enders", "handlers", "steadies", "steady", "taps")
+    __slots__ = (
+        "bulk_steady",
+        "bulks",
+        "ended",
+        "enders",
+        "handlers",
+        "steadies",
+        "steady",
+        "taps",
+    )
 
     def __init__(self, taps: tuple[SessionTap, ...]) -> None:
         self.taps = taps
@@ -93,6 +103,15 @@ class _FanOut:
         steadies = (getattr(tap, "steady", tap.handled) for tap in taps)
         self.steadies = tuple(steady for steady in steadies if steady is not None)
         self.steady = self.steadies[0] if len(self.steadies) == 1 else self._steady
+        hearing = (tap for tap in taps if getattr(tap, "steady", tap.handled) is not None)
+        self.bulks = tuple(getattr(tap, "bulk_steady", None) for tap in hearing)
+        self.bulk_steady: Callable[[list[float]], None] | None = (
+            None
+            if None in self.bulks
+            else self.bulks[0]
+            if len(self.bulks) == 1
+            else self._bulk_steady
+        )
         # and each tap's ended (see SessionTap), its handled where it has none
         self.enders = tuple(getattr(tap, "ended", None) or _told_by_handled(tap) for tap in taps)
         self.ended = self.enders[0] if len(self.enders) == 1 else self._ended
@@ -104,6 +123,10 @@ class _FanOut:
     def _steady(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         for steady in self.steadies:
             steady(request, reply, seconds)
+
+    def _bulk_steady(self, seconds: list[float]) -> None:
+        for bulk_steady in self.bulks:
+            bulk_steady(seconds)  # type: ignore[misc]
 
     def _ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
         for ended in self.enders:

@@ -204,6 +204,16 @@ class _MetricsTap:
         step.buckets[bisect_left(BUCKETS, seconds)] += 1
         self.counts.steps += self.num_envs  # (a one-env session's is 1)
 
+    def bulk_steady(self, seconds: list[float]) -> None:
+        """Steps that ended no episode, told at once (see ``SessionTap``): ``steady``'s
+        counts of each."""
+        step, buckets = self.step, self.step.buckets
+        step.count += len(seconds)
+        for each in seconds:
+            step.seconds += each
+            buckets[bisect_left(BUCKETS, each)] += 1
+        self.counts.steps += self.num_envs * len(seconds)
+
     def ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
         """A batch that ended the episodes of ``copies`` (see ``SessionTap``)."""
         self.steady(request, reply, seconds)

@@ -16,7 +16,7 @@ from envwire.errors import EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
 from envwire.tensor import NDARRAY
 
-__all__ = ["SessionTap", "TapCalls", "Worker", "WorkerFactory"]
+__all__ = ["BULK", "SessionTap", "TapCalls", "Worker", "WorkerFactory"]
 
 log = logging.getLogger("envwire.session")
 
@@ -73,10 +73,15 @@ class SessionTap(Protocol):
 
         A tap may also have ``steady``: a callable of the same arguments that the session
         tells, in place of ``handled``, of each step that ends no episode, a one-env step or a
-        batch; or None, and the tap is not told of those steps. And ``ended``: a callable of
-        the same arguments and ``copies``, the copies whose episodes a batch of boolean flags
-        ended (their indices, in order), that the session tells of such a batch in place of
-        ``handled``, so that it asks the flags once for every tap."""
+        batch; or None, and the tap is not told of those steps. A tap whose ``steady`` counts
+        the steps and their seconds only may also have ``bulk_steady``: a callable of a list
+        of seconds (the tap's during the call only), one for each step that ``steady`` would
+        hear, told of up to :data:`BULK` of them at once, after their replies, in place of
+        ``steady``, and before what the tap counts is read (``Observability.tell_kept``).
+        And ``ended``: a callable of the same arguments and ``copies``, the copies whose
+        episodes a batch of boolean flags ended (their indices, in order), that the session
+        tells of such a batch in place of ``handled``, so that it asks the flags once for
+        every tap."""
         ...
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
@@ -94,6 +99,15 @@ def _told_nothing(request: m.Request, reply: m.Reply, seconds: float) -> None:
 
 _logical_or = np.logical_or
 _BOOL = np.dtype(np.bool_)
+#: The most steady steps a session keeps for its tap's ``bulk_steady`` (see SessionTap).
+BULK = 64
+
+
+def _due(request: m.Request, reply: m.Reply, seconds: float) -> None:
+    """The kept call of a session whose bulk of steady steps is full: told before it."""
+
+
+_DUE: Any = (_due, None, None, 0.0)
 
 
 class TapCalls:
@@ -101,7 +115,7 @@ class TapCalls:
     :class:`SessionTap`): ``steady``, ``ended`` (None: ``handled`` hears those batches) and
     :meth:`batch`, for a session of ``num_envs`` copies."""
 
-    __slots__ = ("ended", "kept", "no_ends", "steady", "tap")
+    __slots__ = ("bulk", "ended", "keep", "kept", "no_ends", "seconds", "steady", "tap")
 
     def __init__(self, tap: SessionTap | None, num_envs: int) -> None:
         self.tap = tap
@@ -113,6 +127,22 @@ class TapCalls:
         self.no_ends = bytes(num_envs)  # a batch's flags, as bytes, when none is set
         #: A step kept to be told later (see tell_kept): the call, request, reply, seconds.
         self.kept: tuple[Callable[..., None], m.Request, m.Reply, float] | None = None
+        #: The tap's ``bulk_steady``, and the seconds of the steady steps kept for it (None:
+        #: the tap has none, and ``steady`` hears each step).
+        self.bulk: Callable[[list[float]], None] | None = getattr(tap, "bulk_steady", None)
+        self.seconds: list[float] | None = None if self.bulk is None else []
+        #: The ``steady`` of a tap with ``bulk_steady`` (None for any other): it keeps the
+        #: step's seconds, told at the next :meth:`tell_kept` once :data:`BULK` are kept.
+        self.keep: Callable[[m.Request, m.Reply, float], None] | None = None
+        if self.bulk is not None:
+            self.steady = self.keep = self._keep  # (one bound method: the session asks for it)
+
+    def _keep(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
+        kept = self.seconds
+        assert kept is not None  # (kept only for a tap with bulk_steady)
+        kept.append(seconds)
+        if len(kept) >= BULK:
+            self.kept = _DUE
 
     def batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
         """Tell the tap of a batch: by ``steady`` when no episode ended (the flags' bytes all
@@ -138,9 +168,16 @@ class TapCalls:
         tap.handled(request, reply, seconds)
 
     def tell_kept(self) -> None:
-        """Tell the tap of the step kept for it, if any. It is past its reply: a tap that
-        raises is logged (``envwire.session``), and the session goes on."""
+        """Tell the tap of the steps kept for it, if any: the steady ones in bulk first. They
+        are past their replies: a tap that raises is logged (``envwire.session``), and the
+        session goes on."""
         kept, self.kept = self.kept, None
+        if self.seconds:
+            try:
+                self.bulk(self.seconds)  # type: ignore[misc]
+            except Exception:
+                log.exception("a session's observer failed on steps")
+            self.seconds.clear()
         if kept is not None:
             told, request, reply, seconds = kept
             try:

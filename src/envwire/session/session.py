@@ -255,8 +255,7 @@ class Session:
         Raises:
             As :meth:`handle`.
         """
-        # (acquire and release: half the with statement's cost, on every step)
-        self._lock.acquire()
+        self._lock.acquire()  # (acquire and release: half the with statement's cost)
         try:
             if (calls := self._calls).kept is not None:
                 calls.tell_kept()
@@ -303,7 +302,7 @@ class Session:
                 if tap is None:
                     return reply
                 told = calls.batch if tap is calls.tap else tap.handled
-            if tell:
+            if tell or told is calls.keep:  # (a keep for the tap's bulk_steady: at once)
                 told(request, reply, _perf_counter() - started)
             else:
                 calls.kept = (told, request, reply, _perf_counter() - started)
@@ -312,11 +311,13 @@ class Session:
             self._lock.release()
 
     def tell(self, *, blocking: bool = True) -> None:
-        """Tell the tap of the step :meth:`step` kept, if any; with ``blocking`` False, only
-        when no request holds the session (one that does tells the kept step first)."""
-        if self._calls.kept is not None and self._lock.acquire(blocking):
+        """Tell the tap of the steps :meth:`step` kept for it, when due (see ``SessionTap``);
+        with ``blocking`` False (a reader's), of every one, if no request holds the session."""
+        calls = self._calls
+        due = calls.kept is not None or (not blocking and calls.seconds)
+        if due and self._lock.acquire(blocking):
             try:
-                self._calls.tell_kept()
+                calls.tell_kept()
             finally:
                 self._lock.release()
 

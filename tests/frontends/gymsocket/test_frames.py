@@ -16,6 +16,7 @@ from envwire import messages as m
 from envwire.client.gymsocket import GymSocketTransport
 from envwire.errors import InvalidActionError
 from envwire.protocols.gymsocket import ClientConnection
+from envwire.protocols.gymsocket.lean import StepLayout
 from envwire.sockets import MAX_BUSY_POLL_US
 from envwire.testing import ServerProcess
 
@@ -29,17 +30,25 @@ def frames_server() -> Iterator[ServerProcess]:
 
 
 def owned_reads(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Whether each call of the client codec's in-place read read a whole frame (filled as
-    they come)."""
+    """Whether each in-place read of the client (a lean step's own read of its reply's
+    buffer, and the codec's read of the rest of a frame that came in pieces) read a whole
+    frame (filled as they come)."""
     reads: list[bool] = []
-    original = ClientConnection.lean_owned_reply
+    step_read, owned_read = StepLayout.read, ClientConnection.lean_owned_reply
 
-    def counted(self: ClientConnection, view: memoryview, size: int) -> Any:
-        result = original(self, view, size)
+    def read(self: StepLayout, view: memoryview, size: int, copy: bool = True) -> Any:
+        result = step_read(self, view, size, copy)
+        if not copy:
+            reads.append(result is not None)
+        return result
+
+    def owned(self: ClientConnection, view: memoryview, size: int) -> Any:
+        result = owned_read(self, view, size)
         reads.append(result is not None)
         return result
 
-    monkeypatch.setattr(ClientConnection, "lean_owned_reply", counted)
+    monkeypatch.setattr(StepLayout, "read", read)
+    monkeypatch.setattr(ClientConnection, "lean_owned_reply", owned)
     return reads
 
 

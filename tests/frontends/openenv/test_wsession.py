@@ -139,6 +139,7 @@ def test_both_paths_count_the_same_steps_in_the_metrics(mount: OpenEnvMount) -> 
         before = observe.metrics.render().decode()
         lean.message('{"type":"step","data":{"message":"a"}}')
         lean._ws_general('{"type":"step","data":{"message":"a"}}')
+        observe.tell_kept()  # (as the /metrics route does before it reads)
         after = observe.metrics.render().decode()
     finally:
         lean.closed()

@@ -276,32 +276,32 @@ class GymSocketTransport:
             EnvwireError: as :meth:`request` raises.
         """
         codec = self._codec
-        request = codec.lean_step_request(action)
-        if request is not None:
-            try:  # _send(), inlined (as _read_lean's first read and read below): every step
+        lean = codec.lean_step(action)
+        if lean is not None:
+            request, own, read = lean
+            try:  # _send(), inlined (as _read() below): every step
                 self._sock.sendall(request)
             except OSError as exc:
                 raise self._send_failed(exc) from exc
-            own = codec.own_size
             if own:  # a large observation: read in place, into a buffer of the reply's own
                 inbox = self._inbox
                 self._inbox = memoryview(_EMPTY(own, np.uint8))  # type: ignore[arg-type]
-                lean = codec.lean_owned_reply
-            else:
-                lean = codec.lean_step_reply
             try:
-                if self._busy_poll:
-                    size = self._read()
-                else:  # _read(), inlined
-                    try:
+                try:
+                    if self._busy_poll:
+                        size = self._read()
+                    else:
                         size = self._sock.recv_into(self._inbox)
-                    except OSError as exc:
-                        raise self._read_failed(exc)  # noqa: B904 (its cause is set)
-                    if not size:
-                        raise self._closed()
-                result = lean(self._inbox, size)
-                if result is None:
-                    result = self._read_lean(lean, size)
+                        if not size:
+                            raise self._closed()
+                except BaseException as exc:  # (its reply may come yet: the codec expects it)
+                    codec.lean_sent()
+                    raise self._read_failed(exc) if isinstance(exc, OSError) else exc  # noqa: B904
+                result = read(self._inbox, size, not own)
+                if result is None:  # not whole yet, or no usual reply: the codec's reads
+                    codec.lean_sent()
+                    lean_read = codec.lean_owned_reply if own else codec.lean_step_reply
+                    result = self._read_lean(lean_read, size)
             finally:
                 if own:  # (the observation keeps that buffer)
                     self._inbox = inbox

@@ -18,6 +18,7 @@ from envwire.errors import (
 )
 from envwire.protocols.gymsocket.client_replies import Parsed, ReplyParser
 from envwire.protocols.gymsocket.lean import (
+    LeanStep,
     SeedLayout,
     SplitStep,
     StepLayout,
@@ -57,6 +58,13 @@ _VECTOR_STEP = Packet.VECTOR_STEP
 _LEAN_ACTIONS = 1024
 #: The integer actions' types (a tuple: ``int | np.integer`` would be built on every call).
 _INTEGERS = (int, np.integer)
+#: The integer types whose actions' lean steps are kept (:meth:`ClientConnection.lean_step`),
+#: found by one set lookup where ``isinstance`` walks ``np.integer``'s subclass check.
+_KEPT_TYPES: frozenset[type] = frozenset({int, *(np.dtype(c).type for c in "bBhHiIlLqQ")})
+
+
+def _unread(view: memoryview, size: int, copy: bool) -> None:
+    """The read of a lean step whose reply's layout is not known yet: the general path's."""
 
 
 class ClientConnection(ReplyParser):
@@ -84,6 +92,8 @@ class ClientConnection(ReplyParser):
         self.own_size = 0
         self._vector_layout: VectorLayout | None = None
         self._lean_requests: dict[object, bytes] = {}
+        #: Each integer action's lean step (:meth:`lean_step`), while the layout is the same.
+        self._lean_steps: dict[object, LeanStep] = {}
         #: The lean vector step request (:meth:`lean_vector_request`): the last batch of
         #: actions' dtype and shape, and the bytes before the batch's own.
         self._vector_head: tuple[np.dtype[Any], tuple[int, ...], bytes] | None = None
@@ -93,6 +103,7 @@ class ClientConnection(ReplyParser):
         super().set_spaces(action_space, observation_space)
         if not self._extended and not self._vector:
             self._step_layout = SeedLayout.learn(observation_space, self._errors)
+            self._lean_steps.clear()
 
     def send_handshake(
         self, env_name: str, vector: dict[str, Any] | None = None, token: str | None = None
@@ -262,17 +273,28 @@ class ClientConnection(ReplyParser):
         if not info:
             layout = self._step_layout = StepLayout.learn(data, obs, tail, end)
             self.own_size = 0 if layout is None else layout.own
+            self._lean_steps.clear()
         return m.StepReply(obs, reward, terminated, truncated, info), end
 
     # -- the lean reads: one step in flight, its usual reply read in one go ----------------
 
-    def lean_step_request(self, action: object) -> bytes | None:
-        """The bytes of a step whose reply :meth:`lean_step_reply` may read, or None where
-        only :meth:`send_request` applies: a one-env connection, extended with error replies
-        or a seed one (without ``EXTENDED``), nothing else in flight or buffered, and an
-        integer action of a ``Discrete`` space (each action's bytes are made once). The
-        step's reply is then expected as with :meth:`send_request`.
+    def lean_step(self, action: object) -> LeanStep | None:
+        """The lean step of ``action``, or None where only :meth:`send_request` applies: a
+        one-env connection, extended with error replies or a seed one (without
+        ``EXTENDED``), nothing else in flight or buffered, and an integer action of a
+        ``Discrete`` space. Nothing is recorded: write its request, read its reply into a
+        buffer (a fresh one of ``own`` bytes, when ``own`` is not 0) and call its ``read``
+        once the reply may be whole; it gives the step's result, or None for a reply that is
+        not whole or not in the usual layout (an error, an info, the first reply, which
+        teaches the layout): then call :meth:`lean_sent`, and read the reply as any other.
+        An integer action's lean step is made once, while the layout stays the same.
         """
+        step = self._lean_steps.get(action) if type(action) in _KEPT_TYPES else None
+        if step is None or self._expect or self._buf.data:
+            return self._make_lean_step(action)
+        return step
+
+    def _make_lean_step(self, action: object) -> LeanStep | None:
         if (
             not self._int_actions
             or self._expect
@@ -287,12 +309,23 @@ class ClientConnection(ReplyParser):
             request = _STEP_BYTES[self._step_packet] + self._action(action)
             if len(self._lean_requests) < _LEAN_ACTIONS:
                 self._lean_requests[action] = request
+        layout = self._step_layout
+        if layout is None:
+            return LeanStep(request, 0, _unread)
+        step = LeanStep(request, self.own_size, layout.read)
+        if type(action) in _KEPT_TYPES and len(self._lean_steps) < _LEAN_ACTIONS:
+            self._lean_steps[action] = step
+        return step
+
+    def lean_sent(self) -> None:
+        """Expect the reply to the lean step whose ``read`` gave None, as to a step sent
+        with :meth:`send_request`: read it with :meth:`lean_step_reply` (or
+        :meth:`lean_owned_reply`, from the buffer of its own), else :meth:`next_event`."""
         self._expect.append(self._step_packet)
-        return request
 
     def lean_reset_request(self, seed: object, options: object) -> bytes | None:
         """:meth:`send_request`'s bytes of the usual reset (no seed, no options), whose reply
-        :meth:`lean_reset_reply` may read; None where :meth:`lean_step_request` is."""
+        :meth:`lean_reset_reply` may read; None where :meth:`lean_step` is."""
         if (
             seed is not None
             or options is not None
@@ -389,7 +422,7 @@ class ClientConnection(ReplyParser):
 
     def lean_step_reply(self, view: memoryview, size: int) -> StepResult | None:
         """The step's result from the first ``size`` bytes of ``view``, when they are the
-        whole reply to the one step in flight (:meth:`lean_step_request`) in its usual layout
+        whole reply to the one step in flight (:meth:`lean_sent`) in its usual layout
         (taught by the first usual reply :meth:`next_event` parsed); else None, and nothing is
         consumed: feed the bytes to :meth:`receive_view` and read with :meth:`next_event`.
         The observation is a copy, as :meth:`next_event`'s is; the info a fresh ``{}``. A seed

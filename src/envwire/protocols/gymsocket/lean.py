@@ -33,9 +33,11 @@ from envwire.tensor import NDARRAY
 
 __all__ = [
     "OWN_MIN",
+    "LeanStep",
     "SeedLayout",
     "SplitStep",
     "StepLayout",
+    "StepRead",
     "StepResult",
     "VectorLayout",
     "VectorStep",
@@ -44,6 +46,21 @@ __all__ = [
 _EMPTY_INFO_SIZE = len(EMPTY_INFO)
 #: A step's result as Gymnasium returns it: observation, reward, terminated, truncated, info.
 StepResult = tuple[Any, float, bool, bool, dict[str, Any]]
+#: A layout's read of a whole reply: (the buffer, the reply's size, whether to copy the
+#: observation out of the buffer) -> the step's result, or None when it is no usual reply.
+StepRead = Callable[[memoryview, int, bool], StepResult | None]
+
+
+class LeanStep(NamedTuple):
+    """One lean step of a one-env connection, made once per action: the request's bytes,
+    the size of the buffer of its own the reply is read into (``StepLayout.own``; 0: any
+    buffer, and the observation is copied out of it) and the read of that reply."""
+
+    request: bytes
+    own: int
+    read: StepRead
+
+
 #: Where an array lies in a reply: its offset, dtype, number of items, shape (None: 1-D).
 _Array = tuple[int, np.dtype[Any], int, tuple[int, ...] | None]
 
@@ -179,8 +196,9 @@ class SeedLayout(NamedTuple):
             return tail + 13
         return int(tail + 13 + U32.unpack_from(view, tail + 9)[0])
 
-    def read(self, view: memoryview, size: int) -> StepResult | None:
-        """The step's result when ``view[:size]`` is a whole reply of this layout."""
+    def read(self, view: memoryview, size: int, copy: bool = True) -> StepResult | None:
+        """The step's result when ``view[:size]`` is a whole reply of this layout (its
+        observation is made from the text: ``copy`` changes nothing)."""
         pos = self.pos  # _text_end(), inlined: the read of every step
         if size < pos + 5 or view[pos] != OBS_JSON or (pos and view[0] != STATUS_OK):
             return None
