@@ -100,10 +100,9 @@ class _FanOut:
         self.taps = taps
         # Bound once: the step path
         self.handlers = tuple(tap.handled for tap in taps)
-        steadies = (getattr(tap, "steady", tap.handled) for tap in taps)
-        self.steadies = tuple(steady for steady in steadies if steady is not None)
+        hearing = [tap for tap in taps if getattr(tap, "steady", tap.handled) is not None]
+        self.steadies = tuple(getattr(tap, "steady", tap.handled) for tap in hearing)
         self.steady = self.steadies[0] if len(self.steadies) == 1 else self._steady
-        hearing = (tap for tap in taps if getattr(tap, "steady", tap.handled) is not None)
         self.bulks = tuple(getattr(tap, "bulk_steady", None) for tap in hearing)
         self.bulk_steady: Callable[[list[float]], None] | None = (
             None

@@ -127,10 +127,10 @@ class TapCalls:
         self.no_ends = bytes(num_envs)  # a batch's flags, as bytes, when none is set
         #: A step kept to be told later (see tell_kept): the call, request, reply, seconds.
         self.kept: tuple[Callable[..., None], m.Request, m.Reply, float] | None = None
-        #: The tap's ``bulk_steady``, and the seconds of the steady steps kept for it (None:
-        #: the tap has none, and ``steady`` hears each step).
+        #: The tap's ``bulk_steady`` (None: the tap has none, and ``steady`` hears each step),
+        #: and the seconds of the steady steps kept for it.
         self.bulk: Callable[[list[float]], None] | None = getattr(tap, "bulk_steady", None)
-        self.seconds: list[float] | None = None if self.bulk is None else []
+        self.seconds: list[float] = []
         #: The ``steady`` of a tap with ``bulk_steady`` (None for any other): it keeps the
         #: step's seconds, told at the next :meth:`tell_kept` once :data:`BULK` are kept.
         self.keep: Callable[[m.Request, m.Reply, float], None] | None = None
@@ -139,7 +139,6 @@ class TapCalls:
 
     def _keep(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         kept = self.seconds
-        assert kept is not None  # (kept only for a tap with bulk_steady)
         kept.append(seconds)
         if len(kept) >= BULK:
             self.kept = _DUE
