@@ -25,7 +25,7 @@ from envwire.errors import (
 from envwire.registry import EnvSpec, parse_env_arg
 from envwire.runtime import make_worker
 from envwire.session import ALLOWED, Session, State, confine
-from envwire.session.contracts import TapCalls
+from envwire.session.contracts import BULK, TapCalls
 
 
 def session(arg: str = "CartPole-v1", **kwargs: Any) -> Session:
@@ -380,6 +380,48 @@ def test_a_batch_whose_flags_are_not_boolean_arrays_of_one_length_is_handled(
     )
     calls.batch(m.Step(np.zeros(3, np.int64)), ended, 0.0)
     assert observer.told == [("handled", "Step"), ("steady", "Step"), ("ended", (0, 1, 2))]
+
+
+def test_batches_kept_for_bulk_batches_are_told_before_a_batch_that_cannot_be_kept(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A vector session's ``TapCalls`` keeps the batches of float64 rewards and boolean flags
+    of one value per copy for the tap's ``bulk_batches``: their rewards as rows, the ended
+    copies as ``(row, copy)`` pairs, told at the ``BULK``-th; a batch of any other layout
+    is told at once by the per-batch calls, after those kept. A ``bulk_batches`` that
+    raises is logged, and the next batches are kept afresh."""
+    observer = _Observer(True, True)
+    tap = observer.opened(cast(Session, None))
+    bulks: list[tuple[int, list[list[float]], list[tuple[int, int]]]] = []
+
+    def bulk_batches(seconds: list[float], rewards: Any, ended: list[tuple[int, int]]) -> None:
+        bulks.append((len(seconds), rewards.tolist(), ended))
+        if len(bulks) == 2:
+            raise RuntimeError("a broken observer")
+
+    tap.bulk_batches = bulk_batches
+    calls = TapCalls(tap, 3, vector=True)
+    assert calls.batch == calls._keep_batch and calls.keep == calls.batch
+    step = m.Step(np.zeros(3, np.int64))
+
+    def batch(rewards: Any, ends: list[bool], cuts: list[bool]) -> m.VectorStepReply:
+        return m.VectorStepReply(np.zeros((3, 4)), rewards, np.array(ends), np.array(cuts), {})
+
+    calls.batch(step, batch(np.array([1.0, 2.0, 3.0]), [False] * 3, [False] * 3), 0.1)
+    calls.batch(step, batch(np.array([4.0, 5.0, 6.0]), [True, False, False], [False] * 3), 0.2)
+    calls.batch(step, batch(np.array([7.0, 8.0, 9.0]), [False] * 3, [False, True, True]), 0.3)
+    assert bulks == [] and observer.told == [] and calls.kept is None
+    calls.batch(step, batch(np.ones(3, np.float32), [False, True, False], [False] * 3), 0.4)
+    assert bulks == [(3, [[1, 2, 3], [4, 5, 6], [7, 8, 9]], [(1, 0), (2, 1), (2, 2)])]
+    assert observer.told == [("ended", (1,))]  # the float32 batch, told at once
+    for _ in range(BULK):
+        calls.batch(step, batch(np.zeros(3), [False] * 3, [False] * 3), 0.0)
+    assert calls.kept is not None  # due: told at the next tell_kept
+    calls.tell_kept()
+    assert len(bulks) == 2 and bulks[1][0] == BULK and "failed on steps" in caplog.text
+    calls.batch(step, batch(np.zeros(3), [True] * 3, [False] * 3), 0.0)
+    calls.tell_kept()
+    assert bulks[2] == (1, [[0, 0, 0]], [(0, 0), (0, 1), (0, 2)])
 
 
 @pytest.mark.parametrize("mode", [None, "SameStep"])

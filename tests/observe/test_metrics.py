@@ -252,6 +252,36 @@ def test_the_fan_outs_steady_is_the_metrics_taps_own() -> None:
     session.close()
 
 
+def _vector_episodes(
+    session: Session, mode: str
+) -> tuple[int, int, list[tuple[int, float, int]], np.ndarray[Any, Any]]:
+    """Two rounds (a reset, 150 batches of random actions) of a vector ``session``: the
+    batches, the episodes ended, each ended episode's copy, return and length from the
+    replies, and the copies' returns at the end."""
+    n = session.num_envs
+    rng = np.random.default_rng(1)
+    batches = ended = 0
+    returns, lengths = np.zeros(n), np.zeros(n, int)
+    want: list[tuple[int, float, int]] = []
+    for round_ in range(2):
+        session.handle(m.Reset(seed=round_))
+        returns[:], lengths[:] = 0, 0
+        restart = np.zeros(n, bool)  # NextStep: the copy's next step is its reset
+        for _ in range(150):
+            reply = session.handle(m.Step(rng.integers(0, 2, n)))
+            assert isinstance(reply, m.VectorStepReply)
+            batches += 1
+            returns += np.where(restart, 0.0, reply.rewards)
+            lengths += ~restart
+            done = np.logical_or(reply.terminations, reply.truncations) & ~restart
+            for i in np.flatnonzero(done).tolist():
+                want.append((i, float(returns[i]), int(lengths[i])))
+                returns[i], lengths[i] = 0, 0
+            ended += int(done.sum())
+            restart = done if mode == "NextStep" else restart
+    return batches, ended, want, returns
+
+
 @pytest.mark.parametrize("summed", [3, 64])
 @pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
 def test_a_vector_sessions_counts_and_returns_are_exact(
@@ -274,26 +304,7 @@ def test_a_vector_sessions_counts_and_returns_are_exact(
         observer=Observability(),
     )
     assert session.tap is not None
-    rng = np.random.default_rng(1)
-    batches = ended = 0
-    returns, lengths = np.zeros(n), np.zeros(n, int)
-    want: list[tuple[int, float, int]] = []
-    restart = np.zeros(n, bool)  # NextStep: the copy's next step is its reset
-    for round_ in range(2):
-        session.handle(m.Reset(seed=round_))
-        returns[:], lengths[:], restart[:] = 0, 0, False
-        for _ in range(150):
-            reply = session.handle(m.Step(rng.integers(0, 2, n)))
-            assert isinstance(reply, m.VectorStepReply)
-            batches += 1
-            returns += np.where(restart, 0.0, reply.rewards)
-            lengths += ~restart
-            done = np.logical_or(reply.terminations, reply.truncations) & ~restart
-            for i in np.flatnonzero(done).tolist():
-                want.append((i, float(returns[i]), int(lengths[i])))
-                returns[i], lengths[i] = 0, 0
-            ended += int(done.sum())
-            restart = done if mode == "NextStep" else restart
+    batches, ended, want, _ = _vector_episodes(session, mode)
     got = [
         (r.copy, r.episode_return, r.length)  # type: ignore[attr-defined]
         for r in caplog.records
@@ -449,6 +460,49 @@ def test_steady_steps_are_told_in_bulk_after_their_replies() -> None:
     assert counts.steps == BULK
     observability.tell_kept()
     assert counts.steps == BULK + 5 == counts.kind("step").count
+    session.close()
+
+
+@pytest.mark.parametrize("mode", ["NextStep", "SameStep"])
+def test_a_vector_sessions_batches_told_in_bulk_are_exact(
+    mode: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """With session events not logged (the default), a vector session's batches reach the
+    metrics and the live activity in bulk: nothing of the last ones before a reader asks
+    (``tell_kept``), then the same counts, returns and lengths of each ended episode as told
+    one batch at a time, across resets."""
+    from envwire.observe import live
+
+    caplog.set_level("WARNING", logger="envwire.events")
+    told: list[tuple[int, float, int]] = []
+    episode = live._LiveTap._episode
+
+    def recorded(tap: Any, i: int, length: int, episode_return: float) -> None:
+        told.append((i, episode_return, length))
+        episode(tap, i, length, episode_return)
+
+    monkeypatch.setattr(live._LiveTap, "_episode", recorded)
+    n = 4
+    observability = Observability()
+    session = Session(
+        parse_env_arg("CartPole-v1"),
+        worker_factory=make_worker,
+        num_envs=n,
+        autoreset_mode=mode,
+        observer=observability,
+    )
+    assert session.tap is not None and session.tap.bulk_batches is not None  # type: ignore[attr-defined]
+    batches, ended, want, returns = _vector_episodes(session, mode)
+    taps = session.tap.taps  # type: ignore[attr-defined]
+    metrics = next(t for t in taps if type(t).__name__ == "_MetricsTap")
+    activity = next(t for t in taps if type(t).__name__ == "_LiveTap")
+    assert metrics.counts.steps < n * batches and len(told) < len(want)  # kept for the bulk
+    observability.tell_kept()
+    assert told == want and len(want) > 20
+    assert (metrics.counts.steps, metrics.counts.episodes) == (n * batches, ended)
+    assert metrics.counts.kind("step").count == batches
+    assert activity.episodes == len(want) and activity.last_return == want[-1][1]
+    assert activity.returns.tolist() == returns.tolist()
     session.close()
 
 

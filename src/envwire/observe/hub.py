@@ -7,7 +7,7 @@ from __future__ import annotations
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envwire import messages as m
 from envwire.errors import ConfigError, EnvwireError
@@ -83,9 +83,12 @@ class _FanOut:
     where one tap alone hears those steps (the metrics tap: the live activity's hears a batch
     but not a one-env step), it is that tap's own, one call where there would be two. Its
     ``ended`` tells each tap's own ``ended`` (its ``handled`` where it has none). It has a
-    ``bulk_steady`` (not None) where every tap that hears steady steps has one."""
+    ``bulk_steady`` (not None) where every tap that hears steady steps has one, and a
+    ``bulk_batches`` where every tap has one."""
 
     __slots__ = (
+        "batch_bulks",
+        "bulk_batches",
         "bulk_steady",
         "bulks",
         "ended",
@@ -111,6 +114,14 @@ class _FanOut:
             if len(self.bulks) == 1
             else self._bulk_steady
         )
+        self.batch_bulks = tuple(getattr(tap, "bulk_batches", None) for tap in taps)
+        self.bulk_batches: Callable[[list[float], Any, list[tuple[int, int]]], None] | None = (
+            None
+            if None in self.batch_bulks
+            else self.batch_bulks[0]
+            if len(taps) == 1
+            else self._bulk_batches
+        )
         # and each tap's ended (see SessionTap), its handled where it has none
         self.enders = tuple(getattr(tap, "ended", None) or _told_by_handled(tap) for tap in taps)
         self.ended = self.enders[0] if len(self.enders) == 1 else self._ended
@@ -126,6 +137,12 @@ class _FanOut:
     def _bulk_steady(self, seconds: list[float]) -> None:
         for bulk_steady in self.bulks:
             bulk_steady(seconds)  # type: ignore[misc]
+
+    def _bulk_batches(
+        self, seconds: list[float], rewards: Any, ended: list[tuple[int, int]]
+    ) -> None:
+        for bulk_batches in self.batch_bulks:
+            bulk_batches(seconds, rewards, ended)  # type: ignore[misc]
 
     def _ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
         for ended in self.enders:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from envwire import messages as m
 from envwire.errors import EnvwireError
@@ -38,7 +39,7 @@ RECENT = 50
 SUMMED = 64
 
 _F8 = np.dtype(np.float64)
-_add_reduce = np.add.reduce
+_add_reduce, _add_accumulate, _array = np.add.reduce, np.add.accumulate, np.array
 
 
 class _LiveTap:
@@ -47,7 +48,8 @@ class _LiveTap:
     A one-env step that ends no episode changes nothing here (the session counts its return
     and length), so its ``steady`` (see ``SessionTap``) is None; a batch that ends none adds
     its rewards to its copies' returns, without asking whether it ended one, and one that
-    ends some is told the copies by :meth:`ended`.
+    ends some is told the copies by :meth:`ended`; or, while session events are not logged,
+    up to ``BULK`` batches at once (its ``bulk_batches``).
     """
 
     def __init__(self, activity: Activity, session: Session) -> None:
@@ -68,6 +70,11 @@ class _LiveTap:
         self._row = 8 * session.num_envs  # the bytes of a batch's float64 rewards
         self.steady: Callable[[m.Request, m.Reply, float], None] | None = (
             self._quiet_batch if self.vector else None
+        )
+        # Batches told in bulk (see SessionTap) unless each ended episode is logged as an event
+        # (then at its step, as it ends)
+        self.bulk_batches: Callable[[list[float], Any, list[tuple[int, int]]], None] | None = (
+            self._bulk_batches if self.vector and not events.isEnabledFor(logging.INFO) else None
         )
         # A one-env session's return and length at its last episode's end (or reset): the
         # next episode's are the session's counts since.
@@ -144,9 +151,39 @@ class _LiveTap:
             self.returns += _add_reduce(rows, axis=0)  # rows.sum(axis=0), without its Python
         kept.clear()
 
+    def _bulk_batches(
+        self, seconds: list[float], rewards: npt.NDArray[np.float64], ended: list[tuple[int, int]]
+    ) -> None:
+        """Batches told at once (see ``SessionTap``): as :meth:`ended` of each in turn, their
+        rewards added up in one NumPy call (a running sum of each copy's, down the rows: the
+        same returns, to the bit where the rewards are whole numbers, else to the rounding
+        of that order of additions)."""
+        if self._unsummed:
+            self._sum_quiet()
+        base = self.batches
+        self.batches += len(rewards)
+        if not ended:
+            self.returns += _add_reduce(rewards, axis=0)
+            return
+        sums = _add_accumulate(rewards, axis=0)
+        # each copy's return before these rows (0 once it ended), and its running sum where
+        # its last episode in them ended
+        before, taken = self.returns.tolist(), [0.0] * len(self.returns)
+        starts, next_step = self.starts, self._next_step
+        for row, i in ended:
+            total = float(sums[row, i])
+            self._episode(i, base + row + 1 - starts[i], before[i] + (total - taken[i]))
+            before[i], taken[i] = 0.0, total
+            starts[i] = base + row + 1 + next_step
+        self.returns[:] = _array(before) + (sums[-1] - _array(taken))
+
     def _ended(self, i: int, length: int) -> None:
         episode_return = float(self.returns[i])
         self.returns[i] = 0
+        self._episode(i, length, episode_return)
+
+    def _episode(self, i: int, length: int, episode_return: float) -> None:
+        """Copy ``i``'s episode ended after ``length`` steps (a vector session's: batches)."""
         self.episodes += 1
         self.last_return = episode_return
         if events.isEnabledFor(logging.INFO):  # (the event's fields made only to be logged)

@@ -214,6 +214,14 @@ class _MetricsTap:
             buckets[bisect_left(BUCKETS, each)] += 1
         self.counts.steps += self.num_envs * len(seconds)
 
+    def bulk_batches(
+        self, seconds: list[float], rewards: object, ended: list[tuple[int, int]]
+    ) -> None:
+        """Batches told at once (see ``SessionTap``): ``steady``'s counts of each, and the
+        episodes they ended."""
+        self.bulk_steady(seconds)
+        self.counts.episodes += len(ended)
+
     def ended(self, request: m.Request, reply: m.Reply, seconds: float, copies: list[int]) -> None:
         """A batch that ended the episodes of ``copies`` (see ``SessionTap``)."""
         self.steady(request, reply, seconds)

@@ -81,7 +81,12 @@ class SessionTap(Protocol):
         And ``ended``: a callable of the same arguments and ``copies``, the copies whose
         episodes a batch of boolean flags ended (their indices, in order), that the session
         tells of such a batch in place of ``handled``, so that it asks the flags once for
-        every tap."""
+        every tap. A tap whose ``steady`` and ``ended`` count the batches, their seconds,
+        rewards and ended copies only may also have ``bulk_batches``: a callable of a list of
+        seconds, the batches' float64 rewards (an array of a row per batch) and the copies
+        they ended (``(row, copy)`` pairs, in order), told of up to :data:`BULK` batches of
+        float64 rewards and boolean flags of one value per copy at once, as ``bulk_steady``
+        is told of steady steps, in place of ``steady`` and ``ended``."""
         ...
 
     def failed(self, request: m.Request, error: EnvwireError, seconds: float) -> None:
@@ -99,6 +104,7 @@ def _told_nothing(request: m.Request, reply: m.Reply, seconds: float) -> None:
 
 _logical_or = np.logical_or
 _BOOL = np.dtype(np.bool_)
+_F8 = np.dtype(np.float64)
 #: The most steady steps a session keeps for its tap's ``bulk_steady`` (see SessionTap).
 BULK = 64
 
@@ -113,11 +119,26 @@ _DUE: Any = (_due, None, None, 0.0)
 class TapCalls:
     """What a session calls on its tap (None: no tap) on the step path, looked up once (see
     :class:`SessionTap`): ``steady``, ``ended`` (None: ``handled`` hears those batches) and
-    :meth:`batch`, for a session of ``num_envs`` copies."""
+    ``batch``, for a session of ``num_envs`` copies (a ``vector`` session's batches)."""
 
-    __slots__ = ("bulk", "ended", "keep", "kept", "no_ends", "seconds", "steady", "tap")
+    __slots__ = (
+        "batch",
+        "bulk",
+        "bulk_batches",
+        "cuts",
+        "ended",
+        "ends",
+        "keep",
+        "kept",
+        "no_ends",
+        "rewards",
+        "seconds",
+        "shape",
+        "steady",
+        "tap",
+    )
 
-    def __init__(self, tap: SessionTap | None, num_envs: int) -> None:
+    def __init__(self, tap: SessionTap | None, num_envs: int, *, vector: bool = False) -> None:
         self.tap = tap
         steady = None if tap is None else getattr(tap, "steady", tap.handled)
         self.steady: Callable[[m.Request, m.Reply, float], None] = steady or _told_nothing
@@ -132,10 +153,23 @@ class TapCalls:
         self.bulk: Callable[[list[float]], None] | None = getattr(tap, "bulk_steady", None)
         self.seconds: list[float] = []
         #: The ``steady`` of a tap with ``bulk_steady`` (None for any other): it keeps the
-        #: step's seconds, told at the next :meth:`tell_kept` once :data:`BULK` are kept.
-        self.keep: Callable[[m.Request, m.Reply, float], None] | None = None
+        #: step's seconds, told at the next :meth:`tell_kept` once :data:`BULK` are kept; in a
+        #: vector session whose tap has ``bulk_batches``, the ``batch`` that keeps batches.
+        self.keep: Callable[..., None] | None = None
         if self.bulk is not None:
             self.steady = self.keep = self._keep  # (one bound method: the session asks for it)
+        #: How the session tells the tap of a batch: :meth:`_batch`, or where the tap has
+        #: ``bulk_batches``, :meth:`_keep_batch` (then the ``keep``), with the rows kept for it.
+        self.batch: Callable[[m.Step, m.VectorStepReply, float], None] = self._batch
+        self.bulk_batches: Callable[[list[float], Any, list[tuple[int, int]]], None] | None = (
+            getattr(tap, "bulk_batches", None) if vector else None
+        )
+        self.shape = (num_envs,)
+        self.rewards: list[bytes] = []
+        self.ends: list[bytes] = []
+        self.cuts: list[bytes] = []
+        if self.bulk_batches is not None:
+            self.batch = self.keep = self._keep_batch
 
     def _keep(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         kept = self.seconds
@@ -143,7 +177,50 @@ class TapCalls:
         if len(kept) >= BULK:
             self.kept = _DUE
 
-    def batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
+    def _keep_batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
+        """Keep a batch of float64 rewards and boolean flags, one value per copy, for the
+        tap's ``bulk_batches``, as their bytes (the arrays may be the env's, reused); any
+        other batch is told at once, after those kept."""
+        rewards, ends, cuts = reply.rewards, reply.terminations, reply.truncations
+        shape = self.shape
+        if (
+            type(rewards) is NDARRAY
+            and type(ends) is NDARRAY
+            and type(cuts) is NDARRAY
+            and rewards.dtype is _F8
+            and ends.dtype is _BOOL
+            and cuts.dtype is _BOOL
+            and rewards.shape == shape
+            and ends.shape == shape
+            and cuts.shape == shape
+        ):
+            self.rewards.append(rewards.tobytes())
+            self.ends.append(ends.tobytes())
+            self.cuts.append(cuts.tobytes())
+            kept = self.seconds
+            kept.append(seconds)
+            if len(kept) >= BULK:
+                self.kept = _DUE
+            return
+        self.tell_kept()
+        self._batch(request, reply, seconds)
+
+    def _tell_batches(self) -> None:
+        """Tell ``bulk_batches`` of the batches kept: their rewards as one array, and the
+        copies they ended."""
+        assert self.bulk_batches is not None  # (batches are kept only for it)
+        count = len(self.rewards)
+        rewards = np.frombuffer(b"".join(self.rewards), _F8).reshape(count, -1)
+        ends = np.frombuffer(b"".join(self.ends), _BOOL)
+        cuts = np.frombuffer(b"".join(self.cuts), _BOOL)
+        self.rewards.clear()
+        self.ends.clear()
+        self.cuts.clear()
+        rows, copies = _logical_or(ends, cuts).reshape(count, -1).nonzero()
+        ended = list(zip(rows.tolist(), copies.tolist(), strict=True))
+        self.bulk_batches(self.seconds, rewards, ended)
+
+    def _batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
         """Tell the tap of a batch: by ``steady`` when no episode ended (the flags' bytes all
         zeros), by ``ended`` with the copies that ended when the flags are boolean arrays,
         else by ``handled``."""
@@ -173,7 +250,10 @@ class TapCalls:
         kept, self.kept = self.kept, None
         if self.seconds:
             try:
-                self.bulk(self.seconds)  # type: ignore[misc]
+                if self.rewards:
+                    self._tell_batches()
+                else:
+                    self.bulk(self.seconds)  # type: ignore[misc]
             except Exception:
                 log.exception("a session's observer failed on steps")
             self.seconds.clear()

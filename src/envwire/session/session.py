@@ -131,7 +131,8 @@ class Session:
         self.state = State.NEW
         self._start_worker()
         if observer is not None:
-            self._calls = TapCalls(observer.opened(self), num_envs)
+            tap = observer.opened(self)
+            self._calls = TapCalls(tap, num_envs, vector=autoreset_mode is not None)
             self.tap = self._calls.tap
 
     @property
