@@ -428,9 +428,9 @@ def test_batches_kept_for_bulk_batches_are_told_before_a_batch_that_cannot_be_ke
 def test_a_step_kept_for_the_tap_is_told_at_tell_or_before_the_next_request(
     mode: str | None,
 ) -> None:
-    """``step(tell=False)`` leaves the tap untold until ``tell()``; any later call on the
-    session (a step, a reset, another request, the close) tells it first, so the tap hears
-    every request once and in order, as with ``tell`` True."""
+    """``step(tell=False)`` leaves the tap untold until ``tell()`` (``due`` says so); any later
+    call on the session (a step, a reset, another request, the close) tells it first, so the
+    tap hears every request once and in order, as with ``tell`` True."""
     observer = _Observer(True, True)
     s = Session(
         parse_env_arg("CartPole-v1"),
@@ -442,9 +442,11 @@ def test_a_step_kept_for_the_tap_is_told_at_tell_or_before_the_next_request(
     s.handle(m.Reset(seed=0))
     # (CartPole ends no episode in its first three steps)
     step = m.Step(1 if mode is None else np.ones(2, np.int64))
+    assert not s.due
     s.step(step, tell=False)
-    assert observer.told == [("handled", "Reset")]
+    assert observer.told == [("handled", "Reset")] and s.due
     s.tell()
+    assert not s.due
     s.tell()  # nothing kept: nothing told
     assert observer.told == [("handled", "Reset"), ("steady", "Step")]
     s.step(step, tell=False)

@@ -445,14 +445,19 @@ def test_steady_steps_are_told_in_bulk_after_their_replies() -> None:
     counts = session.tap.steady.__self__.counts  # type: ignore[attr-defined]
     session.handle(m.Reset(seed=0))
 
+    dues: list[bool] = []
+
     def step() -> None:
         session.step(m.Step(np.int64(0)), tell=False)
-        session.tell()
+        dues.append(session.due)
+        if session.due:  # (as the front end asks)
+            session.tell()
 
     for _ in range(BULK - 1):
         step()
     assert counts.steps == 0 == counts.kind("step").count  # kept for the bulk
     step()
+    assert dues == [False] * (BULK - 1) + [True]  # the bulk is due at its last step
     assert counts.steps == BULK == counts.kind("step").count
     assert sum(counts.kind("step").buckets) == BULK and counts.kind("step").seconds > 0
     for _ in range(5):

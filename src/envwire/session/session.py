@@ -125,14 +125,15 @@ class Session:
         self._check_action: Callable[[object], None] = lambda action: None
         #: The last step request whose action passed _check_action (see step)
         self._checked: m.Step | None = None
+        #: Whether a step is kept for the tap, to tell at :meth:`tell` (never False while one is)
+        self.due = False
         if spec is None:
             self.state = State.NO_ENV
             return
         self.state = State.NEW
         self._start_worker()
         if observer is not None:
-            tap = observer.opened(self)
-            self._calls = TapCalls(tap, num_envs, vector=autoreset_mode is not None)
+            self._calls = TapCalls(observer.opened(self), num_envs, vector=bool(autoreset_mode))
             self.tap = self._calls.tap
 
     @property
@@ -149,20 +150,14 @@ class Session:
 
     @property
     def action_space(self) -> gymnasium.Space[Any]:
-        """The env's action space (one copy's, in a vector session).
-
-        Raises:
-            StateError: the session has no env (it was opened without one).
-        """
+        """The env's action space (one copy's, in a vector session); ``StateError`` where the
+        session has no env (it was opened without one)."""
         return self._env_spaces()[0]
 
     @property
     def observation_space(self) -> gymnasium.Space[Any]:
-        """The env's observation space (one copy's, in a vector session).
-
-        Raises:
-            StateError: the session has no env.
-        """
+        """The env's observation space (one copy's, in a vector session); ``StateError``
+        where the session has no env."""
         return self._env_spaces()[1]
 
     def _env_spaces(self) -> tuple[gymnasium.Space[Any], gymnasium.Space[Any]]:
@@ -251,7 +246,8 @@ class Session:
         call (state check, action check, env step, bookkeeping, the tap); one the session's
         state refuses as any request. With ``tell`` False the tap hears of a step that
         succeeded at :meth:`tell`, or before the session's next request: a front end that
-        calls it once the reply is sent takes the tap's work off the client's wait.
+        calls it once the reply is sent, where :attr:`due` says a step is kept (most taps
+        keep most steps for a bulk), takes the tap's work off the client's wait.
 
         Raises:
             As :meth:`handle`.
@@ -262,9 +258,7 @@ class Session:
                 calls.tell_kept()
             if m.Step not in self._allowed:
                 return self._observed(request)  # (refused, and told to the tap)
-            tap = self.tap
-            started = _perf_counter()
-            action = request.action
+            tap, action, started = self.tap, request.action, _perf_counter()
             try:
                 # A request object seen at the last step again (a codec's kept step of an
                 # integer action, shared) holds an action checked then, if it cannot change
@@ -303,10 +297,11 @@ class Session:
                 if tap is None:
                     return reply
                 told = calls.batch if tap is calls.tap else tap.handled
-            if tell or told is calls.keep:  # (a keep for the tap's bulk_steady: at once)
+            if tell or told is calls.keep:  # (a keep for the tap's bulk: at once)
                 told(request, reply, _perf_counter() - started)
             else:
                 calls.kept = (told, request, reply, _perf_counter() - started)
+            self.due = calls.kept is not None  # (kept, or a bulk full)
             return reply
         finally:
             self._lock.release()
@@ -319,6 +314,7 @@ class Session:
         if due and self._lock.acquire(blocking):
             try:
                 calls.tell_kept()
+                self.due = False
             finally:
                 self._lock.release()
 

@@ -277,7 +277,8 @@ class _Connection(Polling):
                                 send_buffers(self.sock, reply)
                         finally:
                             send_lock.release()
-                    session.tell()
+                    if session.due:  # (a step kept for the tap: told now the reply is out)
+                        session.tell()
                     lean = True
                     continue
                 lean = False

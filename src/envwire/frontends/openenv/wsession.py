@@ -170,7 +170,8 @@ class WsSession:
                 try:
                     return self.channel.send_text(reply)
                 finally:
-                    record.session.tell()
+                    if record.session.due:
+                        record.session.tell()
         return self._ws_general(text)
 
     def _ws_general(self, text: str | bytes) -> bool:
