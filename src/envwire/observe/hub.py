@@ -119,7 +119,7 @@ class _FanOut:
             None
             if None in self.batch_bulks
             else self.batch_bulks[0]
-            if len(taps) == 1
+            if len(self.batch_bulks) == 1
             else self._bulk_batches
         )
         # and each tap's ended (see SessionTap), its handled where it has none

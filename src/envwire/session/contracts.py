@@ -156,8 +156,6 @@ class TapCalls:
         #: step's seconds, told at the next :meth:`tell_kept` once :data:`BULK` are kept; in a
         #: vector session whose tap has ``bulk_batches``, the ``batch`` that keeps batches.
         self.keep: Callable[..., None] | None = None
-        if self.bulk is not None:
-            self.steady = self.keep = self._keep  # (one bound method: the session asks for it)
         #: How the session tells the tap of a batch: :meth:`_batch`, or where the tap has
         #: ``bulk_batches``, :meth:`_keep_batch` (then the ``keep``), with the rows kept for it.
         self.batch: Callable[[m.Step, m.VectorStepReply, float], None] = self._batch
@@ -168,8 +166,10 @@ class TapCalls:
         self.rewards: list[bytes] = []
         self.ends: list[bytes] = []
         self.cuts: list[bytes] = []
-        if self.bulk_batches is not None:
+        if self.bulk_batches is not None:  # (a batch it cannot keep is told at once, in full)
             self.batch = self.keep = self._keep_batch
+        elif self.bulk is not None:
+            self.steady = self.keep = self._keep  # (one bound method: the session asks for it)
 
     def _keep(self, request: m.Request, reply: m.Reply, seconds: float) -> None:
         kept = self.seconds
@@ -197,10 +197,7 @@ class TapCalls:
             self.rewards.append(rewards.tobytes())
             self.ends.append(ends.tobytes())
             self.cuts.append(cuts.tobytes())
-            kept = self.seconds
-            kept.append(seconds)
-            if len(kept) >= BULK:
-                self.kept = _DUE
+            self._keep(request, reply, seconds)
             return
         self.tell_kept()
         self._batch(request, reply, seconds)
