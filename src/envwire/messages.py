@@ -27,6 +27,7 @@ __all__ = [
     "AUTORESET_MODES",
     "AutoresetMode",
     "Close",
+    "FinalsInfo",
     "GetSpace",
     "Monitor",
     "MonitorReply",
@@ -148,6 +149,31 @@ class VectorStepReply:
     terminations: npt.NDArray[np.bool_]  # [N]
     truncations: npt.NDArray[np.bool_]  # [N]
     infos: dict[str, Any] = field(default_factory=dict)
+
+
+class FinalsInfo(dict[str, Any]):
+    """Gymnasium's ``SameStep`` vector info of a batch in which the copies that ``mask`` marks
+    ended, each with an empty final info, and no copy has other info: ``final_obs`` (the
+    object array ``final``), ``_final_obs``, ``final_info`` (``{}``) and ``_final_info``, as
+    ``SyncVectorEnv`` makes them. It also holds the ended copies' final observations as a
+    list in copy order (``rows``), for a codec that sends them apart from the info, as a
+    field of their own, without reading the object array back.
+
+    A dict like any other to everyone else. Whoever replaces its ``final_obs`` or adds a key
+    makes it so for the codec too (:meth:`kept` is then None).
+    """
+
+    __slots__ = ("final", "mask", "rows")
+
+    final: npt.NDArray[np.object_]
+    mask: npt.NDArray[np.bool_]
+    rows: list[Any]
+
+    def kept(self) -> tuple[list[Any], npt.NDArray[np.bool_]] | None:
+        """The final observations and their mask, while the info is as it was made."""
+        if len(self) == 4 and self.get("final_obs") is self.final:
+            return self.rows, self.mask
+        return None
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,6 +25,7 @@ from envwire.protocols.gymsocket.packets import (
     pack_field,
     pack_tensor,
 )
+from envwire.runtime.syncvector import _final_obs
 from tests.protocols.test_gymsocket_lean import _same_step_infos
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
@@ -352,3 +353,63 @@ def test_the_usual_infos_split_as_the_general_split_does(
     expected = split_finals(infos)
     assert_same(got[0], expected[0])
     assert got[1] == expected[1]
+
+
+def _finals_info(rows: dict[int, Any]) -> m.FinalsInfo:
+    """The FinalsInfo a SameStep vector env makes of ``rows`` (ended copy -> final obs)."""
+    return _final_obs(_N + 1, list(rows.items()))
+
+
+_ROW_SETS = [
+    {1: _ROW32},
+    {0: _ROW32, 2: _ROW32 + 1, 3: _ROW32 + 2},
+    {1: np.zeros((2, 3), np.uint8), 2: np.ones((2, 3), np.uint8)},
+    {1: _ROW32, 2: _ROW32.astype(np.float64)},  # two dtypes: in the info JSON
+    {1: _ROW32, 2: np.zeros(3, np.float32)},  # two shapes
+    {1: [0.0, 1.0]},  # not an array
+    {1: _ROW32.astype(">f4")},  # not native
+    {1: np.array("x")},  # no tensor dtype
+]
+
+
+@pytest.mark.parametrize("rows", _ROW_SETS)
+def test_a_finals_info_splits_as_the_same_plain_info(rows: dict[int, Any]) -> None:
+    """A SameStep vector env's info that keeps its final observations as a list gives the
+    field from that list: the same info and field as the plain dict of the same keys, and
+    the same reply's bytes."""
+    infos = _finals_info(rows)
+    assert type(infos) is m.FinalsInfo and infos.kept() is not None
+    got, expected = split_finals(infos), split_finals(dict(infos))
+    assert_same(dict(got[0]), expected[0])
+    assert got[1] == expected[1]
+    space = spaces.Box(-1, 1, (4,), np.float32)
+    obs = np.zeros((_N + 1, 4), np.float32)
+    columns = (np.zeros(_N + 1), infos["_final_obs"], np.zeros(_N + 1, bool))
+    written = []
+    for each in (infos, dict(infos)):
+        server = ServerConnection()
+        server.receive_data(ClientConnection(_FINALS).send_handshake("x", {"num_envs": _N + 1}))
+        server.next_event()
+        server.send_handshake_reply("")
+        server.set_spaces(batch_space(_ACTIONS, _N + 1), batch_space(space, _N + 1))
+        replies = [m.VectorStepReply(obs, *columns, {}), m.VectorStepReply(obs, *columns, each)]
+        written.append([_write(server, reply) for reply in replies])  # (the first: a layout)
+    assert written[0] == written[1]
+
+
+def test_a_finals_info_changed_after_it_was_made_is_read_in_full() -> None:
+    """Whoever replaces the final observations' array or adds a key makes a FinalsInfo an info
+    like any other: split as its dict is, not from the list it was made with."""
+    replaced = _finals_info({1: _ROW32})
+    replaced["final_obs"] = np.array([None, _ROW32 + 9, None, None], dtype=object)
+    added = _finals_info({1: _ROW32})
+    added["score"] = np.array([1, 2, 3, 4])
+    for infos in (replaced, added):
+        assert infos.kept() is None
+        got, expected = split_finals(infos), split_finals(dict(infos))
+        assert_same(dict(got[0]), expected[0])
+        assert got[1] == expected[1]
+    field = split_finals(replaced)[1]
+    read = read_finals(field, 0, len(field), _N + 1)
+    assert read is not None
+    assert_same(read[2], (_ROW32 + 9)[None])

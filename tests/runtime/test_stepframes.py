@@ -20,6 +20,7 @@ from gymnasium import spaces
 from gymnasium.vector.utils import batch_space
 
 from envwire.errors import EnvCrashedError, EnvError, EnvTimeoutError
+from envwire.messages import FinalsInfo
 from envwire.registry import EnvSpec
 from envwire.runtime import InlineWorker, ProcessWorker, make_worker
 from envwire.runtime.pipe import FrameReader, dumps, frame
@@ -31,6 +32,7 @@ from envwire.runtime.stepframes import (
     step_call,
     step_reply,
 )
+from envwire.runtime.syncvector import _final_obs
 from envwire.runtime.vector import VectorGroup
 from tests.spaces_catalog import IDS, SPACES, assert_same
 
@@ -117,6 +119,25 @@ def test_frames_round_trip_every_plain_batch_and_leave_the_rest_to_pickle(name: 
         assert (reply is not None) is plain
         if reply is not None:
             assert_same(read_step_reply(bytearray(reply[4:])), result)
+
+
+def test_a_finals_info_crosses_as_a_frame_and_keeps_its_list() -> None:
+    """A SameStep batch whose ended copies' final observations the vector env keeps as a list
+    (its info a FinalsInfo) travels raw too, its info pickled after the arrays, and comes back
+    a FinalsInfo whose list is still the object array's arrays."""
+    obs, rewards = np.zeros((3, 2), np.float32), np.zeros(3)
+    ended = np.array([False, True, True])
+    infos = _final_obs(3, [(1, np.ones(2, np.float32)), (2, np.full(2, 2, np.float32))])
+    reply = step_reply((obs, rewards, ended, ~ended, infos))
+    assert reply is not None
+    back = read_step_reply(bytearray(reply[4:]))
+    assert_same((*back[:4], dict(back[4])), (obs, rewards, ended, ~ended, dict(infos)))
+    assert type(back[4]) is FinalsInfo
+    kept = back[4].kept()
+    assert kept is not None
+    rows, mask = kept
+    assert mask is back[4]["_final_obs"] and rows[0] is back[4]["final_obs"][1]
+    assert_same(rows, [np.ones(2, np.float32), np.full(2, 2, np.float32)])
 
 
 def test_odd_results_are_left_to_pickle() -> None:

@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from envwire.errors import EnvError, EnvTimeoutError, EnvwireError
 from envwire.registry import EnvSpec
-from envwire.runtime.hosts import EnvHost, make_host
+from envwire.runtime.hosts import EnvHost, VectorHost, make_host
 from envwire.watchdog import Watchdog
 
 __all__ = ["WATCHDOG", "InlineSlice", "InlineWorker"]
@@ -31,6 +31,8 @@ class InlineWorker:
         self.host = make_host(spec, num_envs, mode)
         #: A one-env host's env, which call_step steps itself while no monitor watches it
         self._env = self.host.env if isinstance(self.host, EnvHost) else None
+        #: A vector host's ``VectorHost.step``, the vector env's own, which call_step calls
+        self._vector_step = self.host.vector.step if isinstance(self.host, VectorHost) else None
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         self.hung = False
         self.deadline: float | None = None
@@ -66,6 +68,8 @@ class InlineWorker:
                 # EnvHost.step, inlined
                 obs, reward, terminated, truncated, info = env.step(action)
                 return obs, float(reward), bool(terminated), bool(truncated), info
+            if self._vector_step is not None:
+                return self._vector_step(action)
             return self.host.step(action)
         except EnvwireError:
             raise

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from envwire.messages import FinalsInfo
 from envwire.runtime.pipe import dumps
 from envwire.tensor import NDARRAY
 
@@ -130,7 +131,7 @@ def step_reply(result: object) -> bytes | None:
     if type(result) is not tuple or len(result) != 5:
         return None
     obs, rewards, terminations, truncations, infos = result
-    if type(obs) is not np.ndarray or type(infos) is not dict:
+    if type(obs) is not np.ndarray or (type(infos) is not dict and type(infos) is not FinalsInfo):
         return None
     head = _head(obs.dtype, obs.shape)
     count = obs.shape[0] if obs.ndim else -1

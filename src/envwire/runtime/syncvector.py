@@ -14,7 +14,9 @@ skipped, an array batch's actions are taken by index (an array's iterator ends i
 that array (``np.stack``'s result without its Python, and with ``copy`` the batch returned, so
 that it is not copied again; rows over 16 KiB of a batch kept in the buffer alone are copied in
 one by one), the ``SameStep`` info of copies that ended with empty infos is made once after the
-loop, and a batch of plain arrays is copied without ``deepcopy``'s dispatch.
+loop (a :class:`~envwire.messages.FinalsInfo`: Gymnasium's dict, which also keeps the final
+observations as a list for a codec that sends them apart), and a batch of plain arrays is
+copied without ``deepcopy``'s dispatch.
 
 The results are those of ``SyncVectorEnv.step`` in each of the three autoreset modes: the same
 calls on each copy in the same order, the same arrays (dtypes and values), the same infos with
@@ -35,6 +37,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 from gymnasium.vector.utils import concatenate, iterate
 from numpy.typing import NDArray
 
+from envwire.messages import FinalsInfo
 from envwire.tensor import NDARRAY
 
 __all__ = ["LeanSyncVectorEnv"]
@@ -78,21 +81,22 @@ def _flush(
     return infos
 
 
-def _final_obs(count: int, ended: list[tuple[int, Any]]) -> dict[str, Any]:
+def _final_obs(count: int, ended: list[tuple[int, Any]]) -> FinalsInfo:
     """Gymnasium's vector info of ``count`` copies where only ``ended`` ended, their final
-    infos empty, and no copy has another info: what its ``_add_info`` makes of them."""
+    infos empty, and no copy has another info: what its ``_add_info`` makes of them, which
+    also keeps the final observations as a list (:class:`~envwire.messages.FinalsInfo`)."""
     final = np.empty(count, dtype=object)  # np.full(count, None, dtype=object): full's Python
 
     flags = [False] * count
+    rows = []
     for i, row in ended:
         final[i] = row
         flags[i] = True
-    return {
-        "final_obs": final,
-        "_final_obs": np.array(flags),
-        "final_info": {},
-        "_final_info": np.array(flags),
-    }
+        rows.append(row)
+    mask = _array(flags)
+    info = FinalsInfo(final_obs=final, _final_obs=mask, final_info={}, _final_info=_array(flags))
+    info.final, info.mask, info.rows = final, mask, rows
+    return info
 
 
 def _rows_fit(rows: list[Any], batch: object) -> bool:

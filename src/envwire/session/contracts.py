@@ -179,8 +179,9 @@ class TapCalls:
 
     def _keep_batch(self, request: m.Step, reply: m.VectorStepReply, seconds: float) -> None:
         """Keep a batch of float64 rewards and boolean flags, one value per copy, for the
-        tap's ``bulk_batches``, as their bytes (the arrays may be the env's, reused); any
-        other batch is told at once, after those kept."""
+        tap's ``bulk_batches``, as their bytes (the arrays may be the env's, reused), and its
+        seconds as :meth:`_keep` keeps a step's; any other batch is told at once, after those
+        kept."""
         rewards, ends, cuts = reply.rewards, reply.terminations, reply.truncations
         shape = self.shape
         if (
@@ -197,7 +198,10 @@ class TapCalls:
             self.rewards.append(rewards.tobytes())
             self.ends.append(ends.tobytes())
             self.cuts.append(cuts.tobytes())
-            self._keep(request, reply, seconds)
+            kept = self.seconds  # (_keep's, inlined: every batch)
+            kept.append(seconds)
+            if len(kept) >= BULK:
+                self.kept = _DUE
             return
         self.tell_kept()
         self._batch(request, reply, seconds)

@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from envwire.errors import ProtocolError
+from envwire.messages import FinalsInfo
 from envwire.protocols.gymsocket.packets import (
     CODE_BY_DTYPE,
     MAX_FIELD,
@@ -79,8 +80,13 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     ``_final_obs`` (a bool array of the same length) marks arrays of one native tensor dtype
     and one shape, and whose other items are None; the final infos with them when
     ``final_info`` is ``{}`` and ``_final_info`` equals ``_final_obs``. Any other info stays
-    whole (the field is :data:`NO_FINALS`).
+    whole (the field is :data:`NO_FINALS`). A :class:`~envwire.messages.FinalsInfo` as it
+    was made gives its field from its list of final observations.
     """
+    if type(infos) is FinalsInfo and (kept := infos.kept()) is not None:
+        field = _rows_field(FINALS_OBS | FINALS_EMPTY_INFO, kept[1].tobytes(), kept[0])
+        if field is not None:
+            return {}, field
     keys = list(infos)
     if keys == _USUAL:
         field = _usual_field(*infos.values())
@@ -99,26 +105,11 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
     ):
         return infos, NO_FINALS
     ended = mask.tolist()
-    rows = []
-    for item, set_ in zip(final.tolist(), ended, strict=True):
-        if set_:
-            if type(item) is not np.ndarray:
-                return infos, NO_FINALS
-            rows.append(item)
-        elif item is not None:
-            return infos, NO_FINALS
-    if not rows:
+    rows = _marked(final, ended)
+    if rows is None:
         return infos, NO_FINALS
-    first = rows[0]
-    dtype, shape = first.dtype, first.shape
-    if dtype not in CODE_BY_DTYPE or not dtype.isnative or len(shape) >= 32:
-        return infos, NO_FINALS
-    for row in rows:
-        if row.dtype != dtype or row.shape != shape:
-            return infos, NO_FINALS
     kind = FINALS_OBS
-    rest = {key: value for key, value in infos.items() if key not in (_FINAL_OBS, _FINAL_OBS_MASK)}
-    final_info, info_mask = rest.get(_FINAL_INFO), rest.get(_FINAL_INFO_MASK)
+    final_info, info_mask = infos.get(_FINAL_INFO), infos.get(_FINAL_INFO_MASK)
     if (
         keys[2:4] == _NEXT
         and type(final_info) is dict
@@ -129,23 +120,11 @@ def split_finals(infos: dict[str, Any]) -> tuple[dict[str, Any], bytes]:
         and info_mask.tolist() == ended
     ):
         kind |= FINALS_EMPTY_INFO
-        del rest[_FINAL_INFO], rest[_FINAL_INFO_MASK]
-    # pack_tensor(np.stack(rows)) and pack_column(mask), the same bytes without the copy
-    # np.stack makes and its Python-level checks
-    ndim = len(shape) + 1
-    header = TENSOR_HEADERS[ndim].pack(CODE_BY_DTYPE[dtype], ndim, len(rows), *shape)
-    data = b"".join([row.tobytes() for row in rows])
-    return rest, b"".join(
-        (
-            _KINDS[kind],
-            _mask_head(len(ended)),
-            mask.tobytes(),
-            _TENSOR_FIELD,
-            U32.pack(len(header) + len(data)),
-            header,
-            data,
-        )
-    )
+    field = _rows_field(kind, mask.tobytes(), rows)
+    if field is None:
+        return infos, NO_FINALS
+    gone = _FIRST + _NEXT if kind & FINALS_EMPTY_INFO else _FIRST
+    return {key: value for key, value in infos.items() if key not in gone}, field
 
 
 def _usual_field(
@@ -171,6 +150,13 @@ def _usual_field(
     flags = mask.tobytes()
     if info_mask.tobytes() != flags:
         return None
+    rows = _marked(final, flags)
+    return None if rows is None else _rows_field(FINALS_OBS | FINALS_EMPTY_INFO, flags, rows)
+
+
+def _marked(final: npt.NDArray[Any], flags: bytes | list[bool]) -> list[Any] | None:
+    """The items of ``final`` that ``flags`` marks, when each of them is an array and every
+    other item is None; else None."""
     rows = []
     for item, flag in zip(final.tolist(), flags, strict=True):
         if flag:
@@ -179,22 +165,31 @@ def _usual_field(
             rows.append(item)
         elif item is not None:
             return None
-    if not rows:
+    return rows
+
+
+def _rows_field(kind: int, flags: bytes, rows: list[Any]) -> bytes | None:
+    """The final field of ``kind`` with the mask's bytes ``flags`` and the final
+    observations ``rows`` (``pack_column`` of the mask and ``pack_tensor(np.stack(rows))``:
+    the same bytes without the copy ``np.stack`` makes and its Python-level checks), or None
+    unless they are one or more arrays of one native tensor dtype and one shape."""
+    if not rows or type(first := rows[0]) is not NDARRAY:
         return None
-    first = rows[0]
     dtype, shape = first.dtype, first.shape
     code = CODE_BY_DTYPE.get(dtype)
     if code is None or not dtype.isnative or len(shape) >= 32:
         return None
     for row in rows:
-        if (row.dtype is not dtype and row.dtype != dtype) or row.shape != shape:
+        if type(row) is not NDARRAY or (row.dtype is not dtype and row.dtype != dtype):
+            return None
+        if row.shape != shape:
             return None
     ndim = len(shape) + 1
     header = TENSOR_HEADERS[ndim].pack(code, ndim, len(rows), *shape)
     data = b"".join([row.tobytes() for row in rows])
     return b"".join(
         (
-            _KINDS[FINALS_OBS | FINALS_EMPTY_INFO],
+            _KINDS[kind],
             _mask_head(len(flags)),
             flags,
             _TENSOR_FIELD,

@@ -62,7 +62,7 @@ class ReplyWriter(Side):
         self._lean_dtype: np.dtype[Any] | None = None
         self._lean_shape: tuple[int, ...] | None = None
         self._lean_head = b""
-        # The lean vector step reply (_lean_vector_reply): the layout of the last usual one.
+        # The lean vector step reply (_vector_reply): the layout of the last usual one.
         self._vector_layout: _VectorLayout | None = None
         # The lean gathered step reply (a frame's): the shape of the last large byte array
         # sent from its own memory, and its reply's bytes before the array.
@@ -83,12 +83,7 @@ class ReplyWriter(Side):
             self._pending.popleft()
             return joined
         if packet is _VECTOR_STEP and isinstance(reply, m.VectorStepReply):
-            lean = self._finals_reply(reply) if self._finals else self._lean_vector_reply(reply)
-            if lean is None:
-                parts = self._vector_step_parts(reply)
-                lean = b"".join((b"\x00" if self._errors else b"", *parts))
-            self._pending.popleft()
-            return lean
+            return self._vector_reply(reply)
         body = self._reply_body(packet, reply)
         self._pending.popleft()
         if self._errors:
@@ -106,8 +101,8 @@ class ReplyWriter(Side):
         :meth:`send_reply` returns (the usual step's and reset's, an array of the layout the
         last usual step taught and no info, joined from that layout's head).
         """
-        if type(reply) is m.VectorStepReply:  # send_reply's, without the getattr below
-            return self.send_reply(reply)
+        if type(reply) is m.VectorStepReply and self._pending[0] is _VECTOR_STEP:
+            return self._vector_reply(reply)  # (send_reply's, without its checks before it)
         if type(reply) is m.StepReply and self._pending[0] is _STEP:
             obs = reply.observation
             box = self._seed_box
@@ -264,22 +259,24 @@ class ReplyWriter(Side):
                 return None
         raise ProtocolError(f"cannot answer packet {packet!r} with {type(reply).__name__}")
 
-    def _lean_vector_reply(self, v: m.VectorStepReply) -> bytes | None:
-        """The usual vector step reply (a batch that is one array of a tensor dtype, float64
-        rewards and bool flags of the batch's length, no info), joined from the bytes around
-        the arrays learned from the last such batch and the arrays' own: the bytes
-        :meth:`_vector_step_parts` writes. None for any other reply (which teaches the layout
-        when it is a usual one)."""
-        return None if v.infos else self._lean_vector_arrays(v, EMPTY_INFO)
-
-    def _finals_reply(self, v: m.VectorStepReply) -> bytes | None:
-        """:meth:`_lean_vector_reply` for a ``FINAL_OBS`` connection: the same bytes, then
-        the final field (:mod:`.finals`), for a reply whose info is empty once its final
-        observations are out of it; None for any other (the general path's)."""
-        if not v.infos:
-            return self._lean_vector_arrays(v, _EMPTY_NO_FINALS)
-        infos, finals = split_finals(v.infos)
-        return None if infos else self._lean_vector_arrays(v, EMPTY_INFO + finals)
+    def _vector_reply(self, v: m.VectorStepReply) -> bytes:
+        """The reply to the vector step waiting for one. The usual one (a batch that is one
+        array of a tensor dtype, float64 rewards and bool flags of the batch's length, no
+        info, or with ``FINAL_OBS`` no info once its final observations are out of it) is
+        joined from the bytes around the arrays learned from the last such batch and the
+        arrays' own, then the final field (:mod:`.finals`): the bytes
+        :meth:`_vector_step_parts` writes, which writes any other (and teaches the layout)."""
+        infos, lean = v.infos, None
+        if not infos:
+            lean = self._lean_vector_arrays(v, _EMPTY_NO_FINALS if self._finals else EMPTY_INFO)
+        elif self._finals:
+            rest, finals = split_finals(infos)
+            if not rest:
+                lean = self._lean_vector_arrays(v, EMPTY_INFO + finals)
+        if lean is None:
+            lean = b"".join((b"\x00" if self._errors else b"", *self._vector_step_parts(v)))
+        self._pending.popleft()
+        return lean
 
     def _lean_vector_arrays(self, v: m.VectorStepReply, tail: bytes) -> bytes | None:
         """The lean vector step reply's bytes, ending with ``tail`` (after the arrays)."""
@@ -405,7 +402,7 @@ _BOOL: Final = np.dtype(np.bool_)
 
 class _VectorLayout(NamedTuple):
     """The bytes around the arrays of a usual vector step reply (:meth:`ReplyWriter.
-    _lean_vector_reply`), for a batch of ``obs_dtype`` and ``obs_shape`` and columns of
+    _vector_reply`), for a batch of ``obs_dtype`` and ``obs_shape`` and columns of
     ``column_shape``: the status and the batch's tensor header, then each column's field and
     tensor header."""
 
