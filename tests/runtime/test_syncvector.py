@@ -294,3 +294,20 @@ def test_each_copy_gets_its_row_of_the_actions_as_gymnasium_gives_it() -> None:
         assert np.array_equal(got[0], expected[0])
     with pytest.raises(ValueError, match="zip"):  # a batch of the wrong size
         ours.step(actions[:2])
+    assert all(len(env.unwrapped.seen) == 1 for env in ours.envs)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("mode", list(AutoresetMode), ids=lambda mode: mode.value)
+def test_a_batch_of_another_count_steps_no_copy(mode: AutoresetMode) -> None:
+    """Too few or too many actions, as an array or a list, in every mode: a ValueError before
+    any copy is stepped; a list of one per copy steps as the array does."""
+    ours = LeanSyncVectorEnv([_BoxActionEnv] * 3, autoreset_mode=mode)
+    ours.reset(seed=0)
+    actions = np.arange(8, dtype=np.float32).reshape(4, 2) / 10
+    for batch in (actions[:2], actions, list(actions[:2]), list(actions)):
+        with pytest.raises(ValueError, match="zip"):
+            ours.step(batch)
+        assert all(not env.unwrapped.seen for env in ours.envs)  # type: ignore[attr-defined]
+    ours.step(list(actions[:3]))
+    for env, row in zip(ours.envs, actions[:3], strict=True):
+        assert np.array_equal(env.unwrapped.seen, [row])  # type: ignore[attr-defined]

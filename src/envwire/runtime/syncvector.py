@@ -99,6 +99,15 @@ def _final_obs(count: int, ended: list[tuple[int, Any]]) -> FinalsInfo:
     return info
 
 
+def _listed(actions: Iterable[Any], envs: list[Any]) -> list[Any]:
+    """The actions of an iterable batch, one per copy of ``envs``.
+
+    Raises:
+        ValueError: there are more or fewer actions than copies.
+    """
+    return [action for action, _ in zip(actions, envs, strict=True)]
+
+
 def _rows_fit(rows: list[Any], batch: object) -> bool:
     """Whether every item of ``rows`` is a plain array of ``batch``'s row shape and dtype."""
     if type(batch) is not NDARRAY or len(rows) != len(batch):
@@ -143,33 +152,35 @@ class LeanSyncVectorEnv(SyncVectorEnv):
         truncations: list[Any] = [False] * count
         infos: dict[str, Any] = {}
         add_info = self._add_info
-        each: Iterable[Any]
+        # Each copy's action, taken by index (i below): an array of the copies' actions is
+        # indexed as it is (iter(actions)'s items: an array's iterator ends in a formatted
+        # IndexError); any other batch is iterated into a list first, one action per copy
+        # (ValueError, before any copy steps, where the counts differ).
+        each: Any = actions
         if not self._iterable_actions:
-            each = iterate(self.action_space, actions)
-        elif type(actions) is NDARRAY and actions.ndim and len(actions) == count:
-            # iter(actions)'s items, by index: an array's iterator ends in a formatted IndexError
-            each = [actions[i] for i in range(count)]
-        else:
-            each = iter(actions)
-        pairs = enumerate(zip(each, envs, strict=True))
+            each = _listed(iterate(self.action_space, actions), envs)
+        elif type(actions) is not NDARRAY or not actions.ndim or len(actions) != count:
+            each = _listed(actions, envs)
         if mode == AutoresetMode.NEXT_STEP:
             autoreset = self._autoreset_envs.tolist()
-            for i, (action, env) in pairs:
+            for i in range(count):
                 if autoreset[i]:
-                    obs[i], info = env.reset()
+                    obs[i], info = envs[i].reset()
                 else:
-                    obs[i], rewards[i], terminations[i], truncations[i], info = env.step(action)
+                    step = envs[i].step(each[i])
+                    obs[i], rewards[i], terminations[i], truncations[i], info = step
                 if info:
                     infos = add_info(infos, info, i)
         elif mode == AutoresetMode.DISABLED:
-            for i, (action, env) in pairs:
+            for i in range(count):
                 # the caller should have reset it (Gymnasium asserts the same)
                 assert not self._autoreset_envs[i], f"{self._autoreset_envs=}"
-                obs[i], rewards[i], terminations[i], truncations[i], info = env.step(action)
+                step = envs[i].step(each[i])
+                obs[i], rewards[i], terminations[i], truncations[i], info = step
                 if info:
                     infos = add_info(infos, info, i)
         elif mode == AutoresetMode.SAME_STEP:
-            infos = self._same_step(pairs, obs, rewards, terminations, truncations)
+            infos = self._same_step(each, obs, rewards, terminations, truncations)
         else:
             raise ValueError(f"Unexpected autoreset mode, {mode}")
         reward_batch, ends, cuts = self._columns(rewards, terminations, truncations)
@@ -212,20 +223,23 @@ class LeanSyncVectorEnv(SyncVectorEnv):
 
     def _same_step(
         self,
-        pairs: Iterable[tuple[int, tuple[Any, Any]]],
+        each: Any,
         obs: list[Any],
         rewards: list[Any],
         terminations: list[Any],
         truncations: list[Any],
     ) -> dict[str, Any]:
-        """The ``SameStep`` loop: each copy stepped, reset at once if it ended; the infos."""
+        """The ``SameStep`` loop: each copy stepped with ``each[i]``, reset at once if it
+        ended; the infos."""
         infos: dict[str, Any] = {}
         add_info = self._add_info
         # The ended copies whose final info is empty, not yet added: while nothing else is,
         # Gymnasium's vector info of them is made at once after the loop (_final_obs).
         ended: list[tuple[int, Any]] = []
-        for i, (action, env) in pairs:
-            obs[i], rewards[i], terminations[i], truncations[i], info = env.step(action)
+        envs = self.envs
+        for i in range(len(envs)):
+            env = envs[i]
+            obs[i], rewards[i], terminations[i], truncations[i], info = env.step(each[i])
             if terminations[i] or truncations[i]:
                 if type(info) is dict and not info:
                     ended.append((i, obs[i]))
