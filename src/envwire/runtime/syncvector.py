@@ -94,7 +94,7 @@ def _final_obs(count: int, ended: list[tuple[int, Any]]) -> FinalsInfo:
         flags[i] = True
         rows.append(row)
     mask = _array(flags)
-    info = FinalsInfo(final_obs=final, _final_obs=mask, final_info={}, _final_info=_array(flags))
+    info = FinalsInfo(final_obs=final, _final_obs=mask, final_info={}, _final_info=mask.copy())
     info.final, info.mask, info.rows = final, mask, rows
     return info
 
