@@ -159,19 +159,43 @@ class FinalsInfo(dict[str, Any]):
     list in copy order (``rows``), for a codec that sends them apart from the info, as a
     field of their own, without reading the object array back.
 
-    A dict like any other to everyone else. Whoever replaces its ``final_obs`` or adds a key
-    makes it so for the codec too (:meth:`kept` is then None).
+    A dict like any other to everyone else. Whoever replaces one of its values, puts an item
+    in its ``final_info`` or adds a key makes it so for the codec too (:meth:`kept` is then
+    None).
     """
 
-    __slots__ = ("final", "mask", "rows")
+    __slots__ = ("final", "info", "info_mask", "mask", "rows")
 
     final: npt.NDArray[np.object_]
     mask: npt.NDArray[np.bool_]
+    info: dict[str, Any]
+    info_mask: npt.NDArray[np.bool_]
     rows: list[Any]
+
+    @classmethod
+    def made(
+        cls, final: npt.NDArray[np.object_], mask: npt.NDArray[np.bool_], rows: list[Any]
+    ) -> FinalsInfo:
+        """The info of the final observations ``final`` (an object array: ``rows`` at the
+        copies ``mask`` marks, None elsewhere), their final infos empty."""
+        info: dict[str, Any] = {}
+        info_mask = mask.copy()
+        made = cls(final_obs=final, _final_obs=mask, final_info=info, _final_info=info_mask)
+        made.final, made.mask, made.rows = final, mask, rows
+        made.info, made.info_mask = info, info_mask
+        return made
 
     def kept(self) -> tuple[list[Any], npt.NDArray[np.bool_]] | None:
         """The final observations and their mask, while the info is as it was made."""
-        if len(self) == 4 and self.get("final_obs") is self.final:
+        get = self.get
+        if (
+            len(self) == 4
+            and get("final_obs") is self.final
+            and get("_final_obs") is self.mask
+            and get("final_info") is self.info
+            and get("_final_info") is self.info_mask
+            and not self.info
+        ):
             return self.rows, self.mask
         return None
 

@@ -398,13 +398,20 @@ def test_a_finals_info_splits_as_the_same_plain_info(rows: dict[int, Any]) -> No
 
 
 def test_a_finals_info_changed_after_it_was_made_is_read_in_full() -> None:
-    """Whoever replaces the final observations' array or adds a key makes a FinalsInfo an info
-    like any other: split as its dict is, not from the list it was made with."""
+    """Whoever replaces one of a FinalsInfo's values, puts an item in its final_info or adds a
+    key makes it an info like any other: split as its dict is, not from the list it was made
+    with."""
     replaced = _finals_info({1: _ROW32})
     replaced["final_obs"] = np.array([None, _ROW32 + 9, None, None], dtype=object)
     added = _finals_info({1: _ROW32})
     added["score"] = np.array([1, 2, 3, 4])
-    for infos in (replaced, added):
+    masked = _finals_info({1: _ROW32})
+    masked["_final_obs"] = np.array([False, True, False, False])
+    told = _finals_info({1: _ROW32})
+    told["final_info"]["x"] = np.array([0, 5, 0, 0])
+    other = _finals_info({1: _ROW32})
+    other["_final_info"] = np.array([False, True, False, False])
+    for infos in (replaced, added, masked, told, other):
         assert infos.kept() is None
         got, expected = split_finals(infos), split_finals(dict(infos))
         assert_same(dict(got[0]), expected[0])

@@ -93,10 +93,7 @@ def _final_obs(count: int, ended: list[tuple[int, Any]]) -> FinalsInfo:
         final[i] = row
         flags[i] = True
         rows.append(row)
-    mask = _array(flags)
-    info = FinalsInfo(final_obs=final, _final_obs=mask, final_info={}, _final_info=mask.copy())
-    info.final, info.mask, info.rows = final, mask, rows
-    return info
+    return FinalsInfo.made(final, _array(flags), rows)
 
 
 def _listed(actions: Iterable[Any], envs: list[Any]) -> list[Any]:
