@@ -31,8 +31,9 @@ class InlineWorker:
         self.host = make_host(spec, num_envs, mode)
         #: A one-env host's env, which call_step steps itself while no monitor watches it
         self._env = self.host.env if isinstance(self.host, EnvHost) else None
-        #: A vector host's ``VectorHost.step``, the vector env's own, which call_step calls
-        self._vector_step = self.host.vector.step if isinstance(self.host, VectorHost) else None
+        #: What call_step calls otherwise: a vector host's vector env's own step (all that
+        #: ``VectorHost.step`` does), else the host's step
+        self._step = self.host.vector.step if isinstance(self.host, VectorHost) else self.host.step
         self.on_hang: Callable[[EnvTimeoutError], None] | None = None
         self.hung = False
         self.deadline: float | None = None
@@ -68,9 +69,7 @@ class InlineWorker:
                 # EnvHost.step, inlined
                 obs, reward, terminated, truncated, info = env.step(action)
                 return obs, float(reward), bool(terminated), bool(truncated), info
-            if self._vector_step is not None:
-                return self._vector_step(action)
-            return self.host.step(action)
+            return self._step(action)
         except EnvwireError:
             raise
         except Exception as exc:
