@@ -117,9 +117,16 @@ class RemoteVectorEnv(VectorEnv[Any, Any, Any]):
     def step(
         self, actions: object
     ) -> tuple[Any, np.ndarray, np.ndarray, np.ndarray, dict[str, Any]]:
-        """Step every copy once."""
-        self.step_async(actions)
-        return self.step_wait()
+        """Step every copy once: :meth:`step_async`, then :meth:`step_wait`, in one call
+        where the transport has its own vector step (gym-socket's lean one)."""
+        if self._waiting:
+            raise StateError("step while a step_async is waiting: call step_wait first")
+        send, receive = self._send_step, self._receive_step
+        if send is None or receive is None:
+            self.step_async(actions)
+            return self.step_wait()
+        send(actions)
+        return receive()  # type: ignore[no-any-return]
 
     def close_extras(self, **kwargs: object) -> None:
         if not self._closed:

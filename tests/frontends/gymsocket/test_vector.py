@@ -83,6 +83,11 @@ def test_step_async_lets_the_agent_work_meanwhile(server: ServerProcess) -> None
             assert data_equivalence(remote.step_wait(), want, exact=True)
         with pytest.raises(StateError, match="step_wait without step_async"):
             remote.step_wait()
+        remote.step_async(np.zeros(4, np.int64))
+        with pytest.raises(StateError, match="step while a step_async is waiting"):
+            remote.step(np.zeros(4, np.int64))
+        remote.step_wait()  # the batch in flight is still there, and the session goes on
+        assert remote.step(np.zeros(4, np.int64))[0].shape == (4, 4)
     finally:
         remote.close()
 
