@@ -26,7 +26,16 @@ import gymnasium
 import numpy as np
 
 from envwire.testing import ServerProcess
-from harness import Result, compare, cpu_seconds, machine, parse_settings, print_table, rate
+from harness import (
+    Result,
+    alternate,
+    compare,
+    cpu_seconds,
+    machine,
+    parse_settings,
+    print_table,
+    rate,
+)
 from minimal_cases import SB3_N, Sb3Client, minimal_case_server
 
 WARM = 200
@@ -94,13 +103,15 @@ def main() -> None:
         stack.callback(minimal.close)
         minimal.reset(0)
         cases[names["minimal"]] = (lambda: minimal.step(actions), pid)
-        rates: dict[str, list[float]] = {name: [] for name in cases}
-        cpu: dict[str, list[tuple[float, float]]] = {name: [] for name in cases}
-        for _ in range(settings.runs):
-            for name, (step, server_pid) in cases.items():
-                batches, client, server_cpu = _round(step, settings.seconds, server_pid)
-                rates[name].append(batches * SB3_N)
-                cpu[name].append((client, server_cpu))
+        rounds = alternate(
+            {
+                name: functools.partial(_round, step, settings.seconds, server_pid)
+                for name, (step, server_pid) in cases.items()
+            },
+            settings.runs,
+        )
+    rates = {name: [batches * SB3_N for batches, _, _ in got] for name, got in rounds.items()}
+    cpu = {name: [(client, server) for _, client, server in got] for name, got in rounds.items()}
     results = [compare(rates, names["dummy"])]
     results += [compare(rates, names[key], names["dummy"]) for key in ("a", "b", "minimal")]
     results.append(compare(rates, names["b"], names["a"], label="B over A"))

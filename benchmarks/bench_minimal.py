@@ -52,6 +52,7 @@ from harness import (
     EchoServer,
     Result,
     Settings,
+    alternate,
     case_names,
     cpu_seconds,
     echo_rate,
@@ -273,15 +274,6 @@ FRAMES_ENV = "bench/Frames-v0=envwire.testing.envs:FramesEnv@inline"
 Rounds = dict[str, list[dict[str, float]]]
 
 
-def _rounds(cases: dict[str, Callable[[], dict[str, float]]], runs: int) -> Rounds:
-    """Every case measured once per round, in turn, ``runs`` rounds."""
-    rounds: Rounds = {key: [] for key in cases}
-    for _ in range(runs):
-        for key, measure in cases.items():
-            rounds[key].append(measure())
-    return rounds
-
-
 def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> list[Result]:
     """CartPole one step: the baseline pair beside envwire's server and ``envwire.make``."""
     names = {
@@ -298,7 +290,7 @@ def _one_step(settings: Settings, server: ServerProcess, pin: int | None) -> lis
 
         cases = _one_step_cases(remote, minimal, settings.seconds, pid, server_pid)
         try:
-            rounds = _rounds(cases, settings.runs)
+            rounds = alternate(cases, settings.runs)
         finally:
             minimal.close()
             remote.close()
@@ -385,7 +377,7 @@ def _batch_rounds(
 
         return lambda: _stepping(step, env.reset, settings.seconds, server_pid)
 
-    rounds = _rounds({key: batches(*pair) for key, pair in envs.items()}, settings.runs)
+    rounds = alternate({key: batches(*pair) for key, pair in envs.items()}, settings.runs)
     for measured in rounds.values():
         for figures in measured:
             figures["rate"] *= len(actions)
@@ -416,7 +408,7 @@ def _frames(
             **_one_step_cases(remote, minimal, settings.seconds, pid, server_pid),
         }
         try:
-            rounds = _rounds(cases, settings.runs)
+            rounds = alternate(cases, settings.runs)
         finally:
             minimal.close()
             remote.close()

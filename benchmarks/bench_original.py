@@ -50,6 +50,7 @@ from envwire.testing import ServerProcess
 from harness import (
     Result,
     Settings,
+    alternate,
     compare,
     cpu_seconds,
     descendants,
@@ -292,10 +293,7 @@ def main() -> int:
             for key, env in envs.items():
                 env.reset()
                 cases[key] = _measure(env, settings.seconds, pids[key])
-            rounds: dict[str, list[dict[str, float]]] = {key: [] for key in cases}
-            for _ in range(settings.runs):  # alternating rounds
-                for key, measure in cases.items():
-                    rounds[key].append(measure())
+            rounds = alternate(cases, settings.runs)
         finally:
             for env in envs.values():
                 env.close()

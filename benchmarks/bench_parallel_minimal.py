@@ -52,6 +52,7 @@ from envwire.testing import ServerProcess
 from envwire.testing.envs import BurnEnv
 from harness import (
     Result,
+    alternate,
     cpu_seconds,
     descendants,
     machine,
@@ -292,11 +293,8 @@ def main() -> int:
                 "minimal": _batches(minimal, actions, settings.seconds, pid),
                 "envwire": _batches(remote, actions, settings.seconds, server.process.pid),
             }
-            rounds: dict[str, list[dict[str, float]]] = {key: [] for key in cases}
             try:
-                for _ in range(settings.runs):
-                    for key, measure in cases.items():
-                        rounds[key].append(measure())
+                rounds = alternate(cases, settings.runs)
             finally:
                 for env in (local, minimal, remote):
                     env.close()

@@ -20,7 +20,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import gymnasium
 
@@ -302,13 +302,24 @@ def median(settings: Settings, measure: Callable[[], float]) -> float:
     return statistics.median(measure() for _ in range(settings.runs))
 
 
-def alternate(cases: Mapping[str, Callable[[], float]], rounds: int) -> dict[str, list[float]]:
+_M = TypeVar("_M")
+
+
+def alternate(cases: Mapping[str, Callable[[], _M]], rounds: int) -> dict[str, list[_M]]:
     """Each case's measurements over ``rounds`` rounds, every round measuring every case once
-    in turn, so that a figure and its baseline are always measured minutes apart at most."""
-    values: dict[str, list[float]] = {name: [] for name in cases}
-    for _ in range(rounds):
-        for name, measure in cases.items():
-            values[name].append(measure())
+    in turn, so that a figure and its baseline are always measured minutes apart at most.
+
+    Every round begins with the first case (the baseline, by convention) and the others follow
+    it in an order that rotates from round to round, so that each follows the baseline in as
+    many rounds as the next: on these shared cores the case measured right after a CPU-bound
+    one (an in-process baseline) runs about a tenth slower, and in a fixed order one case
+    would always pay for its place in the order rather than for what it does."""
+    first, *rest = list(cases)
+    values: dict[str, list[_M]] = {name: [] for name in cases}
+    for turn in range(rounds):
+        start = turn % len(rest) if rest else 0
+        for name in [first, *rest[start:], *rest[:start]]:
+            values[name].append(cases[name]())
     return values
 
 
