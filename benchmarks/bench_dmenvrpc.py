@@ -286,7 +286,9 @@ def bench_grpc_cases(settings: Settings, *, window: int = 16, n: int = 256) -> l
             batched_name: lambda: batched_rate(url, n, s),
             split_name: lambda: batched_rate(url, n, s, workers=2),
         }
-        values = alternate(cases, settings.runs)
+        # In their own order: each case right after its baseline (rotated, the Connection's
+        # case would follow the CPU-bound in-process batch in some rounds, its baseline never)
+        values = alternate(cases, settings.runs, rotate=False)
     results = []
     for name in cases:
         notes = {"window": window} if name == pipelined_name else {}

@@ -305,7 +305,9 @@ def median(settings: Settings, measure: Callable[[], float]) -> float:
 _M = TypeVar("_M")
 
 
-def alternate(cases: Mapping[str, Callable[[], _M]], rounds: int) -> dict[str, list[_M]]:
+def alternate(
+    cases: Mapping[str, Callable[[], _M]], rounds: int, *, rotate: bool = True
+) -> dict[str, list[_M]]:
     """Each case's measurements over ``rounds`` rounds, every round measuring every case once
     in turn, so that a figure and its baseline are always measured minutes apart at most.
 
@@ -313,11 +315,13 @@ def alternate(cases: Mapping[str, Callable[[], _M]], rounds: int) -> dict[str, l
     it in an order that rotates from round to round, so that each follows the baseline in as
     many rounds as the next: on these shared cores the case measured right after a CPU-bound
     one (an in-process baseline) runs about a tenth slower, and in a fixed order one case
-    would always pay for its place in the order rather than for what it does."""
+    would always pay for its place in the order rather than for what it does. With ``rotate``
+    False every round keeps the cases' own order (for cases laid out in pairs, each right
+    after its own baseline)."""
     first, *rest = list(cases)
     values: dict[str, list[_M]] = {name: [] for name in cases}
     for turn in range(rounds):
-        start = turn % len(rest) if rest else 0
+        start = turn % len(rest) if rest and rotate else 0
         for name in [first, *rest[start:], *rest[:start]]:
             values[name].append(cases[name]())
     return values

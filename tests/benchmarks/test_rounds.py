@@ -44,3 +44,12 @@ def test_one_case_or_two_keep_their_order() -> None:
     values = alternate({"base": measure("base"), "case": measure("case")}, 2)
     assert order == ["base", "case", "base", "case"]
     assert values == {"base": [1, 3], "case": [2, 4]}
+
+
+def test_rounds_keep_their_order_unrotated() -> None:
+    from harness import alternate
+
+    order: list[str] = []
+    measure = _recording(order)
+    alternate({name: measure(name) for name in "bxy"}, 3, rotate=False)
+    assert "".join(order) == "bxy" * 3
