@@ -318,8 +318,10 @@ def alternate(
     would always pay for its place in the order rather than for what it does. With ``rotate``
     False every round keeps the cases' own order (for cases laid out in pairs, each right
     after its own baseline)."""
-    first, *rest = list(cases)
     values: dict[str, list[_M]] = {name: [] for name in cases}
+    if not values:
+        return values
+    first, *rest = list(cases)
     for turn in range(rounds):
         start = turn % len(rest) if rest and rotate else 0
         for name in [first, *rest[start:], *rest[:start]]:

@@ -39,6 +39,7 @@ def test_one_case_or_two_keep_their_order() -> None:
 
     order: list[str] = []
     measure = _recording(order)
+    assert alternate({}, 3) == {}
     assert alternate({"only": measure("only")}, 3) == {"only": [1, 2, 3]}
     order.clear()
     values = alternate({"base": measure("base"), "case": measure("case")}, 2)
